@@ -1,0 +1,106 @@
+/**
+ * Edda's error classes. Each is small, has a stable `name` (bundlers minify
+ * class names, so it is set explicitly) and says what it means for retries.
+ * Recorded errors are serialized with their name and restored as the same class
+ * when it is known (see `serialization.ts`).
+ */
+
+export class EddaError extends Error {
+  override name = "EddaError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** Never retried: the activity failed for good. */
+export class TerminalError extends EddaError {
+  override name = "TerminalError";
+}
+
+/** All retry attempts failed; `cause` is the last error. */
+export class RetryExhaustedError extends EddaError {
+  override name = "RetryExhaustedError";
+  constructor(
+    message: string,
+    readonly attempts: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** The code at an activity id differs from what the history recorded. Not retried. */
+export class NonDeterminismError extends EddaError {
+  override name = "NonDeterminismError";
+}
+
+/** A step lost its lease (expired, taken over, or the instance was cancelled): it commits nothing. */
+export class LeaseLostError extends EddaError {
+  override name = "LeaseLostError";
+}
+
+/** `receive` / `waitMessage` timed out. Catchable in workflow code. */
+export class MessageTimeoutError extends EddaError {
+  override name = "MessageTimeoutError";
+}
+
+/** `waitEvent` timed out. Catchable in workflow code. */
+export class EventTimeoutError extends MessageTimeoutError {
+  override name = "EventTimeoutError";
+}
+
+/** A channel is already used with another delivery mode. */
+export class ChannelModeConflictError extends EddaError {
+  override name = "ChannelModeConflictError";
+}
+
+/** The workflow was cancelled (seen by compensations and hooks). */
+export class WorkflowCancelledError extends EddaError {
+  override name = "WorkflowCancelledError";
+}
+
+/** Input failed validation (zod) — maps to HTTP 422. */
+export class ValidationError extends EddaError {
+  override name = "ValidationError";
+  constructor(
+    message: string,
+    readonly issues: unknown[],
+  ) {
+    super(message);
+  }
+}
+
+/** Unknown workflow, instance… — maps to HTTP 404. */
+export class NotFoundError extends EddaError {
+  override name = "NotFoundError";
+}
+
+/** Operation not allowed in the current state — maps to HTTP 409. */
+export class ConflictError extends EddaError {
+  override name = "ConflictError";
+}
+
+export const BUILTIN_ERRORS: Record<string, new (message: string) => Error> = {
+  Error,
+  TypeError,
+  RangeError,
+  SyntaxError,
+  ReferenceError,
+  EvalError,
+  URIError,
+  EddaError,
+  TerminalError,
+  NonDeterminismError,
+  LeaseLostError,
+  MessageTimeoutError,
+  EventTimeoutError,
+  ChannelModeConflictError,
+  WorkflowCancelledError,
+  NotFoundError,
+  ConflictError,
+  RetryExhaustedError: class extends RetryExhaustedError {
+    constructor(message: string) {
+      super(message, 0);
+    }
+  },
+};

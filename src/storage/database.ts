@@ -1,0 +1,47 @@
+/**
+ * The driver-neutral database handle. Each driver factory in `drivers/` returns
+ * one; the Storage implementation and user activities (`ctx.tx`) only ever see
+ * drizzle's `PgDatabase` / `PgTransaction`, so the same code runs on postgres.js,
+ * Neon's serverless WebSocket Pool and PGlite.
+ */
+import type { PgDatabase, PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
+import type { ExtractTablesWithRelations } from "drizzle-orm";
+import type { SQL } from "drizzle-orm";
+
+export type DriverName = "postgres-js" | "neon-serverless" | "pglite";
+
+/** A drizzle database on any supported driver. */
+export type Db = PgDatabase<PgQueryResultHKT, Record<string, never>>;
+/** A drizzle transaction on any supported driver (what activities get as `ctx.tx`). */
+export type Tx = PgTransaction<PgQueryResultHKT, Record<string, never>, ExtractTablesWithRelations<Record<string, never>>>;
+/** Something that can run SQL: the database or a transaction/savepoint. */
+export type Executor = Db | Tx;
+
+export interface QueryStats {
+  /** SQL statements issued through drizzle (BEGIN/COMMIT excluded). */
+  statements: number;
+}
+
+export interface Database {
+  readonly driver: DriverName;
+  readonly db: Db;
+  readonly stats: QueryStats;
+  /** Whether several connections may run at once (false for PGlite). */
+  readonly concurrent: boolean;
+  close(): Promise<void>;
+}
+
+/** A drizzle logger that counts statements, for the per-step statement budget. */
+export function countingLogger(stats: QueryStats) {
+  return { logQuery: () => void stats.statements++ };
+}
+
+/**
+ * Run a raw SQL statement and return its rows, whatever shape the driver's
+ * result has (postgres.js returns an array, pg-compatible drivers `{ rows }`).
+ */
+export async function queryRows<T = Record<string, unknown>>(ex: Executor, query: SQL): Promise<T[]> {
+  const res: unknown = await ex.execute(query);
+  if (Array.isArray(res)) return res as T[];
+  return ((res as { rows?: T[] }).rows ?? []) as T[];
+}

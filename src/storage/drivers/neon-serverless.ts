@@ -1,0 +1,37 @@
+/**
+ * Neon's serverless driver over WebSockets (`Pool`): the edge-native choice on
+ * Workers and Deno Deploy. Transactions run on a pooled client, so the
+ * savepoint-based nesting works as on TCP.
+ */
+import { Pool, neonConfig } from "@neondatabase/serverless";
+import { drizzle } from "drizzle-orm/neon-serverless";
+import { countingLogger, type Database, type Db, type QueryStats } from "../database.ts";
+
+export interface NeonOptions {
+  url: string;
+  max?: number;
+  /**
+   * Local development: route WebSockets through a WebSocket→TCP proxy
+   * (`host:port` of the proxy), without TLS, as Neon documents.
+   */
+  wsProxy?: string;
+  /** A WebSocket constructor where the runtime has no global one (Node 20). */
+  webSocketConstructor?: unknown;
+}
+
+export function createNeonDatabase(opts: NeonOptions): Database {
+  if (opts.webSocketConstructor) neonConfig.webSocketConstructor = opts.webSocketConstructor as typeof WebSocket;
+  if (opts.wsProxy) {
+    const proxy = opts.wsProxy;
+    neonConfig.wsProxy = (host, port) => `${proxy}/v1?address=${host}:${port}`;
+    neonConfig.useSecureWebSocket = false;
+    neonConfig.pipelineTLS = false;
+    neonConfig.pipelineConnect = false;
+  }
+  const stats: QueryStats = { statements: 0 };
+  const pool = new Pool({ connectionString: opts.url, max: opts.max ?? 10 });
+  // An idle client's socket closing must not crash the process.
+  pool.on("error", () => {});
+  const db = drizzle({ client: pool, logger: countingLogger(stats) }) as unknown as Db;
+  return { driver: "neon-serverless", db, stats, concurrent: true, close: () => pool.end() };
+}

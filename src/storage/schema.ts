@@ -1,0 +1,343 @@
+/**
+ * The Edda data model as a drizzle `pg-core` schema.
+ *
+ * Table and column names follow the reference Edda storage layer so the two map
+ * 1:1. Additions for serverless correctness:
+ *  - `workflow_instances.lock_token`: a fencing token, new on every lease
+ *    acquisition; every write that concludes a step is guarded by it.
+ *  - `workflow_instances.run`: the recur generation; archive rows carry it.
+ *  - `cloudevent_dedupe`: one row per accepted CloudEvent `(source, id)`.
+ *  - error / cancellation details on the instance row.
+ *  - `workflow_compensations` is unique per `(instance_id, activity_id)` so a
+ *    registration replayed after a crash is recorded once.
+ *
+ * Payload columns are text (exact JSON as written) or bytea (binary), selected
+ * by `data_type`, as in the reference.
+ */
+import { sql } from "drizzle-orm";
+import {
+  bigserial,
+  check,
+  customType,
+  foreignKey,
+  index,
+  integer,
+  bigint,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  unique,
+  varchar,
+} from "drizzle-orm/pg-core";
+
+/** bytea as a Uint8Array on every driver. */
+export const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({
+  dataType: () => "bytea",
+});
+
+const tz = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
+
+export const INSTANCE_STATUSES = [
+  "running",
+  "waiting_for_timer",
+  "waiting_for_message",
+  "compensating",
+  "completed",
+  "failed",
+  "cancelled",
+] as const;
+
+export const schemaVersion = pgTable("schema_version", {
+  version: integer("version").primaryKey(),
+  appliedAt: tz("applied_at").notNull().defaultNow(),
+  description: text("description").notNull(),
+});
+
+export const workflowDefinitions = pgTable(
+  "workflow_definitions",
+  {
+    workflowName: varchar("workflow_name", { length: 255 }).notNull(),
+    sourceHash: varchar("source_hash", { length: 64 }).notNull(),
+    sourceCode: text("source_code").notNull(),
+    createdAt: tz("created_at").notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.workflowName, t.sourceHash] }),
+    index("idx_definitions_name").on(t.workflowName),
+    index("idx_definitions_hash").on(t.sourceHash),
+  ],
+);
+
+export const workflowInstances = pgTable(
+  "workflow_instances",
+  {
+    instanceId: varchar("instance_id", { length: 255 }).primaryKey(),
+    workflowName: varchar("workflow_name", { length: 255 }).notNull(),
+    sourceHash: varchar("source_hash", { length: 64 }).notNull(),
+    ownerService: varchar("owner_service", { length: 255 }).notNull(),
+    status: varchar("status", { length: 50 }).notNull().default("running"),
+    currentActivityId: varchar("current_activity_id", { length: 255 }),
+    continuedFrom: varchar("continued_from", { length: 255 }),
+    run: integer("run").notNull().default(1),
+    startedAt: tz("started_at").notNull().defaultNow(),
+    updatedAt: tz("updated_at").notNull().defaultNow(),
+    inputData: text("input_data").notNull(),
+    outputData: text("output_data"),
+    errorData: text("error_data"),
+    cancelData: text("cancel_data"),
+    lockedBy: varchar("locked_by", { length: 255 }),
+    lockedAt: tz("locked_at"),
+    lockToken: bigint("lock_token", { mode: "number" }).notNull().default(0),
+    lockTimeoutSeconds: integer("lock_timeout_seconds"),
+    lockExpiresAt: tz("lock_expires_at"),
+  },
+  (t) => [
+    foreignKey({ columns: [t.workflowName, t.sourceHash], foreignColumns: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] }).onDelete("restrict"),
+    check(
+      "valid_status",
+      sql`${t.status} IN ('running', 'waiting_for_timer', 'waiting_for_message', 'compensating', 'completed', 'failed', 'cancelled')`,
+    ),
+    index("idx_instances_status").on(t.status),
+    index("idx_instances_workflow").on(t.workflowName),
+    index("idx_instances_owner").on(t.ownerService),
+    index("idx_instances_started").on(t.startedAt),
+    index("idx_instances_lock_expires").on(t.lockExpiresAt),
+    index("idx_instances_updated").on(t.updatedAt),
+    index("idx_instances_hash").on(t.sourceHash),
+    index("idx_instances_continued_from").on(t.continuedFrom),
+    // find runnable work: WHERE status = 'running' AND locked_by IS NULL
+    index("idx_instances_resumable").on(t.status, t.lockedBy),
+  ],
+);
+
+const instanceFk = (col: any) =>
+  foreignKey({ columns: [col], foreignColumns: [workflowInstances.instanceId] }).onDelete("cascade");
+
+export const workflowHistory = pgTable(
+  "workflow_history",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    activityId: varchar("activity_id", { length: 255 }).notNull(),
+    eventType: varchar("event_type", { length: 100 }).notNull(),
+    dataType: varchar("data_type", { length: 10 }).notNull(),
+    eventData: text("event_data"),
+    eventDataBinary: bytea("event_data_binary"),
+    createdAt: tz("created_at").notNull().defaultNow(),
+  },
+  (t) => [
+    instanceFk(t.instanceId),
+    check("history_valid_data_type", sql`${t.dataType} IN ('json', 'binary')`),
+    check(
+      "history_data_type_consistency",
+      sql`(${t.dataType} = 'json' AND ${t.eventData} IS NOT NULL AND ${t.eventDataBinary} IS NULL) OR (${t.dataType} = 'binary' AND ${t.eventData} IS NULL AND ${t.eventDataBinary} IS NOT NULL)`,
+    ),
+    unique("unique_instance_activity").on(t.instanceId, t.activityId),
+    index("idx_history_instance").on(t.instanceId, t.id),
+  ],
+);
+
+export const workflowHistoryArchive = pgTable(
+  "workflow_history_archive",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    run: integer("run").notNull(),
+    activityId: varchar("activity_id", { length: 255 }).notNull(),
+    eventType: varchar("event_type", { length: 100 }).notNull(),
+    dataType: varchar("data_type", { length: 10 }).notNull(),
+    eventData: text("event_data"),
+    eventDataBinary: bytea("event_data_binary"),
+    createdAt: tz("created_at").notNull(),
+    archivedAt: tz("archived_at").notNull().defaultNow(),
+  },
+  (t) => [
+    instanceFk(t.instanceId),
+    index("idx_history_archive_instance").on(t.instanceId, t.run),
+    index("idx_history_archive_archived").on(t.archivedAt),
+  ],
+);
+
+export const workflowCompensations = pgTable(
+  "workflow_compensations",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    activityId: varchar("activity_id", { length: 255 }).notNull(),
+    activityName: varchar("activity_name", { length: 255 }).notNull(),
+    args: text("args").notNull(),
+    createdAt: tz("created_at").notNull().defaultNow(),
+  },
+  (t) => [
+    instanceFk(t.instanceId),
+    unique("unique_instance_compensation").on(t.instanceId, t.activityId),
+    index("idx_compensations_instance").on(t.instanceId, t.createdAt),
+  ],
+);
+
+export const workflowTimerSubscriptions = pgTable(
+  "workflow_timer_subscriptions",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    timerId: varchar("timer_id", { length: 255 }).notNull(),
+    expiresAt: tz("expires_at").notNull(),
+    activityId: varchar("activity_id", { length: 255 }),
+    createdAt: tz("created_at").notNull().defaultNow(),
+  },
+  (t) => [
+    instanceFk(t.instanceId),
+    unique("unique_instance_timer").on(t.instanceId, t.timerId),
+    index("idx_timer_subscriptions_expires").on(t.expiresAt),
+    index("idx_timer_subscriptions_instance").on(t.instanceId),
+  ],
+);
+
+export const outboxEvents = pgTable(
+  "outbox_events",
+  {
+    eventId: varchar("event_id", { length: 255 }).primaryKey(),
+    eventType: varchar("event_type", { length: 255 }).notNull(),
+    eventSource: varchar("event_source", { length: 255 }).notNull(),
+    dataType: varchar("data_type", { length: 10 }).notNull(),
+    eventData: text("event_data"),
+    eventDataBinary: bytea("event_data_binary"),
+    contentType: varchar("content_type", { length: 100 }).notNull().default("application/json"),
+    extensions: text("extensions"),
+    createdAt: tz("created_at").notNull().defaultNow(),
+    publishedAt: tz("published_at"),
+    status: varchar("status", { length: 50 }).notNull().default("pending"),
+    retryCount: integer("retry_count").notNull().default(0),
+    nextAttemptAt: tz("next_attempt_at").notNull().defaultNow(),
+    lastError: text("last_error"),
+  },
+  (t) => [
+    check("outbox_valid_status", sql`${t.status} IN ('pending', 'processing', 'published', 'failed', 'invalid', 'expired')`),
+    check("outbox_valid_data_type", sql`${t.dataType} IN ('json', 'binary')`),
+    check(
+      "outbox_data_type_consistency",
+      sql`(${t.dataType} = 'json' AND ${t.eventData} IS NOT NULL AND ${t.eventDataBinary} IS NULL) OR (${t.dataType} = 'binary' AND ${t.eventData} IS NULL AND ${t.eventDataBinary} IS NOT NULL)`,
+    ),
+    index("idx_outbox_status").on(t.status, t.nextAttemptAt),
+    index("idx_outbox_created").on(t.createdAt),
+  ],
+);
+
+export const workflowGroupMemberships = pgTable(
+  "workflow_group_memberships",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    groupName: varchar("group_name", { length: 255 }).notNull(),
+    joinedAt: tz("joined_at").notNull().defaultNow(),
+  },
+  (t) => [
+    instanceFk(t.instanceId),
+    unique("unique_instance_group").on(t.instanceId, t.groupName),
+    index("idx_group_memberships_group").on(t.groupName),
+    index("idx_group_memberships_instance").on(t.instanceId),
+  ],
+);
+
+export const channelMessages = pgTable(
+  "channel_messages",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    channel: varchar("channel", { length: 255 }).notNull(),
+    messageId: varchar("message_id", { length: 255 }).notNull().unique(),
+    dataType: varchar("data_type", { length: 10 }).notNull(),
+    data: text("data"),
+    dataBinary: bytea("data_binary"),
+    metadata: text("metadata"),
+    // point-to-point: only this instance may see the message
+    targetInstanceId: varchar("target_instance_id", { length: 255 }),
+    publishedAt: tz("published_at").notNull().defaultNow(),
+  },
+  (t) => [
+    check("channel_valid_data_type", sql`${t.dataType} IN ('json', 'binary')`),
+    check(
+      "channel_data_type_consistency",
+      sql`(${t.dataType} = 'json' AND ${t.data} IS NOT NULL AND ${t.dataBinary} IS NULL) OR (${t.dataType} = 'binary' AND ${t.data} IS NULL AND ${t.dataBinary} IS NOT NULL)`,
+    ),
+    index("idx_channel_messages_channel").on(t.channel, t.publishedAt),
+    index("idx_channel_messages_channel_id").on(t.channel, t.id),
+    index("idx_channel_messages_target").on(t.targetInstanceId),
+  ],
+);
+
+export const channelSubscriptions = pgTable(
+  "channel_subscriptions",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    channel: varchar("channel", { length: 255 }).notNull(),
+    mode: varchar("mode", { length: 20 }).notNull(),
+    // set while the instance waits for a message on this channel
+    activityId: varchar("activity_id", { length: 255 }),
+    cursorMessageId: bigint("cursor_message_id", { mode: "number" }),
+    timeoutAt: tz("timeout_at"),
+    subscribedAt: tz("subscribed_at").notNull().defaultNow(),
+  },
+  (t) => [
+    instanceFk(t.instanceId),
+    check("channel_valid_mode", sql`${t.mode} IN ('broadcast', 'competing', 'direct')`),
+    unique("unique_channel_instance_channel").on(t.instanceId, t.channel),
+    index("idx_channel_subscriptions_channel").on(t.channel),
+    index("idx_channel_subscriptions_instance").on(t.instanceId),
+    index("idx_channel_subscriptions_waiting").on(t.channel, t.activityId),
+    index("idx_channel_subscriptions_timeout").on(t.timeoutAt),
+  ],
+);
+
+export const channelDeliveryCursors = pgTable(
+  "channel_delivery_cursors",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    channel: varchar("channel", { length: 255 }).notNull(),
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    lastDeliveredId: bigint("last_delivered_id", { mode: "number" }).notNull(),
+    updatedAt: tz("updated_at").notNull().defaultNow(),
+  },
+  (t) => [
+    instanceFk(t.instanceId),
+    unique("unique_channel_delivery_cursor").on(t.channel, t.instanceId),
+    index("idx_channel_delivery_cursors_channel").on(t.channel),
+  ],
+);
+
+export const channelMessageClaims = pgTable(
+  "channel_message_claims",
+  {
+    messageId: varchar("message_id", { length: 255 }).primaryKey(),
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    claimedAt: tz("claimed_at").notNull().defaultNow(),
+  },
+  (t) => [
+    foreignKey({ columns: [t.messageId], foreignColumns: [channelMessages.messageId] }).onDelete("cascade"),
+    instanceFk(t.instanceId),
+    index("idx_channel_message_claims_instance").on(t.instanceId),
+  ],
+);
+
+export const systemLocks = pgTable(
+  "system_locks",
+  {
+    lockName: varchar("lock_name", { length: 255 }).primaryKey(),
+    lockedBy: varchar("locked_by", { length: 255 }),
+    lockedAt: tz("locked_at"),
+    lockExpiresAt: tz("lock_expires_at"),
+  },
+  (t) => [index("idx_system_locks_expires").on(t.lockExpiresAt)],
+);
+
+/** One row per accepted CloudEvent: a duplicate `(source, id)` is accepted once. */
+export const cloudeventDedupe = pgTable(
+  "cloudevent_dedupe",
+  {
+    source: varchar("source", { length: 1024 }).notNull(),
+    eventId: varchar("event_id", { length: 255 }).notNull(),
+    receivedAt: tz("received_at").notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.source, t.eventId] }), index("idx_cloudevent_dedupe_received").on(t.receivedAt)],
+);

@@ -1,0 +1,361 @@
+/**
+ * The Storage contract: everything the engine, the sweeper and the HTTP layer
+ * need from Postgres, in Edda's domain words. One implementation
+ * (`PgStorage`, over drizzle) serves all three drivers; the contract test suite
+ * runs the same cases against each.
+ *
+ * Time is always the database's `now()` (never the caller's clock), so leases
+ * and timers are consistent across workers with skewed clocks.
+ *
+ * Payloads are stored exactly as given: JSON text (`data_type = 'json'`) or
+ * bytes (`'binary'`, bytea). Serialization of user values lives in `core`.
+ */
+import type { Executor } from "./database.ts";
+
+export type InstanceStatus =
+  | "running"
+  | "waiting_for_timer"
+  | "waiting_for_message"
+  | "compensating"
+  | "completed"
+  | "failed"
+  | "cancelled";
+
+/** Statuses a step may run in. */
+export const RUNNABLE_STATUSES: readonly InstanceStatus[] = ["running", "compensating"];
+/** Statuses from which cancellation is allowed. */
+export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message"];
+export const TERMINAL_STATUSES: readonly InstanceStatus[] = ["completed", "failed", "cancelled"];
+
+export type Payload = { type: "json"; json: string } | { type: "binary"; bytes: Uint8Array };
+
+export interface InstanceRecord {
+  instanceId: string;
+  workflowName: string;
+  sourceHash: string;
+  ownerService: string;
+  status: InstanceStatus;
+  currentActivityId: string | null;
+  run: number;
+  startedAt: Date;
+  updatedAt: Date;
+  /** Raw JSON text. */
+  inputData: string;
+  outputData: string | null;
+  /** JSON `{ error_type, error_message, stack? }` when failed. */
+  errorData: string | null;
+  /** JSON `{ cancelled_by, cancelled_at, previous_status }` when cancelled. */
+  cancelData: string | null;
+  lockedBy: string | null;
+  lockToken: number;
+  lockExpiresAt: Date | null;
+  lockTimeoutSeconds: number | null;
+}
+
+export interface HistoryEvent {
+  id: number;
+  activityId: string;
+  eventType: string;
+  data: Payload;
+  createdAt: Date;
+}
+
+export interface NewHistoryEvent {
+  activityId: string;
+  eventType: string;
+  data: Payload;
+}
+
+export interface ArchivedHistoryEvent extends HistoryEvent {
+  run: number;
+  archivedAt: Date;
+}
+
+export interface NewInstance {
+  instanceId: string;
+  workflowName: string;
+  sourceHash: string;
+  ownerService: string;
+  inputData: string;
+  lockTimeoutSeconds?: number | null;
+}
+
+export interface ListInstancesQuery {
+  status?: InstanceStatus | InstanceStatus[];
+  workflowName?: string;
+  startedAfter?: Date;
+  startedBefore?: Date;
+  /** 1..1000, default 50. */
+  limit?: number;
+  /** Opaque cursor from a previous page's `nextCursor`. */
+  cursor?: string | null;
+}
+
+export interface InstancePage {
+  /** Newest first (started_at DESC, instance_id DESC). */
+  instances: InstanceRecord[];
+  nextCursor: string | null;
+}
+
+/** Who holds a lease: a worker id plus the fencing token of that acquisition. */
+export interface Fence {
+  instanceId: string;
+  workerId: string;
+  token: number;
+}
+
+export interface LeasedInstance {
+  instance: InstanceRecord;
+  fence: Fence;
+  /** The current run's history in order (only when requested / always for loadLeased). */
+  history: HistoryEvent[];
+}
+
+export interface CompensationRecord {
+  id: number;
+  activityId: string;
+  activityName: string;
+  /** Raw JSON text of the argument array. */
+  args: string;
+  createdAt: Date;
+}
+
+export interface NewCompensation {
+  activityId: string;
+  activityName: string;
+  args: string;
+}
+
+export interface TimerRegistration {
+  timerId: string;
+  /** The history activity id that the firing records (`TimerExpired`). */
+  activityId: string;
+  /** Absolute expiry, or relative to the database's now(). One is required. */
+  expiresAt?: Date;
+  delaySeconds?: number;
+}
+
+/**
+ * Everything one step concludes with, written in one fenced statement: if the
+ * fence (workerId + token) no longer holds, nothing is written.
+ */
+export interface StepConclusion {
+  status: InstanceStatus;
+  currentActivityId?: string | null;
+  history?: NewHistoryEvent[];
+  compensations?: NewCompensation[];
+  /** Registered with ON CONFLICT DO NOTHING: an existing timer keeps its first expiry. */
+  timer?: TimerRegistration;
+  outputData?: string | null;
+  errorData?: string | null;
+  /**
+   * Keep the lease for the follow-up step this conclusion dispatches: the token
+   * is bumped and the expiry set to now() + `leaseSeconds`. Without it the lease
+   * is released.
+   */
+  handoff?: { leaseSeconds: number };
+}
+
+export interface ConcludeResult {
+  ok: boolean;
+  /** The new fencing token when the lease was handed off. */
+  token?: number;
+}
+
+export type ChannelMode = "broadcast" | "competing" | "direct";
+
+export interface ChannelMessageRecord {
+  /** Monotonic sequence (the table's id). */
+  seq: number;
+  messageId: string;
+  channel: string;
+  data: Payload;
+  /** Raw JSON text or null. */
+  metadata: string | null;
+  targetInstanceId: string | null;
+  publishedAt: Date;
+}
+
+export interface NewChannelMessage {
+  channel: string;
+  /** Generated (UUID) when omitted. */
+  messageId?: string;
+  data: Payload;
+  metadata?: string | null;
+  /** Point-to-point: only this instance can ever receive it. */
+  targetInstanceId?: string | null;
+}
+
+export interface SubscriptionRecord {
+  instanceId: string;
+  channel: string;
+  mode: ChannelMode;
+  /** Set while the instance waits on this channel (the receive's activity id). */
+  activityId: string | null;
+  cursorMessageId: number | null;
+  timeoutAt: Date | null;
+  subscribedAt: Date;
+}
+
+export interface WaitingSubscriber {
+  instanceId: string;
+  channel: string;
+  mode: ChannelMode;
+  activityId: string;
+}
+
+export type OutboxStatus = "pending" | "processing" | "published" | "failed" | "invalid" | "expired";
+
+export interface NewOutboxEvent {
+  eventId: string;
+  eventType: string;
+  eventSource: string;
+  data: Payload;
+  contentType?: string;
+  /** Raw JSON object text of extra CloudEvents attributes, or null. */
+  extensions?: string | null;
+}
+
+export interface OutboxRecord extends Required<Omit<NewOutboxEvent, "contentType" | "extensions">> {
+  contentType: string;
+  extensions: string | null;
+  status: OutboxStatus;
+  retryCount: number;
+  createdAt: Date;
+  publishedAt: Date | null;
+  lastError: string | null;
+}
+
+export interface Storage {
+  /** The executor this storage runs on (database, or the transaction it is bound to). */
+  readonly executor: Executor;
+
+  // --- transactions ---------------------------------------------------------
+  /**
+   * Run `fn` in a transaction (a savepoint when already inside one) with a
+   * Storage bound to it. Callbacks registered with `afterCommit` run in order
+   * after the top-level COMMIT only; one failing does not stop the others;
+   * they are discarded if the transaction or their savepoint rolls back.
+   */
+  transaction<T>(fn: (tx: TxStorage) => Promise<T>): Promise<T>;
+
+  // --- definitions ----------------------------------------------------------
+  upsertWorkflowDefinition(workflowName: string, sourceHash: string, sourceCode: string): Promise<void>;
+
+  // --- instances ------------------------------------------------------------
+  /** Insert; when the id exists, return the existing row with created=false. */
+  createInstance(input: NewInstance): Promise<{ created: boolean; instance: InstanceRecord }>;
+  getInstance(instanceId: string): Promise<InstanceRecord | null>;
+  listInstances(query: ListInstancesQuery): Promise<InstancePage>;
+
+  // --- leases ---------------------------------------------------------------
+  /**
+   * One statement: take the lease if the instance is runnable and the lock is
+   * free or expired; the token is incremented. With `withHistory`, the history
+   * is loaded in the same statement.
+   */
+  acquireLease(instanceId: string, workerId: string, leaseSeconds: number, opts?: { withHistory?: boolean }): Promise<LeasedInstance | null>;
+  /** Load instance + history when `fence` still holds the lease (handed-off lease). One statement. */
+  loadLeased(fence: Fence): Promise<LeasedInstance | null>;
+  renewLease(fence: Fence, leaseSeconds: number): Promise<boolean>;
+  releaseLease(fence: Fence): Promise<boolean>;
+  /** Clear expired leases (bounded, SKIP LOCKED); returns the ids now runnable. */
+  releaseStaleLeases(limit: number): Promise<string[]>;
+  /** Runnable, unlocked instances (oldest update first). */
+  findResumableInstances(limit: number): Promise<string[]>;
+
+  // --- step conclusion ------------------------------------------------------
+  /**
+   * The fenced conclusion of a step (see StepConclusion). On a terminal status
+   * the instance also leaves its channel subscriptions, groups and timers.
+   */
+  concludeStep(fence: Fence, conclusion: StepConclusion): Promise<ConcludeResult>;
+
+  // --- history --------------------------------------------------------------
+  appendHistory(instanceId: string, events: NewHistoryEvent[]): Promise<void>;
+  loadHistory(instanceId: string): Promise<HistoryEvent[]>;
+  /** Fenced: archive the current history under the current run, clear it, start run+1 with new input. */
+  recurInstance(fence: Fence, newInputData: string): Promise<boolean>;
+  loadArchivedHistory(instanceId: string, run?: number): Promise<ArchivedHistoryEvent[]>;
+
+  // --- compensations --------------------------------------------------------
+  addCompensations(instanceId: string, comps: NewCompensation[]): Promise<void>;
+  /** Newest first (LIFO order). */
+  listCompensations(instanceId: string): Promise<CompensationRecord[]>;
+
+  // --- timers ---------------------------------------------------------------
+  registerTimer(instanceId: string, timer: TimerRegistration): Promise<void>;
+  /**
+   * Fire expired timers (bounded, SKIP LOCKED), in one transaction: record
+   * `TimerExpired` for the timer's activity id, delete the timer, make the
+   * instance `running` if it was `waiting_for_timer`. Returns the instance ids.
+   */
+  fireExpiredTimers(limit: number): Promise<string[]>;
+  /** Earliest pending timer expiry (for in-process wake-ups), or null. */
+  nextTimerExpiry(): Promise<Date | null>;
+
+  // --- cancellation ---------------------------------------------------------
+  /**
+   * Status-guarded (running / waiting_*): in one statement, bump the token (an
+   * in-flight step's conclusion commits nothing), release the lock, clear
+   * timers and waits, and set `compensating` when compensations exist, else
+   * `cancelled`. Null when the instance does not exist; `{ ok:false }` with the
+   * status when it is not cancellable.
+   */
+  cancelInstance(instanceId: string, cancelledBy: string): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null>;
+
+  // --- channels -------------------------------------------------------------
+  publishMessage(msg: NewChannelMessage): Promise<ChannelMessageRecord>;
+  /**
+   * Subscribe (idempotent). A broadcast subscriber's cursor starts at the
+   * channel's latest message (it sees only later messages). Throws
+   * ChannelModeConflictError when the channel is in use with another mode.
+   */
+  subscribe(instanceId: string, channel: string, mode: ChannelMode): Promise<void>;
+  unsubscribe(instanceId: string, channel: string): Promise<void>;
+  getSubscription(instanceId: string, channel: string): Promise<SubscriptionRecord | null>;
+  /**
+   * The next message for this subscriber, consumed atomically: broadcast
+   * advances its cursor; competing claims it (exactly one claimer wins, SKIP
+   * LOCKED); direct / point-to-point messages only for their target.
+   */
+  takeNextMessage(instanceId: string, channel: string): Promise<ChannelMessageRecord | null>;
+  /** Mark the subscription as waiting (activity id + optional timeout). */
+  setWaiting(instanceId: string, channel: string, activityId: string, timeoutAt: Date | null): Promise<void>;
+  clearWaiting(instanceId: string, channel: string): Promise<void>;
+  /** Subscribers currently waiting on a channel that have a message available. */
+  findWaitingSubscribersWithMessages(limit: number, channel?: string): Promise<WaitingSubscriber[]>;
+  /** Waits whose timeout passed (bounded, SKIP LOCKED): record `MessageTimeout`, clear the wait, make runnable. */
+  expireMessageWaits(limit: number): Promise<string[]>;
+  /** Delete messages older than the retention that no claim of a recent message depends on. */
+  cleanupChannelMessages(olderThanSeconds: number, limit: number): Promise<number>;
+
+  // --- groups ---------------------------------------------------------------
+  joinGroup(instanceId: string, group: string): Promise<void>;
+  leaveGroup(instanceId: string, group: string): Promise<void>;
+  groupMembers(group: string): Promise<string[]>;
+
+  // --- outbox ---------------------------------------------------------------
+  addOutboxEvent(event: NewOutboxEvent): Promise<void>;
+  /** Claim due pending/failed rows (SKIP LOCKED), marking them `processing` so no one sends them twice. */
+  claimOutboxEvents(limit: number, eventIds?: string[]): Promise<OutboxRecord[]>;
+  markOutboxPublished(eventId: string): Promise<void>;
+  markOutboxInvalid(eventId: string, error: string): Promise<void>;
+  /** Back to `failed` with retry_count+1 and the next attempt `retryInSeconds` later. */
+  markOutboxFailed(eventId: string, error: string, retryInSeconds: number): Promise<void>;
+  /** Pending/failed rows older than the max age → `expired`. */
+  expireOutboxEvents(olderThanSeconds: number, maxRetries: number): Promise<number>;
+
+  // --- CloudEvents dedupe ---------------------------------------------------
+  /** True the first time `(source, id)` is seen. */
+  recordCloudEvent(source: string, id: string): Promise<boolean>;
+
+  // --- system locks ---------------------------------------------------------
+  tryAcquireSystemLock(name: string, holder: string, leaseSeconds: number): Promise<boolean>;
+  renewSystemLock(name: string, holder: string, leaseSeconds: number): Promise<boolean>;
+  releaseSystemLock(name: string, holder: string): Promise<void>;
+}
+
+export interface TxStorage extends Storage {
+  afterCommit(cb: () => void | Promise<void>): void;
+}
