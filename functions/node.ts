@@ -1,0 +1,16 @@
+/**
+ * Node entry point: `npm start`. Embedded PGlite in ./.data when DATABASE_URL
+ * is unset; Postgres otherwise. PORT defaults to 8787.
+ */
+import { serveNode } from "../src/platform/node.ts";
+import { workflows } from "./workflows/index.ts";
+
+const node = await serveNode({ workflows });
+const db = node.config.databaseUrl ? `Postgres (${node.database.driver})` : "embedded PGlite (.data/pglite)";
+console.log(`edda-edge listening on http://127.0.0.1:${node.port} — ${db}`);
+
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  process.once(sig, () => {
+    void node.close().finally(() => process.exit(0));
+  });
+}

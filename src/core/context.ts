@@ -1,0 +1,49 @@
+/**
+ * The contexts user code sees. `WorkflowContext` is what a workflow function
+ * gets (deterministic: no I/O through it, only Edda operations);
+ * `ActivityContext` is what an activity gets (the step's transaction, an
+ * idempotency key for external calls).
+ *
+ * The replay state hangs off the workflow context under a symbol, so user code
+ * cannot reach it by accident.
+ */
+import type { PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
+import type { ExtractTablesWithRelations } from "drizzle-orm";
+import type { ReplayState } from "./replay.ts";
+
+/** A drizzle transaction on whichever driver the app uses. */
+export type Transaction = PgTransaction<PgQueryResultHKT, Record<string, never>, ExtractTablesWithRelations<Record<string, never>>>;
+
+export const REPLAY = Symbol.for("edda.replay");
+export const ACTIVITY_INTERNALS = Symbol.for("edda.activity");
+
+export interface WorkflowContext {
+  readonly instanceId: string;
+  readonly workflowName: string;
+  /** The recur generation (1 for the first run). */
+  readonly run: number;
+  /** True while the code is re-running recorded history. */
+  readonly isReplaying: boolean;
+  /**
+   * Finish this run and start the next under the same instance id with a fresh
+   * history and `input`, keeping channel subscriptions and group memberships.
+   */
+  recur(input: unknown): Promise<never>;
+  readonly [REPLAY]: ReplayState;
+}
+
+export interface ActivityContext {
+  readonly instanceId: string;
+  readonly workflowName: string;
+  readonly activityId: string;
+  /** 1 for the first attempt. */
+  readonly attempt: number;
+  /** `{instanceId}:{activityId}` — stable across retries and crashes; pass it to external APIs. */
+  readonly idempotencyKey: string;
+  /** The step's transaction (transactional activities only; throws otherwise). */
+  readonly tx: Transaction;
+  /** Run `fn` in a nested transaction (a savepoint). */
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+  /** Engine internals (storage bound to the step transaction), used by publish / sendEventTransactional. */
+  readonly [ACTIVITY_INTERNALS]: unknown;
+}

@@ -1,0 +1,97 @@
+/**
+ * Workflow and activity definitions. Names are explicit strings: bundlers
+ * minify function names, and the name is what history records.
+ *
+ * An activity is a callable: `await reserve(ctx, orderId)` inside a workflow
+ * asks the replay engine for its recorded result, or schedules it for
+ * execution at the step boundary.
+ */
+import type { z } from "zod";
+import type { RetryPolicy } from "./retry.ts";
+import type { ActivityContext, WorkflowContext } from "./context.ts";
+import { callActivity } from "./replay.ts";
+import { registerActivity } from "./registry.ts";
+
+export type ActivityFn<A extends unknown[], R> = (ctx: ActivityContext, ...args: A) => Promise<R> | R;
+
+export interface ActivityOptions<A extends unknown[] = any[], R = any> {
+  retry?: RetryPolicy;
+  /** Default true: run inside the step's transaction (`ctx.tx`), exactly-once for database effects. */
+  transactional?: boolean;
+  /**
+   * Compensation registered when this activity succeeds; it is called with the
+   * activity's result followed by its arguments.
+   */
+  onFailure?: Activity<[R, ...A], unknown>;
+}
+
+export interface Activity<A extends unknown[] = any[], R = any> {
+  (ctx: WorkflowContext, ...args: A): Promise<R>;
+  readonly activityName: string;
+  readonly fn: ActivityFn<A, R>;
+  readonly options: ActivityOptions<A, R>;
+  /** Call with an explicit activity id instead of `name:n`. */
+  withId(id: string): (ctx: WorkflowContext, ...args: A) => Promise<R>;
+}
+
+const NAME_RE = /^[A-Za-z0-9_.-]{1,200}$/;
+
+function checkName(kind: string, name: string) {
+  if (!NAME_RE.test(name)) throw new TypeError(`${kind} name ${JSON.stringify(name)} must match ${NAME_RE}`);
+}
+
+export function activity<A extends unknown[], R>(
+  name: string,
+  fn: ActivityFn<A, R>,
+  options: ActivityOptions<A, Awaited<R>> = {},
+): Activity<A, Awaited<R>> {
+  checkName("activity", name);
+  const def = ((ctx: WorkflowContext, ...args: A) => callActivity(ctx, def, args)) as Activity<A, Awaited<R>>;
+  Object.defineProperties(def, {
+    activityName: { value: name },
+    fn: { value: fn },
+    options: { value: options },
+    withId: { value: (id: string) => (ctx: WorkflowContext, ...args: A) => callActivity(ctx, def, args, id) },
+  });
+  registerActivity(def as unknown as Activity);
+  return def;
+}
+
+export interface WorkflowOptions<S extends z.ZodType | undefined> {
+  /** zod schema for the input; failures are 422 at the API. */
+  input?: S;
+  /** Lease length for this workflow's steps (default: the app's, 300 s). */
+  lockTimeoutSeconds?: number;
+  /** Start this workflow when a CloudEvent of this type (default: the workflow name) arrives. */
+  eventHandler?: boolean | string;
+}
+
+export type WorkflowFn<I, O> = (ctx: WorkflowContext, input: I) => Promise<O>;
+
+export interface Workflow<I = any, O = any> {
+  readonly workflowName: string;
+  readonly fn: WorkflowFn<I, O>;
+  readonly options: WorkflowOptions<z.ZodType | undefined>;
+  /** The text the source hash is computed from. */
+  readonly source: string;
+  readonly __types?: { input: I; output: O };
+}
+
+type InputOf<S> = S extends z.ZodType ? z.output<S> : unknown;
+
+export function workflow<S extends z.ZodType | undefined = undefined, O = unknown>(
+  name: string,
+  options: WorkflowOptions<S>,
+  fn: WorkflowFn<InputOf<S>, O>,
+): Workflow<InputOf<S>, O>;
+export function workflow<I = unknown, O = unknown>(name: string, fn: WorkflowFn<I, O>): Workflow<I, O>;
+export function workflow(name: string, a: unknown, b?: unknown): Workflow {
+  checkName("workflow", name);
+  const options = (typeof a === "function" ? {} : a) as WorkflowOptions<z.ZodType | undefined>;
+  const fn = (typeof a === "function" ? a : b) as WorkflowFn<unknown, unknown>;
+  if (typeof fn !== "function") throw new TypeError(`workflow ${name}: missing function`);
+  return { workflowName: name, fn, options, source: fn.toString() };
+}
+
+export type WorkflowInput<W> = W extends Workflow<infer I, any> ? I : never;
+export type WorkflowOutput<W> = W extends Workflow<any, infer O> ? O : never;

@@ -1,0 +1,128 @@
+/**
+ * Running the activities a replay stopped at, and turning their outcomes into
+ * the step's conclusion.
+ *
+ * Transactional activities run inside the step's transaction, so their writes,
+ * the history record and the lease update commit together or not at all. A
+ * lone activity runs directly in the transaction (a throw rolls everything
+ * back and the failure is recorded by a second, single statement); several
+ * activities of one tick each get a savepoint, so one failing does not undo
+ * the others. Non-transactional activities run outside any transaction
+ * (at-least-once) with a stable idempotency key.
+ */
+import type { ActivityContext, Transaction } from "../core/context.ts";
+import { ACTIVITY_INTERNALS } from "../core/context.ts";
+import type { PendingActivity } from "../core/replay.ts";
+import { EV } from "../core/replay.ts";
+import { RetryExhaustedError } from "../core/errors.ts";
+import { nextRetry, resolveRetryPolicy, type RetryPolicy } from "../core/retry.ts";
+import { serializeError, toJson, toPayload } from "../core/serialization.ts";
+import type { NewCompensation, NewHistoryEvent, Storage, TimerRegistration } from "../storage/types.ts";
+
+export type ActivityOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+export interface ExecutionTarget {
+  instanceId: string;
+  workflowName: string;
+}
+
+export interface ActivityInternals {
+  storage: Storage;
+  afterCommit?: (cb: () => void | Promise<void>) => void;
+}
+
+export function makeActivityContext(target: ExecutionTarget, pending: PendingActivity, storage: Storage, tx: Transaction | null, afterCommit?: ActivityInternals["afterCommit"]): ActivityContext {
+  const internals: ActivityInternals = { storage, ...(afterCommit ? { afterCommit } : {}) };
+  return {
+    instanceId: target.instanceId,
+    workflowName: target.workflowName,
+    activityId: pending.activityId,
+    attempt: pending.attempt,
+    idempotencyKey: `${target.instanceId}:${pending.activityId}`,
+    get tx(): Transaction {
+      if (!tx) throw new TypeError(`activity "${pending.activity.activityName}" is not transactional: ctx.tx is unavailable (use ctx.transaction())`);
+      return tx;
+    },
+    transaction<T>(fn: (t: Transaction) => Promise<T>): Promise<T> {
+      if (tx) return tx.transaction(fn as (t: unknown) => Promise<T>) as Promise<T>;
+      return storage.executor.transaction(fn as (t: unknown) => Promise<T>) as Promise<T>;
+    },
+    [ACTIVITY_INTERNALS]: internals,
+  };
+}
+
+export async function invoke(pending: PendingActivity, ctx: ActivityContext): Promise<ActivityOutcome> {
+  try {
+    return { ok: true, value: await pending.activity.fn(ctx, ...pending.args) };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+export function isTransactional(p: PendingActivity): boolean {
+  return p.activity.options.transactional !== false;
+}
+
+export interface RecordedOutcomes {
+  history: NewHistoryEvent[];
+  compensations: NewCompensation[];
+  /** The earliest retry timer, when any attempt is to be retried. */
+  retryTimer: TimerRegistration | null;
+  events: { pending: PendingActivity; outcome: ActivityOutcome; retryInSeconds?: number; final: boolean }[];
+}
+
+/**
+ * History rows for a set of activity outcomes. `kind` selects the event names:
+ * workflow activities or saga compensations.
+ */
+export function recordOutcomes(
+  results: { pending: PendingActivity; outcome: ActivityOutcome }[],
+  appRetry: RetryPolicy | undefined,
+  kind: "activity" | "compensation",
+  now = Date.now(),
+): RecordedOutcomes {
+  const out: RecordedOutcomes = { history: [], compensations: [], retryTimer: null, events: [] };
+  for (const { pending, outcome } of results) {
+    const name = pending.activity.activityName;
+    if (outcome.ok) {
+      const data =
+        outcome.value instanceof Uint8Array
+          ? toPayload(outcome.value)
+          : toPayload({ name, result: outcome.value ?? null, ...(pending.attempt > 1 ? { attempts: pending.attempt } : {}) });
+      out.history.push({ activityId: pending.activityId, eventType: kind === "activity" ? EV.ActivityCompleted : EV.CompensationExecuted, data });
+      const onFailure = pending.activity.options.onFailure;
+      if (onFailure && kind === "activity") {
+        out.compensations.push({ activityId: `onFailure:${pending.activityId}`, activityName: onFailure.activityName, args: toJson([outcome.value, ...pending.args]) });
+      }
+      out.events.push({ pending, outcome, final: true });
+      continue;
+    }
+    const policy = resolveRetryPolicy(pending.activity.options.retry, appRetry);
+    const err = serializeError(outcome.error);
+    const elapsed = pending.firstFailureAt ? (now - pending.firstFailureAt.getTime()) / 1000 : 0;
+    const decision = nextRetry(policy, pending.attempt, err.name, elapsed);
+    if (decision.retry) {
+      out.history.push({
+        activityId: `${pending.activityId}#${pending.attempt}`,
+        eventType: EV.ActivityAttemptFailed,
+        data: toPayload({ name, error: err, attempt: pending.attempt, retryInSeconds: decision.delaySeconds }),
+      });
+      const timerId = `${pending.activityId}#retry${pending.attempt}`;
+      if (!out.retryTimer || (out.retryTimer.delaySeconds ?? 0) > decision.delaySeconds) {
+        out.retryTimer = { timerId, activityId: timerId, delaySeconds: decision.delaySeconds };
+      }
+      out.events.push({ pending, outcome, retryInSeconds: decision.delaySeconds, final: false });
+      continue;
+    }
+    const finalError = decision.exhausted
+      ? new RetryExhaustedError(`activity "${name}" failed after ${pending.attempt} attempt(s): ${err.message}`, pending.attempt, { cause: outcome.error })
+      : outcome.error;
+    out.history.push({
+      activityId: pending.activityId,
+      eventType: kind === "activity" ? EV.ActivityFailed : EV.CompensationFailed,
+      data: toPayload({ name, error: serializeError(finalError), attempts: pending.attempt }),
+    });
+    out.events.push({ pending, outcome: { ok: false, error: finalError }, final: true });
+  }
+  return out;
+}

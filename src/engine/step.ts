@@ -1,0 +1,327 @@
+/**
+ * One step of one instance — the unit of work of every request.
+ *
+ *   lease (or a handed-off lease) + history   → one statement
+ *   replay the workflow to its first unrecorded operation
+ *   run the activities of that tick
+ *   conclude, fenced by the lease token       → one statement (+ user writes)
+ *   after commit: dispatch the follow-up with the lease handed to it
+ *
+ * A step whose lease was lost (expired and taken, or the instance cancelled)
+ * commits nothing: the fenced conclusion matches no row and the transaction
+ * rolls back, user writes included.
+ */
+import type { WorkflowContext } from "../core/context.ts";
+import { REPLAY } from "../core/context.ts";
+import { LeaseLostError, NonDeterminismError } from "../core/errors.ts";
+import { findActivity } from "../core/registry.ts";
+import { replay, ReplayState, type PendingActivity } from "../core/replay.ts";
+import { fromJson, serializeError, toJson } from "../core/serialization.ts";
+import type { Fence, HistoryEvent, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage } from "../storage/types.ts";
+import type { DispatchScope, StepRequest } from "./dispatcher.ts";
+import type { Engine } from "./engine.ts";
+import { invoke, isTransactional, makeActivityContext, recordOutcomes, type ActivityOutcome } from "./execute.ts";
+
+export type StepResult =
+  | { status: "skipped"; reason: string }
+  | { status: "lease_lost" }
+  | { status: "concluded"; instanceStatus: string };
+
+/** Thrown out of the step transaction to roll back a lone activity's writes. */
+class ActivityRollback {
+  constructor(readonly outcome: ActivityOutcome) {}
+}
+
+export async function runStep(engine: Engine, req: StepRequest, scope?: DispatchScope): Promise<StepResult> {
+  const { storage } = engine;
+  let leased: LeasedInstance | null = null;
+  if (req.lease) leased = await storage.loadLeased({ instanceId: req.instanceId, ...req.lease });
+  leased ??= await storage.acquireLease(req.instanceId, engine.workerId, engine.defaultLeaseSeconds, { withHistory: true });
+  if (!leased) return { status: "skipped", reason: "not runnable, finished, or leased by another worker" };
+
+  const wf = engine.workflows.get(leased.instance.workflowName);
+  if (!wf) {
+    await storage.releaseLease(leased.fence);
+    return { status: "skipped", reason: `workflow "${leased.instance.workflowName}" is not registered in this app` };
+  }
+  const leaseSeconds = wf.options.lockTimeoutSeconds ?? leased.instance.lockTimeoutSeconds ?? engine.defaultLeaseSeconds;
+  const stopRenewal = startRenewal(storage, leased.fence, leaseSeconds, engine.handoffLeaseSeconds);
+  try {
+    const step = new Step(engine, leased, leaseSeconds, scope);
+    return leased.instance.status === "compensating" ? await step.compensate() : await step.advance();
+  } catch (err) {
+    if (err instanceof LeaseLostError) return { status: "lease_lost" };
+    // Unexpected (database down…): give the lease back so the instance is retried soon.
+    await storage.releaseLease(leased.fence).catch(() => false);
+    throw err;
+  } finally {
+    stopRenewal();
+  }
+}
+
+/** Renew the lease while a long activity runs; stops at the step's end. */
+function startRenewal(storage: Storage, fence: Fence, leaseSeconds: number, handoffSeconds: number): () => void {
+  const everyMs = (Math.min(leaseSeconds, handoffSeconds) * 1000) / 3;
+  const timer = setInterval(() => {
+    storage.renewLease(fence, leaseSeconds).catch(() => false);
+  }, everyMs);
+  (timer as { unref?: () => void }).unref?.();
+  return () => clearInterval(timer);
+}
+
+class Step {
+  private readonly instance: InstanceRecord;
+  private readonly fence: Fence;
+  /** The workflow being advanced (absent in compensation steps). */
+  private replaying: { fn: (c: WorkflowContext, i: unknown) => Promise<unknown>; input: unknown } | null = null;
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly leased: LeasedInstance,
+    private readonly leaseSeconds: number,
+    private readonly scope: DispatchScope | undefined,
+  ) {
+    this.instance = leased.instance;
+    this.fence = leased.fence;
+  }
+
+  private get target() {
+    return { instanceId: this.instance.instanceId, workflowName: this.instance.workflowName };
+  }
+
+  /** Replay the workflow and take its next step. */
+  async advance(): Promise<StepResult> {
+    const wf = this.engine.workflows.get(this.instance.workflowName)!;
+    const state = new ReplayState(this.leased.history, this.engine.errorClasses);
+    const ctx = this.workflowContext(state);
+    this.replaying = { fn: wf.fn as (c: WorkflowContext, i: unknown) => Promise<unknown>, input: fromJson(this.instance.inputData) };
+    const { outcome, newCompensations } = await replay(this.replaying.fn, this.replaying.input, state, ctx);
+    const compensations = newCompensations.map((c) => ({ activityId: c.activityId, activityName: c.activityName, args: toJson(c.args) }));
+
+    switch (outcome.kind) {
+      case "completed":
+        return this.conclude({ status: "completed", currentActivityId: null, outputData: toJson(outcome.output) }, () =>
+          this.engine.hooks.onWorkflowComplete?.({ ...this.target, output: outcome.output }),
+        );
+      case "failed":
+      case "nondeterminism":
+        return this.fail(outcome.kind === "failed" ? outcome.error : outcome.error, compensations);
+      case "wait": {
+        const w = outcome.wait;
+        if (w.kind === "timer") {
+          return this.conclude(
+            {
+              status: "waiting_for_timer",
+              currentActivityId: w.activityId,
+              compensations,
+              timer: { timerId: w.activityId, activityId: w.activityId, ...(w.expiresAt ? { expiresAt: w.expiresAt } : { delaySeconds: w.delaySeconds ?? 0 }) },
+            },
+            () => this.engine.dispatcher.wakeIn?.(w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - Date.now()) / 1000) : (w.delaySeconds ?? 0), this.scope),
+          );
+        }
+        return this.engine.waitForMessage(this.fence, w, compensations, this.scope, this.leaseSeconds);
+      }
+      case "recur":
+        return this.engine.recur(this.fence, outcome.input, this.scope);
+      case "activities":
+        return this.execute(outcome.activities, compensations, "activity");
+    }
+  }
+
+  /** The workflow failed: compensate (if anything is registered) or end `failed`. */
+  private async fail(error: unknown, compensations: StepConclusion["compensations"] & object): Promise<StepResult> {
+    const s = serializeError(error);
+    const errorData = toJson({ error_type: s.name, error_message: s.message, ...(s.stack ? { stack: s.stack } : {}) });
+    const hasCompensations = compensations.length > 0 || (await this.engine.storage.listCompensations(this.instance.instanceId)).length > 0;
+    if (hasCompensations && !(error instanceof NonDeterminismError)) {
+      return this.conclude({ status: "compensating", currentActivityId: null, errorData, compensations, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } });
+    }
+    return this.conclude({ status: "failed", currentActivityId: null, errorData, compensations }, () =>
+      this.engine.hooks.onWorkflowFailed?.({ ...this.target, error }),
+    );
+  }
+
+  /** Run the next pending compensation (newest first); end `failed`/`cancelled` when none is left. */
+  async compensate(): Promise<StepResult> {
+    const comps = await this.engine.storage.listCompensations(this.instance.instanceId);
+    const done = new Set(this.leased.history.map((h) => h.activityId));
+    const next = comps.find((c) => !done.has(`compensate:${c.activityId}`));
+    if (!next) {
+      const cancelled = this.instance.cancelData !== null;
+      return this.conclude({ status: cancelled ? "cancelled" : "failed", currentActivityId: null }, () =>
+        cancelled
+          ? this.engine.hooks.onWorkflowCancelled?.({ ...this.target })
+          : this.engine.hooks.onWorkflowFailed?.({ ...this.target, error: this.instance.errorData ? JSON.parse(this.instance.errorData) : null }),
+      );
+    }
+    const activityId = `compensate:${next.activityId}`;
+    const def = findActivity(next.activityName);
+    const state = new ReplayState(this.leased.history, this.engine.errorClasses);
+    const failures = state.failedAttempts(activityId);
+    const pending: PendingActivity = {
+      activityId,
+      activity:
+        def ??
+        ({
+          activityName: next.activityName,
+          options: { retry: { maxAttempts: 1 } },
+          fn: () => {
+            throw new Error(`compensation activity "${next.activityName}" is not defined in this app`);
+          },
+        } as unknown as PendingActivity["activity"]),
+      args: fromJson(next.args) as unknown[],
+      attempt: failures.length + 1,
+      firstFailureAt: failures[0]?.createdAt ?? null,
+    };
+    return this.execute([pending], [], "compensation");
+  }
+
+  private async execute(pending: PendingActivity[], compensations: NonNullable<StepConclusion["compensations"]>, kind: "activity" | "compensation"): Promise<StepResult> {
+    const { engine } = this;
+    const { storage, hooks } = engine;
+    for (const p of pending) hooks.onActivityStart?.({ ...this.target, activityId: p.activityId, activityName: p.activity.activityName, attempt: p.attempt });
+
+    const results = new Map<string, ActivityOutcome>();
+    const outside = pending.filter((p) => !isTransactional(p));
+    const inside = pending.filter(isTransactional);
+    await Promise.all(
+      outside.map(async (p) => results.set(p.activityId, await invoke(p, makeActivityContext(this.target, p, storage, null)))),
+    );
+
+    const buildConclusion = async () => {
+      const rec = recordOutcomes(
+        pending.map((p) => ({ pending: p, outcome: results.get(p.activityId)! })),
+        engine.retryPolicy,
+        kind,
+      );
+      let conclusion: StepConclusion = {
+        status: rec.retryTimer ? "waiting_for_timer" : kind === "compensation" ? "compensating" : "running",
+        currentActivityId: pending[0]!.activityId,
+        history: rec.history,
+        compensations: [...compensations, ...rec.compensations],
+        ...(rec.retryTimer ? { timer: rec.retryTimer } : { handoff: { leaseSeconds: engine.handoffLeaseSeconds } }),
+      };
+      let completedOutput: { output: unknown } | null = null;
+      if (!rec.retryTimer && this.replaying) {
+        const ahead = await this.lookAhead(rec.history);
+        conclusion.compensations!.push(...ahead.compensations);
+        if (ahead.completed) {
+          completedOutput = ahead.completed;
+          conclusion = { ...conclusion, status: "completed", currentActivityId: null, outputData: toJson(ahead.completed.output) };
+          delete conclusion.handoff;
+        }
+      }
+      const after = () => {
+        for (const e of rec.events) {
+          const info = { ...this.target, activityId: e.pending.activityId, activityName: e.pending.activity.activityName, attempt: e.pending.attempt };
+          if (e.outcome.ok) hooks.onActivityComplete?.({ ...info, result: e.outcome.value });
+          else if (!e.final) hooks.onActivityRetry?.({ ...info, error: e.outcome.error, retryInSeconds: e.retryInSeconds! });
+          else hooks.onActivityFailed?.({ ...info, error: e.outcome.error });
+        }
+        if (rec.retryTimer) engine.dispatcher.wakeIn?.(rec.retryTimer.delaySeconds ?? 0, this.scope);
+        if (completedOutput) hooks.onWorkflowComplete?.({ ...this.target, output: completedOutput.output });
+      };
+      return { conclusion, after };
+    };
+
+    if (inside.length === 0) {
+      const { conclusion, after } = await buildConclusion();
+      return this.conclude(conclusion, after);
+    }
+
+    try {
+      return await storage.transaction(async (tx) => {
+        const txExecutor = tx.executor as unknown as import("../core/context.ts").Transaction;
+        if (inside.length === 1) {
+          const p = inside[0]!;
+          const outcome = await invoke(p, makeActivityContext(this.target, p, tx, txExecutor, (cb) => tx.afterCommit(cb)));
+          if (!outcome.ok) throw new ActivityRollback(outcome);
+          results.set(p.activityId, outcome);
+        } else {
+          for (const p of inside) {
+            let outcome: ActivityOutcome | null = null;
+            try {
+              await tx.transaction(async (sp) => {
+                const o = await invoke(p, makeActivityContext(this.target, p, sp, sp.executor as unknown as import("../core/context.ts").Transaction, (cb) => sp.afterCommit(cb)));
+                outcome = o;
+                if (!o.ok) throw new ActivityRollback(o);
+              });
+            } catch (e) {
+              if (!(e instanceof ActivityRollback)) throw e;
+            }
+            results.set(p.activityId, outcome!);
+          }
+        }
+        const { conclusion, after } = await buildConclusion();
+        return this.concludeIn(tx, conclusion, after);
+      });
+    } catch (e) {
+      if (!(e instanceof ActivityRollback)) throw e;
+      // The lone transactional activity threw: its writes are rolled back; record the failure alone.
+      results.set(inside[0]!.activityId, e.outcome);
+      const { conclusion, after } = await buildConclusion();
+      return this.conclude(conclusion, after);
+    }
+  }
+
+  /**
+   * Replay once more (in memory) with this step's new records, up to the next
+   * unrecorded operation: compensations registered right after the activity
+   * are persisted in the same commit as its result (so a cancel landing
+   * during the next step still sees them), and a workflow that returns right
+   * after its last activity completes in this step instead of the next.
+   */
+  private async lookAhead(newEvents: NewHistoryEvent[]): Promise<{ compensations: NewCompensation[]; completed: { output: unknown } | null }> {
+    const now = new Date();
+    const history: HistoryEvent[] = [...this.leased.history, ...newEvents.map((e, i) => ({ ...e, id: -1 - i, createdAt: now }))];
+    const state = new ReplayState(history, this.engine.errorClasses);
+    const { outcome, newCompensations } = await replay(this.replaying!.fn, this.replaying!.input, state, this.workflowContext(state));
+    return {
+      compensations: newCompensations.map((c) => ({ activityId: c.activityId, activityName: c.activityName, args: toJson(c.args) })),
+      completed: outcome.kind === "completed" ? { output: outcome.output } : null,
+    };
+  }
+
+  /** Conclude with one fenced statement (no transaction needed), then run post-commit work. */
+  private async conclude(c: StepConclusion, after?: () => void): Promise<StepResult> {
+    const r = await this.engine.storage.concludeStep(this.fence, c);
+    if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
+    this.afterConclusion(c, r.token, after);
+    return { status: "concluded", instanceStatus: c.status };
+  }
+
+  private async concludeIn(tx: Storage & { afterCommit(cb: () => void): void }, c: StepConclusion, after?: () => void): Promise<StepResult> {
+    const r = await tx.concludeStep(this.fence, c);
+    if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
+    tx.afterCommit(() => this.afterConclusion(c, r.token, after));
+    return { status: "concluded", instanceStatus: c.status };
+  }
+
+  private afterConclusion(c: StepConclusion, token: number | undefined, after?: () => void) {
+    if (c.handoff && token !== undefined) {
+      this.engine.dispatcher.dispatch({ instanceId: this.fence.instanceId, lease: { workerId: this.fence.workerId, token } }, this.scope);
+    }
+    try {
+      after?.();
+    } catch (err) {
+      console.error("edda: hook failed", err);
+    }
+  }
+
+  private workflowContext(state: ReplayState): WorkflowContext {
+    const inst = this.instance;
+    return {
+      instanceId: inst.instanceId,
+      workflowName: inst.workflowName,
+      run: inst.run,
+      get isReplaying() {
+        return state.isReplaying;
+      },
+      recur(input: unknown): Promise<never> {
+        state.recurInput ??= { input };
+        return state.suspend();
+      },
+      [REPLAY]: state,
+    };
+  }
+}

@@ -1,0 +1,187 @@
+/**
+ * `createEdda`: the one object an application builds. It wires storage, the
+ * engine, a dispatcher and the Hono app, and doubles as the client
+ * (`start`, `getInstance`, `findInstances`, `cancel`, `sweep`).
+ *
+ * The database is either one long-lived `Database` (Node, embedded PGlite) or
+ * a factory called per request (Workers: a client must not outlive the
+ * request that opened it), closed once the request's background work is done.
+ */
+import type { Context } from "hono";
+import type { Hono } from "hono";
+import type { Workflow } from "../core/definitions.ts";
+import type { RetryPolicy } from "../core/retry.ts";
+import type { ErrorClass } from "../core/serialization.ts";
+import { Engine, type StartOptions } from "../engine/engine.ts";
+import { LocalDispatcher, type Dispatcher, type DispatchScope } from "../engine/dispatcher.ts";
+import { HttpDispatcher } from "../engine/http-dispatcher.ts";
+import type { EngineHooks } from "../engine/hooks.ts";
+import type { SweepOptions } from "../engine/sweeper.ts";
+import type { Database } from "../storage/database.ts";
+import { migrate } from "../storage/migrate.ts";
+import { createStorage } from "../storage/pg-storage.ts";
+import type { ListInstancesQuery } from "../storage/types.ts";
+import { createApp, type RouteHelpers } from "./app.ts";
+
+export interface ExecutionContextLike {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+export type DispatcherOption = "local" | { http: { baseUrl: string; fetch?: typeof fetch; maxFetchesPerScope?: number } } | Dispatcher;
+
+export interface EddaOptions {
+  workflows: Workflow[];
+  database: Database | (() => Database | Promise<Database>);
+  /** HMAC secret for internal routes and follow-ups (EDDA_SECRET). */
+  secret?: string;
+  /** Bearer token(s) for the public API (EDDA_API_TOKEN). */
+  apiToken?: string | string[];
+  serviceName?: string;
+  dispatcher?: DispatcherOption;
+  retryPolicy?: RetryPolicy;
+  hooks?: EngineHooks;
+  leaseSeconds?: number;
+  handoffLeaseSeconds?: number;
+  errorClasses?: ErrorClass[];
+  maxBodyBytes?: number;
+  /** Apply migrations before first use (embedded / development). */
+  autoMigrate?: boolean;
+  /** Extra routes (e.g. CloudEvents, channels) on the public API. */
+  routes?: (app: Hono, helpers: RouteHelpers) => void;
+}
+
+export interface Edda {
+  readonly app: Hono;
+  fetch(request: Request, env?: unknown, ctx?: ExecutionContextLike): Promise<Response>;
+  /** The engine on the shared database (long-lived mode only). */
+  engine(): Promise<Engine>;
+  start(workflow: Workflow | string, input: unknown, opts?: StartOptions): Promise<{ instanceId: string; status: string; created: boolean }>;
+  getInstance(instanceId: string, opts?: { history?: boolean }): ReturnType<Engine["getInstance"]>;
+  findInstances(query?: ListInstancesQuery): ReturnType<Engine["findInstances"]>;
+  cancel(instanceId: string, cancelledBy?: string): ReturnType<Engine["cancel"]>;
+  sweep(opts?: SweepOptions, ctx?: ExecutionContextLike): ReturnType<Engine["sweep"]>;
+  readonly dispatcher: Dispatcher;
+  close(): Promise<void>;
+}
+
+function makeDispatcher(opt: DispatcherOption | undefined, secret: string | undefined): Dispatcher {
+  if (!opt || opt === "local") return new LocalDispatcher();
+  if ("http" in opt) {
+    if (!secret) throw new TypeError("the http dispatcher needs a secret (EDDA_SECRET) to sign follow-up requests");
+    return new HttpDispatcher({ baseUrl: opt.http.baseUrl, secret, ...(opt.http.fetch ? { fetch: opt.http.fetch } : {}), ...(opt.http.maxFetchesPerScope ? { maxFetchesPerScope: opt.http.maxFetchesPerScope } : {}) });
+  }
+  return opt;
+}
+
+export function createEdda(opts: EddaOptions): Edda {
+  const dispatcher = makeDispatcher(opts.dispatcher, opts.secret);
+  const tokens = opts.apiToken === undefined ? undefined : Array.isArray(opts.apiToken) ? opts.apiToken : [opts.apiToken];
+  const engineFor = (database: Database) =>
+    new Engine({
+      storage: createStorage(database),
+      workflows: opts.workflows,
+      dispatcher,
+      ...(opts.serviceName ? { serviceName: opts.serviceName } : {}),
+      ...(opts.leaseSeconds ? { leaseSeconds: opts.leaseSeconds } : {}),
+      ...(opts.handoffLeaseSeconds ? { handoffLeaseSeconds: opts.handoffLeaseSeconds } : {}),
+      ...(opts.retryPolicy ? { retryPolicy: opts.retryPolicy } : {}),
+      ...(opts.hooks ? { hooks: opts.hooks } : {}),
+      ...(opts.errorClasses ? { errorClasses: opts.errorClasses } : {}),
+    });
+
+  const perRequest = typeof opts.database === "function";
+  let shared: Promise<{ database: Database; engine: Engine }> | null = null;
+  const sharedEngine = async () => {
+    if (perRequest) throw new TypeError("engine(): the database is opened per request; use fetch()/sweep()");
+    shared ??= (async () => {
+      const database = opts.database as Database;
+      if (opts.autoMigrate) await migrate(database.db);
+      return { database, engine: engineFor(database) };
+    })();
+    return (await shared).engine;
+  };
+
+  // Per-request mode: one database + engine per request, closed after waitUntil work.
+  const requestEngines = new WeakMap<Request, Promise<{ database: Database; engine: Engine }>>();
+  const requestEngine = (req: Request) => {
+    let p = requestEngines.get(req);
+    if (!p) {
+      p = (async () => {
+        const database = await (opts.database as () => Database | Promise<Database>)();
+        return { database, engine: engineFor(database) };
+      })();
+      requestEngines.set(req, p);
+    }
+    return p;
+  };
+
+  const app = createApp({
+    engine: async (c: Context) => (perRequest ? (await requestEngine(c.req.raw)).engine : sharedEngine()),
+    secret: () => opts.secret,
+    apiTokens: () => tokens,
+    ...(opts.maxBodyBytes ? { maxBodyBytes: opts.maxBodyBytes } : {}),
+    scope: (c: Context) => scopeOf(c),
+    ...(opts.routes ? { extend: opts.routes } : {}),
+  });
+
+  function scopeOf(c: Context): DispatchScope | undefined {
+    try {
+      const ctx = c.executionCtx as ExecutionContextLike;
+      return { waitUntil: (p) => ctx.waitUntil(p) };
+    } catch {
+      return undefined;
+    }
+  }
+
+  const client = async () => sharedEngine();
+
+  return {
+    app,
+    dispatcher,
+    engine: sharedEngine,
+    async fetch(request, env, ctx) {
+      if (!perRequest) return app.fetch(request, env, ctx as never);
+      const pending: Promise<unknown>[] = [];
+      const execCtx: ExecutionContextLike & { passThroughOnException(): void; props: unknown } = {
+        waitUntil: (p) => {
+          pending.push(p);
+        },
+        passThroughOnException() {},
+        props: {},
+      };
+      const res = await app.fetch(request, env, execCtx as never);
+      const held = requestEngines.get(request);
+      const done = (async () => {
+        // Follow-ups may themselves register more background work: drain until quiet.
+        for (let i = 0; i < pending.length; i++) await pending[i]!.catch(() => undefined);
+        if (held) await (await held).database.close().catch(() => undefined);
+      })();
+      if (ctx) ctx.waitUntil(done);
+      else await done;
+      return res;
+    },
+    start: async (wf, input, o) => (await client()).start(wf, input, o),
+    getInstance: async (id, o) => (await client()).getInstance(id, o),
+    findInstances: async (q = {}) => (await client()).findInstances(q),
+    cancel: async (id, by) => (await client()).cancel(id, by),
+    async sweep(o, ctx) {
+      if (!perRequest) return (await client()).sweep(o, ctx ? { waitUntil: (p) => ctx.waitUntil(p) } : undefined);
+      const database = await (opts.database as () => Database | Promise<Database>)();
+      const pending: Promise<unknown>[] = [];
+      try {
+        return await engineFor(database).sweep(o, { waitUntil: (p) => pending.push(p) });
+      } finally {
+        const done = (async () => {
+          for (let i = 0; i < pending.length; i++) await pending[i]!.catch(() => undefined);
+          await database.close().catch(() => undefined);
+        })();
+        if (ctx) ctx.waitUntil(done);
+        else await done;
+      }
+    },
+    /** Stops the dispatcher. The database stays open: whoever opened it closes it. */
+    async close() {
+      await dispatcher.close?.();
+    },
+  };
+}

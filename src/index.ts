@@ -1,0 +1,21 @@
+/**
+ * Edda Edge — durable execution for serverless and edge platforms.
+ * The public surface: definitions, workflow operations, errors, the app
+ * factory and the storage drivers.
+ */
+export { activity, workflow } from "./core/definitions.ts";
+export type { Activity, ActivityOptions, Workflow, WorkflowOptions, WorkflowInput, WorkflowOutput } from "./core/definitions.ts";
+export type { ActivityContext, WorkflowContext, Transaction } from "./core/context.ts";
+export { sleep, sleepUntil, registerCompensation } from "./core/primitives.ts";
+export type { RetryPolicy } from "./core/retry.ts";
+export { DEFAULT_RETRY_POLICY } from "./core/retry.ts";
+export * from "./core/errors.ts";
+export { createEdda } from "./http/edda.ts";
+export type { Edda, EddaOptions, DispatcherOption } from "./http/edda.ts";
+export type { EngineHooks } from "./engine/hooks.ts";
+export { LocalDispatcher } from "./engine/dispatcher.ts";
+export type { Dispatcher, StepRequest } from "./engine/dispatcher.ts";
+export { HttpDispatcher } from "./engine/http-dispatcher.ts";
+export type { Database } from "./storage/database.ts";
+export { migrate } from "./storage/migrate.ts";
+export { createStorage } from "./storage/pg-storage.ts";

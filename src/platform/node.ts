@@ -1,0 +1,95 @@
+/**
+ * Node adapter: `@hono/node-server`, an interval sweeper, and the embedded
+ * default — PGlite with its data in a local folder when DATABASE_URL is unset
+ * (migrated on start), postgres.js or Neon's driver otherwise.
+ */
+import { mkdirSync } from "node:fs";
+import { serve, type ServerType } from "@hono/node-server";
+import { createEdda, type Edda, type EddaOptions } from "../http/edda.ts";
+import type { Database } from "../storage/database.ts";
+import { createPostgresJsDatabase } from "../storage/drivers/postgres-js.ts";
+import { createNeonDatabase } from "../storage/drivers/neon-serverless.ts";
+import { createPgliteDatabase } from "../storage/drivers/pglite.ts";
+import { migrate } from "../storage/migrate.ts";
+import { readConfig, type EddaConfig } from "./env.ts";
+
+export interface NodeServeOptions extends Omit<EddaOptions, "database"> {
+  port?: number;
+  hostname?: string;
+  /** Folder for the embedded PGlite data (default ./.data/pglite). */
+  dataDir?: string;
+  /** Sweep interval (default 5 s); 0 disables it. */
+  sweepIntervalMs?: number;
+  env?: Record<string, string | undefined>;
+}
+
+export interface NodeServer {
+  edda: Edda;
+  server: ServerType;
+  port: number;
+  database: Database;
+  config: EddaConfig;
+  close(): Promise<void>;
+}
+
+export async function openNodeDatabase(config: EddaConfig, dataDir: string): Promise<Database> {
+  if (!config.databaseUrl) {
+    mkdirSync(dataDir, { recursive: true });
+    return createPgliteDatabase({ dataDir });
+  }
+  if (config.driver === "neon-serverless") {
+    const { default: ws } = await import("ws");
+    return createNeonDatabase({ url: config.databaseUrl, webSocketConstructor: ws, ...(config.neonWsProxy ? { wsProxy: config.neonWsProxy } : {}) });
+  }
+  return createPostgresJsDatabase({ url: config.databaseUrl });
+}
+
+export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
+  const env = opts.env ?? process.env;
+  const config = readConfig(env);
+  const database = await openNodeDatabase(config, opts.dataDir ?? ".data/pglite");
+  // Embedded and development databases migrate on start; deployed ones use `npm run migrate`.
+  if (!config.databaseUrl || opts.autoMigrate) await migrate(database.db);
+  const port = opts.port ?? Number(env.PORT ?? 8787);
+  const publicUrl = config.publicUrl ?? `http://127.0.0.1:${port}`;
+  const edda = createEdda({
+    ...opts,
+    database,
+    ...(config.secret || opts.secret ? { secret: opts.secret ?? config.secret } : {}),
+    ...(config.apiToken || opts.apiToken ? { apiToken: opts.apiToken ?? config.apiToken! } : {}),
+    serviceName: opts.serviceName ?? config.serviceName,
+    dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl } } : "local"),
+  });
+  const server = await new Promise<ServerType>((resolve) => {
+    const s = serve({ fetch: edda.app.fetch, port, hostname: opts.hostname ?? "127.0.0.1" }, () => resolve(s));
+  });
+  const address = server.address();
+  const boundPort = typeof address === "object" && address ? address.port : port;
+
+  let sweeping = false;
+  const interval = (opts.sweepIntervalMs ?? 5000) > 0
+    ? setInterval(() => {
+        if (sweeping) return;
+        sweeping = true;
+        edda
+          .sweep()
+          .catch((err: unknown) => console.error("edda: sweep failed", err))
+          .finally(() => (sweeping = false));
+      }, opts.sweepIntervalMs ?? 5000)
+    : null;
+  interval?.unref();
+
+  return {
+    edda,
+    server,
+    port: boundPort,
+    database,
+    config,
+    async close() {
+      if (interval) clearInterval(interval);
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await edda.close();
+      await database.close();
+    },
+  };
+}

@@ -1,0 +1,300 @@
+/**
+ * Channels (publish / subscribe / take / wait) and groups.
+ *
+ * Delivery rules, per subscription mode:
+ *  - broadcast: messages after the subscriber's cursor (which starts at the
+ *    channel's latest message when it subscribes), cursor advanced on take;
+ *  - competing: any message of the channel nobody has claimed, including those
+ *    published before the subscriber existed (a queue never loses work); a
+ *    take claims it with an INSERT into channel_message_claims, so exactly one
+ *    subscriber gets each message;
+ *  - direct: messages targeted at this instance, through a cursor from 0 (so
+ *    a message sent before the receiver subscribed is not lost).
+ * A point-to-point message (target_instance_id set) is visible to its target only,
+ * whatever the mode.
+ *
+ * Ordering and wake-ups: publish, subscribe and take hold a per-channel
+ * transaction-scoped advisory lock until their transaction commits. Hence
+ *  - a channel's messages commit in id order, so a cursor never moves past a
+ *    message that commits later with a smaller id;
+ *  - a receive that found nothing and suspends (take → setWaiting → conclude,
+ *    one transaction) and a publish are serialized: either the take sees the
+ *    message, or the publish commits after the wait is visible and its
+ *    post-commit wake-up finds the waiter. No lost wake-ups.
+ */
+import { and, asc, eq, sql, type SQL } from "drizzle-orm";
+import { PgTransaction } from "drizzle-orm/pg-core";
+import { ChannelModeConflictError, EddaError } from "../core/errors.ts";
+import { queryRows, type Executor } from "./database.ts";
+import { workflowGroupMemberships } from "./schema.ts";
+import { DB_NOW, isoUtc, payloadParams, toChannelMessage, toSubscription, tsParam, type Row } from "./rows.ts";
+import type { ChannelMessageRecord, ChannelMode, NewChannelMessage, SubscriptionRecord, WaitingSubscriber } from "./types.ts";
+
+const MODES: readonly ChannelMode[] = ["broadcast", "competing", "direct"];
+const MESSAGE_COLUMNS = sql.raw("id, message_id, channel, data_type, data, data_binary, metadata, target_instance_id, published_at");
+
+/** Run `fn` in the current transaction, or in a new one when `ex` is the database. */
+async function inTransaction<T>(ex: Executor, fn: (tx: Executor) => Promise<T>): Promise<T> {
+  if (ex instanceof PgTransaction) return fn(ex);
+  return ex.transaction((tx) => fn(tx));
+}
+
+/** The per-channel lock as an SQL expression (held until the surrounding transaction ends). */
+function channelLock(channel: string): SQL {
+  return sql`pg_advisory_xact_lock(hashtextextended(${`edda:channel:${channel}`}::text, 0))`;
+}
+
+/**
+ * Take the per-channel lock in the current transaction. Exported for engine
+ * code that must serialize with publishers in a transaction of its own.
+ */
+export async function lockChannel(tx: Executor, channel: string): Promise<void> {
+  await tx.execute(sql`SELECT ${channelLock(channel)}`);
+}
+
+/**
+ * One statement, also outside a transaction: the channel lock is taken in a
+ * MATERIALIZED CTE that the INSERT scans, so the message id (nextval, computed
+ * per scanned row) is drawn only once the lock is held, and the lock lasts
+ * until the surrounding (or implicit) transaction commits.
+ */
+export async function publishMessage(ex: Executor, msg: NewChannelMessage): Promise<ChannelMessageRecord> {
+  const p = payloadParams(msg.data);
+  const messageId = msg.messageId ?? crypto.randomUUID();
+  const [row] = await queryRows<Row>(
+    ex,
+    sql`WITH locked AS MATERIALIZED (SELECT ${channelLock(msg.channel)} AS l)
+        INSERT INTO channel_messages (channel, message_id, data_type, data, data_binary, metadata, target_instance_id)
+        SELECT ${msg.channel}::text, ${messageId}::text, ${p.dataType}, ${p.text}, ${p.binary}, ${msg.metadata ?? null}::text,
+               ${msg.targetInstanceId ?? null}::text
+        FROM locked
+        RETURNING ${MESSAGE_COLUMNS}`,
+  );
+  if (!row) throw new Error("publishMessage: INSERT returned no row");
+  return toChannelMessage(row);
+}
+
+/**
+ * Idempotent for the same mode. Conflicts: the same (instance, channel) with
+ * another mode, or broadcast vs competing subscribers on one channel (`direct`
+ * subscriptions are per instance and coexist with either).
+ */
+export async function subscribe(ex: Executor, instanceId: string, channel: string, mode: ChannelMode): Promise<void> {
+  if (!MODES.includes(mode)) throw new TypeError(`invalid channel mode: ${String(mode)}`);
+  const [row] = await inTransaction(ex, async (tx) => {
+    await lockChannel(tx, channel);
+    return queryRows<{ own_mode: string | null; other_mode: string | null }>(
+      tx,
+      sql`
+      WITH own AS (
+        SELECT mode FROM channel_subscriptions WHERE instance_id = ${instanceId} AND channel = ${channel}
+      ), other AS (
+        SELECT mode FROM channel_subscriptions
+        WHERE channel = ${channel} AND instance_id <> ${instanceId}
+          AND ${mode}::text <> 'direct' AND mode <> 'direct' AND mode <> ${mode}::text
+        LIMIT 1
+      ), ins AS (
+        INSERT INTO channel_subscriptions (instance_id, channel, mode, cursor_message_id)
+        SELECT ${instanceId}, ${channel}, ${mode}::text,
+               CASE WHEN ${mode}::text = 'broadcast'
+                    THEN (SELECT coalesce(max(id), 0) FROM channel_messages WHERE channel = ${channel}) END
+        WHERE NOT EXISTS (SELECT 1 FROM own) AND NOT EXISTS (SELECT 1 FROM other)
+        ON CONFLICT (instance_id, channel) DO NOTHING
+      )
+      SELECT (SELECT mode FROM own) AS own_mode, (SELECT mode FROM other) AS other_mode`,
+    );
+  });
+  if (row?.own_mode && row.own_mode !== mode) {
+    throw new ChannelModeConflictError(`instance ${instanceId} is already subscribed to channel "${channel}" in ${row.own_mode} mode, not ${mode}`);
+  }
+  if (!row?.own_mode && row?.other_mode) {
+    throw new ChannelModeConflictError(`channel "${channel}" is used in ${row.other_mode} mode; cannot subscribe in ${mode} mode`);
+  }
+}
+
+export async function unsubscribe(ex: Executor, instanceId: string, channel: string): Promise<void> {
+  await ex.execute(sql`
+    WITH cur AS (DELETE FROM channel_delivery_cursors WHERE instance_id = ${instanceId} AND channel = ${channel})
+    DELETE FROM channel_subscriptions WHERE instance_id = ${instanceId} AND channel = ${channel}`);
+}
+
+export async function getSubscription(ex: Executor, instanceId: string, channel: string): Promise<SubscriptionRecord | null> {
+  const [row] = await queryRows<Row>(
+    ex,
+    sql`SELECT instance_id, channel, mode, activity_id, cursor_message_id, timeout_at, subscribed_at
+        FROM channel_subscriptions WHERE instance_id = ${instanceId} AND channel = ${channel}`,
+  );
+  return row ? toSubscription(row) : null;
+}
+
+/** Whether message `m` is deliverable to subscription `s` (the rules in the module comment). */
+function availableTo(m: string, s: string): SQL {
+  const [msg, sub] = [sql.raw(m), sql.raw(s)];
+  return sql`(${msg}.channel = ${sub}.channel AND CASE ${sub}.mode
+      WHEN 'direct' THEN ${msg}.target_instance_id = ${sub}.instance_id AND ${msg}.id > coalesce(${sub}.cursor_message_id, 0)
+      WHEN 'broadcast' THEN (${msg}.target_instance_id IS NULL OR ${msg}.target_instance_id = ${sub}.instance_id)
+                            AND ${msg}.id > coalesce(${sub}.cursor_message_id, 0)
+      ELSE (${msg}.target_instance_id IS NULL OR ${msg}.target_instance_id = ${sub}.instance_id)
+           AND NOT EXISTS (SELECT 1 FROM channel_message_claims cl WHERE cl.message_id = ${msg}.message_id)
+    END)`;
+}
+
+/**
+ * Under the channel lock, one statement: lock the subscription row (a
+ * concurrent timeout sweep skips it), then either advance the cursor
+ * (broadcast/direct, mirrored in channel_delivery_cursors) or claim the oldest
+ * unclaimed message (competing: FOR UPDATE SKIP LOCKED + ON CONFLICT DO
+ * NOTHING on the claim's primary key, so two claimers never get the same one).
+ */
+export async function takeNextMessage(ex: Executor, instanceId: string, channel: string): Promise<ChannelMessageRecord | null> {
+  const rows = await inTransaction(ex, async (tx) => {
+    await lockChannel(tx, channel);
+    return queryRows<Row>(
+      tx,
+      sql`
+      WITH sub AS (
+        SELECT instance_id, channel, mode, cursor_message_id FROM channel_subscriptions
+        WHERE instance_id = ${instanceId} AND channel = ${channel}
+        FOR UPDATE
+      ), seq_msg AS (
+        SELECT m.* FROM channel_messages m JOIN sub s ON ${availableTo("m", "s")}
+        WHERE s.mode <> 'competing'
+        ORDER BY m.id LIMIT 1
+      ), adv AS (
+        UPDATE channel_subscriptions s SET cursor_message_id = seq_msg.id
+        FROM seq_msg WHERE s.instance_id = ${instanceId} AND s.channel = ${channel}
+      ), cur AS (
+        INSERT INTO channel_delivery_cursors (channel, instance_id, last_delivered_id)
+        SELECT ${channel}, ${instanceId}, id FROM seq_msg
+        ON CONFLICT (channel, instance_id) DO UPDATE SET last_delivered_id = excluded.last_delivered_id, updated_at = ${DB_NOW}
+      ), cand AS (
+        SELECT m.* FROM channel_messages m
+        WHERE m.channel = ${channel} AND EXISTS (SELECT 1 FROM sub s WHERE s.mode = 'competing' AND ${availableTo("m", "s")})
+        ORDER BY m.id LIMIT 1
+        FOR UPDATE OF m SKIP LOCKED
+      ), claim AS (
+        INSERT INTO channel_message_claims (message_id, instance_id)
+        SELECT message_id, ${instanceId} FROM cand
+        ON CONFLICT (message_id) DO NOTHING
+        RETURNING message_id
+      )
+      SELECT ${MESSAGE_COLUMNS} FROM seq_msg
+      UNION ALL
+      SELECT ${MESSAGE_COLUMNS} FROM cand WHERE message_id IN (SELECT message_id FROM claim)`,
+    );
+  });
+  return rows[0] ? toChannelMessage(rows[0]) : null;
+}
+
+export async function setWaiting(ex: Executor, instanceId: string, channel: string, activityId: string, timeoutAt: Date | null): Promise<void> {
+  const rows = await queryRows(
+    ex,
+    sql`UPDATE channel_subscriptions SET activity_id = ${activityId}, timeout_at = ${timeoutAt ? tsParam(timeoutAt) : sql`NULL`}
+        WHERE instance_id = ${instanceId} AND channel = ${channel} RETURNING 1 AS ok`,
+  );
+  if (rows.length === 0) throw new EddaError(`instance ${instanceId} is not subscribed to channel "${channel}"`);
+}
+
+/**
+ * Clear the wait; when it was set and the instance is `waiting_for_message`,
+ * the instance becomes `running` in the same statement (a delivered message
+ * makes it runnable, like a fired timer or an expired wait).
+ */
+export async function clearWaiting(ex: Executor, instanceId: string, channel: string): Promise<void> {
+  await ex.execute(sql`
+    WITH w AS (
+      SELECT id, instance_id FROM channel_subscriptions
+      WHERE instance_id = ${instanceId} AND channel = ${channel} AND activity_id IS NOT NULL
+      FOR UPDATE
+    ), clr AS (
+      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL FROM w WHERE s.id = w.id
+    )
+    UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
+    WHERE instance_id IN (SELECT instance_id FROM w) AND status = 'waiting_for_message'`);
+}
+
+export async function findWaitingSubscribersWithMessages(ex: Executor, limit: number, channel?: string): Promise<WaitingSubscriber[]> {
+  const channelFilter = channel === undefined ? sql`` : sql`AND s.channel = ${channel}`;
+  const rows = await queryRows<{ instance_id: string; channel: string; mode: ChannelMode; activity_id: string }>(
+    ex,
+    sql`SELECT s.instance_id, s.channel, s.mode, s.activity_id
+        FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
+        WHERE s.activity_id IS NOT NULL AND i.status = 'waiting_for_message' ${channelFilter}
+          AND EXISTS (SELECT 1 FROM channel_messages m WHERE ${availableTo("m", "s")})
+        ORDER BY s.id LIMIT ${limit}::int`,
+  );
+  return rows.map((r) => ({ instanceId: r.instance_id, channel: r.channel, mode: r.mode, activityId: r.activity_id }));
+}
+
+/** One statement, bounded, SKIP LOCKED (a wait whose delivery is in flight is skipped). */
+export async function expireMessageWaits(ex: Executor, limit: number): Promise<string[]> {
+  const rows = await queryRows<{ instance_id: string }>(
+    ex,
+    sql`
+    WITH due AS (
+      SELECT id, instance_id, channel, activity_id, timeout_at FROM channel_subscriptions
+      WHERE activity_id IS NOT NULL AND timeout_at <= ${DB_NOW}
+      ORDER BY timeout_at, id
+      LIMIT ${limit}::int
+      FOR UPDATE SKIP LOCKED
+    ), clr AS (
+      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL FROM due WHERE s.id = due.id
+    ), h AS (
+      INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
+      SELECT instance_id, activity_id, 'MessageTimeout', 'json',
+             json_build_object('channel', channel, 'timeout_at', ${isoUtc(sql`timeout_at`)})::text
+      FROM due ORDER BY timeout_at, id
+      ON CONFLICT (instance_id, activity_id) DO NOTHING
+    ), upd AS (
+      UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
+      WHERE instance_id IN (SELECT instance_id FROM due) AND status = 'waiting_for_message'
+    )
+    SELECT DISTINCT instance_id FROM due`,
+  );
+  return rows.map((r) => r.instance_id);
+}
+
+/**
+ * Delete messages older than the retention, except one claimed within the
+ * retention window (its claim is recent evidence of consumption). Claims go
+ * only with their own (old) message, by the foreign key's cascade; claims of
+ * recent messages are never touched.
+ */
+export async function cleanupChannelMessages(ex: Executor, olderThanSeconds: number, limit: number): Promise<number> {
+  const cutoff = sql`(${DB_NOW} - make_interval(secs => ${olderThanSeconds}::float8))`;
+  const rows = await queryRows(
+    ex,
+    sql`
+    WITH old AS (
+      SELECT m.id FROM channel_messages m
+      WHERE m.published_at < ${cutoff}
+        AND NOT EXISTS (SELECT 1 FROM channel_message_claims c WHERE c.message_id = m.message_id AND c.claimed_at >= ${cutoff})
+      ORDER BY m.id
+      LIMIT ${limit}::int
+      FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM channel_messages m USING old WHERE m.id = old.id RETURNING 1 AS ok`,
+  );
+  return rows.length;
+}
+
+// --- groups -------------------------------------------------------------------
+
+export async function joinGroup(ex: Executor, instanceId: string, group: string): Promise<void> {
+  await ex.insert(workflowGroupMemberships).values({ instanceId, groupName: group }).onConflictDoNothing();
+}
+
+export async function leaveGroup(ex: Executor, instanceId: string, group: string): Promise<void> {
+  await ex
+    .delete(workflowGroupMemberships)
+    .where(and(eq(workflowGroupMemberships.instanceId, instanceId), eq(workflowGroupMemberships.groupName, group)));
+}
+
+export async function groupMembers(ex: Executor, group: string): Promise<string[]> {
+  const rows = await ex
+    .select({ instanceId: workflowGroupMemberships.instanceId })
+    .from(workflowGroupMemberships)
+    .where(eq(workflowGroupMemberships.groupName, group))
+    .orderBy(asc(workflowGroupMemberships.id));
+  return rows.map((r) => r.instanceId);
+}

@@ -1,0 +1,146 @@
+/**
+ * History (current run and archive), compensations and timers.
+ *
+ * History rows are unique per (instance, activity id): recording an outcome
+ * twice is an error, except where a sweeper races a delivery for the same
+ * activity id (timer firing), which records with ON CONFLICT DO NOTHING so the
+ * first outcome wins.
+ */
+import { sql, type SQL } from "drizzle-orm";
+import { queryRows, type Executor } from "./database.ts";
+import {
+  DB_NOW,
+  dbNowPlus,
+  isoUtc,
+  payloadParams,
+  toArchivedEvent,
+  toCompensation,
+  toHistoryEvent,
+  toNullableDate,
+  tsParam,
+  type Row,
+} from "./rows.ts";
+import type {
+  ArchivedHistoryEvent,
+  CompensationRecord,
+  HistoryEvent,
+  NewCompensation,
+  NewHistoryEvent,
+  TimerRegistration,
+} from "./types.ts";
+
+/**
+ * `(VALUES ...) AS v(ord, activity_id, event_type, data_type, event_data, event_data_binary)`
+ * with explicit casts, `ord` keeping the caller's order (ids follow it).
+ */
+export function historyValues(events: NewHistoryEvent[]): SQL {
+  const rows = events.map((e, i) => {
+    const p = payloadParams(e.data);
+    return sql`(${i}::int, ${e.activityId}::text, ${e.eventType}::text, ${p.dataType}, ${p.text}, ${p.binary})`;
+  });
+  return sql`(VALUES ${sql.join(rows, sql`, `)}) AS v(ord, activity_id, event_type, data_type, event_data, event_data_binary)`;
+}
+
+/** `(VALUES ...) AS c(ord, activity_id, activity_name, args)`. */
+export function compensationValues(comps: NewCompensation[]): SQL {
+  const rows = comps.map((c, i) => sql`(${i}::int, ${c.activityId}::text, ${c.activityName}::text, ${c.args}::text)`);
+  return sql`(VALUES ${sql.join(rows, sql`, `)}) AS c(ord, activity_id, activity_name, args)`;
+}
+
+/** The absolute expiry of a timer registration as SQL. */
+export function timerExpiry(timer: TimerRegistration): SQL {
+  if (timer.expiresAt) return tsParam(timer.expiresAt);
+  if (timer.delaySeconds !== undefined) return dbNowPlus(timer.delaySeconds);
+  throw new TypeError(`timer ${timer.timerId}: expiresAt or delaySeconds is required`);
+}
+
+export async function appendHistory(ex: Executor, instanceId: string, events: NewHistoryEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await ex.execute(sql`
+    INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
+    SELECT ${instanceId}::text, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
+    FROM ${historyValues(events)} ORDER BY v.ord`);
+}
+
+export async function loadHistory(ex: Executor, instanceId: string): Promise<HistoryEvent[]> {
+  const rows = await queryRows<Row>(
+    ex,
+    sql`SELECT id, activity_id, event_type, data_type, event_data, event_data_binary, created_at
+        FROM workflow_history WHERE instance_id = ${instanceId} ORDER BY id`,
+  );
+  return rows.map(toHistoryEvent);
+}
+
+export async function loadArchivedHistory(ex: Executor, instanceId: string, run?: number): Promise<ArchivedHistoryEvent[]> {
+  const runFilter = run === undefined ? sql`` : sql`AND run = ${run}::int`;
+  const rows = await queryRows<Row>(
+    ex,
+    sql`SELECT id, run, activity_id, event_type, data_type, event_data, event_data_binary, created_at, archived_at
+        FROM workflow_history_archive WHERE instance_id = ${instanceId} ${runFilter} ORDER BY run, id`,
+  );
+  return rows.map(toArchivedEvent);
+}
+
+export async function addCompensations(ex: Executor, instanceId: string, comps: NewCompensation[]): Promise<void> {
+  if (comps.length === 0) return;
+  // Unique per activity id: a registration replayed after a crash is recorded once.
+  await ex.execute(sql`
+    INSERT INTO workflow_compensations (instance_id, activity_id, activity_name, args)
+    SELECT ${instanceId}::text, c.activity_id, c.activity_name, c.args FROM ${compensationValues(comps)} ORDER BY c.ord
+    ON CONFLICT (instance_id, activity_id) DO NOTHING`);
+}
+
+export async function listCompensations(ex: Executor, instanceId: string): Promise<CompensationRecord[]> {
+  // id, not created_at: several registrations in one transaction share now().
+  const rows = await queryRows<Row>(
+    ex,
+    sql`SELECT id, activity_id, activity_name, args, created_at
+        FROM workflow_compensations WHERE instance_id = ${instanceId} ORDER BY id DESC`,
+  );
+  return rows.map(toCompensation);
+}
+
+export async function registerTimer(ex: Executor, instanceId: string, timer: TimerRegistration): Promise<void> {
+  await ex.execute(sql`
+    INSERT INTO workflow_timer_subscriptions (instance_id, timer_id, expires_at, activity_id)
+    VALUES (${instanceId}, ${timer.timerId}, ${timerExpiry(timer)}, ${timer.activityId})
+    ON CONFLICT (instance_id, timer_id) DO NOTHING`);
+}
+
+/**
+ * One statement: lock a batch of due timers (SKIP LOCKED, so a concurrent
+ * sweeper takes a disjoint batch, and a timer deleted by one is skipped by the
+ * other), delete them, record `TimerExpired` and make waiting instances runnable.
+ */
+export async function fireExpiredTimers(ex: Executor, limit: number): Promise<string[]> {
+  const rows = await queryRows<{ instance_id: string }>(
+    ex,
+    sql`
+    WITH due AS (
+      SELECT id, instance_id, timer_id, coalesce(activity_id, timer_id) AS activity_id, expires_at
+      FROM workflow_timer_subscriptions
+      WHERE expires_at <= ${DB_NOW}
+      ORDER BY expires_at, id
+      LIMIT ${limit}::int
+      FOR UPDATE SKIP LOCKED
+    ), del AS (
+      DELETE FROM workflow_timer_subscriptions t USING due WHERE t.id = due.id
+    ), h AS (
+      INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
+      SELECT instance_id, activity_id, 'TimerExpired', 'json',
+             json_build_object('timer_id', timer_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text
+      FROM due ORDER BY expires_at, id
+      ON CONFLICT (instance_id, activity_id) DO NOTHING
+    ), upd AS (
+      UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
+      WHERE instance_id IN (SELECT instance_id FROM due) AND status = 'waiting_for_timer'
+    )
+    SELECT DISTINCT instance_id FROM due`,
+  );
+  return rows.map((r) => r.instance_id);
+}
+
+export async function nextTimerExpiry(ex: Executor): Promise<Date | null> {
+  const [row] = await queryRows<Row>(ex, sql`SELECT min(expires_at) AS next FROM workflow_timer_subscriptions`);
+  return toNullableDate(row?.next);
+}

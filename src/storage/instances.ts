@@ -1,0 +1,157 @@
+/**
+ * Workflow definitions, instance creation/reading/listing and cancellation.
+ *
+ * Listing pages with a keyset cursor on (started_at, instance_id): stable under
+ * concurrent inserts, no OFFSET scans. The cursor carries started_at at full
+ * microsecond precision (a JS Date would truncate it to milliseconds and skip
+ * or repeat rows that share a millisecond).
+ */
+import { sql, type SQL } from "drizzle-orm";
+import { ValidationError } from "../core/errors.ts";
+import { queryRows, type Executor } from "./database.ts";
+import { workflowDefinitions } from "./schema.ts";
+import { DB_NOW, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
+import { CANCELLABLE_STATUSES, type InstancePage, type InstanceRecord, type InstanceStatus, type ListInstancesQuery, type NewInstance } from "./types.ts";
+
+export async function upsertWorkflowDefinition(ex: Executor, workflowName: string, sourceHash: string, sourceCode: string): Promise<void> {
+  await ex
+    .insert(workflowDefinitions)
+    .values({ workflowName, sourceHash, sourceCode })
+    .onConflictDoNothing({ target: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] });
+}
+
+export async function createInstance(ex: Executor, input: NewInstance): Promise<{ created: boolean; instance: InstanceRecord }> {
+  const rows = await queryRows<Row>(
+    ex,
+    sql`
+    WITH ins AS (
+      INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds)
+      VALUES (${input.instanceId}, ${input.workflowName}, ${input.sourceHash}, ${input.ownerService}, ${input.inputData},
+              ${input.lockTimeoutSeconds ?? null}::int)
+      ON CONFLICT (instance_id) DO NOTHING
+      RETURNING ${INSTANCE_COLUMNS}
+    )
+    SELECT ${INSTANCE_COLUMNS}, true AS created FROM ins
+    UNION ALL
+    SELECT ${INSTANCE_COLUMNS}, false AS created FROM workflow_instances
+    WHERE instance_id = ${input.instanceId} AND NOT EXISTS (SELECT 1 FROM ins)`,
+  );
+  const row = rows[0];
+  if (row) return { created: row.created === true, instance: toInstance(row) };
+  // A concurrent insert committed after this statement's snapshot: read it now.
+  const existing = await getInstance(ex, input.instanceId);
+  if (!existing) throw new Error(`createInstance(${input.instanceId}): neither inserted nor found`);
+  return { created: false, instance: existing };
+}
+
+export async function getInstance(ex: Executor, instanceId: string): Promise<InstanceRecord | null> {
+  const [row] = await queryRows<Row>(ex, sql`SELECT ${INSTANCE_COLUMNS} FROM workflow_instances WHERE instance_id = ${instanceId}`);
+  return row ? toInstance(row) : null;
+}
+
+// --- list cursor: base64url(JSON [started_at ISO with microseconds, instance_id]) ---
+
+function encodeCursor(startedAt: string, instanceId: string): string {
+  const bytes = new TextEncoder().encode(JSON.stringify([startedAt, instanceId]));
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function decodeCursor(cursor: string): [string, string] {
+  try {
+    const bin = atob(cursor.replace(/-/g, "+").replace(/_/g, "/"));
+    const value: unknown = JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === "string" && typeof value[1] === "string") {
+      if (!Number.isNaN(Date.parse(value[0]))) return [value[0], value[1]];
+    }
+  } catch {
+    // fall through
+  }
+  throw new ValidationError("invalid instance list cursor", [{ path: ["cursor"], message: "invalid cursor" }]);
+}
+
+export async function listInstances(ex: Executor, query: ListInstancesQuery): Promise<InstancePage> {
+  const limit = Math.min(1000, Math.max(1, Math.trunc(query.limit ?? 50)));
+  const where: SQL[] = [];
+  if (query.status !== undefined) {
+    const statuses = Array.isArray(query.status) ? query.status : [query.status];
+    if (statuses.length === 0) return { instances: [], nextCursor: null };
+    where.push(sql`status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})`);
+  }
+  if (query.workflowName !== undefined) where.push(sql`workflow_name = ${query.workflowName}`);
+  if (query.startedAfter) where.push(sql`started_at > ${tsParam(query.startedAfter)}`);
+  if (query.startedBefore) where.push(sql`started_at < ${tsParam(query.startedBefore)}`);
+  if (query.cursor) {
+    const [startedAt, instanceId] = decodeCursor(query.cursor);
+    where.push(sql`(started_at, instance_id) < (${startedAt}::timestamptz, ${instanceId}::text)`);
+  }
+  const whereSql = where.length ? sql`WHERE ${sql.join(where, sql` AND `)}` : sql``;
+  // One extra row tells whether there is a next page.
+  const rows = await queryRows<Row>(
+    ex,
+    sql`SELECT ${INSTANCE_COLUMNS},
+               to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS started_at_key
+        FROM workflow_instances ${whereSql}
+        ORDER BY started_at DESC, instance_id DESC
+        LIMIT ${limit + 1}::int`,
+  );
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  const nextCursor = rows.length > limit && last ? encodeCursor(String(last.started_at_key), String(last.instance_id)) : null;
+  return { instances: page.map(toInstance), nextCursor };
+}
+
+const CANCELLABLE = sql.raw(CANCELLABLE_STATUSES.map((s) => `'${s}'`).join(", "));
+
+/**
+ * One statement. The UPDATE is guarded by the status (no read-then-write
+ * race); bumping the token fences off a step that is in flight. An instance
+ * with compensations goes to `compensating` (its subscriptions stay until the
+ * compensations conclude it, only the wait is cleared); otherwise it ends
+ * `cancelled` at once and leaves its subscriptions and groups here.
+ */
+export async function cancelInstance(
+  ex: Executor,
+  instanceId: string,
+  cancelledBy: string,
+): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null> {
+  const rows = await queryRows<{ current: string; new_status: string | null; previous: string | null }>(
+    ex,
+    sql`
+    WITH cur AS (
+      SELECT status FROM workflow_instances WHERE instance_id = ${instanceId}
+    ), upd AS (
+      UPDATE workflow_instances w SET
+        status = CASE WHEN EXISTS (SELECT 1 FROM workflow_compensations c WHERE c.instance_id = w.instance_id)
+                      THEN 'compensating' ELSE 'cancelled' END,
+        cancel_data = json_build_object('cancelled_by', ${cancelledBy}::text,
+                                        'cancelled_at', ${isoUtc(DB_NOW)},
+                                        'previous_status', w.status)::text,
+        lock_token = w.lock_token + 1,
+        locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
+        updated_at = ${DB_NOW}
+      WHERE w.instance_id = ${instanceId} AND w.status IN (${CANCELLABLE})
+      RETURNING w.instance_id, w.status, (w.cancel_data::json ->> 'previous_status') AS previous
+    ), timers AS (
+      DELETE FROM workflow_timer_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd)
+    ), waits AS (
+      UPDATE channel_subscriptions SET activity_id = NULL, timeout_at = NULL
+      WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'compensating') AND activity_id IS NOT NULL
+    ), subs AS (
+      DELETE FROM channel_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'cancelled')
+    ), cursors AS (
+      DELETE FROM channel_delivery_cursors WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'cancelled')
+    ), groups AS (
+      DELETE FROM workflow_group_memberships WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'cancelled')
+    )
+    SELECT cur.status AS current, upd.status AS new_status, upd.previous FROM cur LEFT JOIN upd ON true`,
+  );
+  const row = rows[0];
+  if (!row) return null;
+  if (row.new_status !== null && row.previous !== null) {
+    return { ok: true, status: row.new_status as InstanceStatus, previousStatus: row.previous as InstanceStatus };
+  }
+  const status = row.current as InstanceStatus;
+  return { ok: false, status, previousStatus: status };
+}

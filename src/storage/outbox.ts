@@ -1,0 +1,88 @@
+/**
+ * Transactional outbox and CloudEvents dedupe.
+ *
+ * Outbox life cycle: pending → processing (claimed) → published | invalid |
+ * failed (retried after its backoff) | expired. A claim stamps next_attempt_at
+ * with a claim timeout, so the row of a relay that crashed mid-send becomes
+ * claimable again; claims use SKIP LOCKED, so concurrent relays never get the
+ * same row. The terminal marks of a send (failed / invalid) apply only to a row
+ * still `processing`: a relay whose claim timed out and was re-claimed and
+ * published by another cannot turn it back into `failed`.
+ */
+import { sql, type SQL } from "drizzle-orm";
+import { queryRows, type Executor } from "./database.ts";
+import { DB_NOW, dbNowPlus, payloadParams, toOutbox, type Row } from "./rows.ts";
+import type { NewOutboxEvent, OutboxRecord } from "./types.ts";
+
+/** How long a claim protects a row before another relay may take it over. */
+export const OUTBOX_CLAIM_TIMEOUT_SECONDS = 60;
+
+/** Idempotent by event id: adding the same event twice records it once. */
+export async function addOutboxEvent(ex: Executor, e: NewOutboxEvent): Promise<void> {
+  const p = payloadParams(e.data);
+  await ex.execute(sql`
+    INSERT INTO outbox_events (event_id, event_type, event_source, data_type, event_data, event_data_binary, content_type, extensions)
+    VALUES (${e.eventId}, ${e.eventType}, ${e.eventSource}, ${p.dataType}, ${p.text}, ${p.binary},
+            ${e.contentType ?? "application/json"}, ${e.extensions ?? null}::text)
+    ON CONFLICT (event_id) DO NOTHING`);
+}
+
+export async function claimOutboxEvents(ex: Executor, limit: number, eventIds?: string[]): Promise<OutboxRecord[]> {
+  if (eventIds && eventIds.length === 0) return [];
+  const only: SQL = eventIds ? sql`AND event_id IN (${sql.join(eventIds.map((id) => sql`${id}`), sql`, `)})` : sql``;
+  const rows = await queryRows<Row>(
+    ex,
+    sql`
+    WITH due AS (
+      SELECT event_id FROM outbox_events
+      WHERE status IN ('pending', 'failed', 'processing') AND next_attempt_at <= ${DB_NOW} ${only}
+      ORDER BY created_at, event_id
+      LIMIT ${limit}::int
+      FOR UPDATE SKIP LOCKED
+    )
+    UPDATE outbox_events o SET status = 'processing', next_attempt_at = ${dbNowPlus(OUTBOX_CLAIM_TIMEOUT_SECONDS)}
+    FROM due WHERE o.event_id = due.event_id
+    RETURNING o.*`,
+  );
+  return rows.map(toOutbox).sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.eventId < b.eventId ? -1 : 1));
+}
+
+export async function markOutboxPublished(ex: Executor, eventId: string): Promise<void> {
+  await ex.execute(sql`
+    UPDATE outbox_events SET status = 'published', published_at = ${DB_NOW}, last_error = NULL
+    WHERE event_id = ${eventId} AND status <> 'published'`);
+}
+
+export async function markOutboxInvalid(ex: Executor, eventId: string, error: string): Promise<void> {
+  await ex.execute(sql`
+    UPDATE outbox_events SET status = 'invalid', last_error = ${error}
+    WHERE event_id = ${eventId} AND status = 'processing'`);
+}
+
+export async function markOutboxFailed(ex: Executor, eventId: string, error: string, retryInSeconds: number): Promise<void> {
+  await ex.execute(sql`
+    UPDATE outbox_events SET status = 'failed', retry_count = retry_count + 1, last_error = ${error},
+           next_attempt_at = ${dbNowPlus(retryInSeconds)}
+    WHERE event_id = ${eventId} AND status = 'processing'`);
+}
+
+export async function expireOutboxEvents(ex: Executor, olderThanSeconds: number, maxRetries: number): Promise<number> {
+  const rows = await queryRows(
+    ex,
+    sql`UPDATE outbox_events SET status = 'expired'
+        WHERE status IN ('pending', 'failed')
+          AND (created_at < ${DB_NOW} - make_interval(secs => ${olderThanSeconds}::float8) OR retry_count >= ${maxRetries}::int)
+        RETURNING 1 AS ok`,
+  );
+  return rows.length;
+}
+
+/** True the first time `(source, id)` is seen. */
+export async function recordCloudEvent(ex: Executor, source: string, id: string): Promise<boolean> {
+  const rows = await queryRows(
+    ex,
+    sql`INSERT INTO cloudevent_dedupe (source, event_id) VALUES (${source}, ${id})
+        ON CONFLICT (source, event_id) DO NOTHING RETURNING 1 AS ok`,
+  );
+  return rows.length > 0;
+}

@@ -1,0 +1,255 @@
+/**
+ * `PgStorage`: the Storage contract over drizzle, for every driver. Each area
+ * lives in its own module (instances, leases, history, channels, outbox,
+ * locks) as functions of an Executor; this class binds them to one executor
+ * (the database, or a transaction) and owns transactions and post-commit
+ * callbacks.
+ *
+ * Post-commit callbacks: each `transaction()` call opens a scope. A nested
+ * call (a savepoint) hands its callbacks to the parent scope when the
+ * savepoint is released and drops them when it rolls back; the top-level call
+ * runs them in registration order after COMMIT, each isolated so that one
+ * throwing does not stop the others. A Storage built directly over a drizzle
+ * transaction cannot see that transaction's commit, so it refuses `afterCommit`
+ * rather than run callbacks too early.
+ */
+import { PgTransaction } from "drizzle-orm/pg-core";
+import * as channels from "./channels.ts";
+import type { Database, Executor } from "./database.ts";
+import * as history from "./history.ts";
+import * as instances from "./instances.ts";
+import * as leases from "./leases.ts";
+import * as locks from "./locks.ts";
+import * as outbox from "./outbox.ts";
+import type {
+  ArchivedHistoryEvent,
+  ChannelMessageRecord,
+  ChannelMode,
+  CompensationRecord,
+  ConcludeResult,
+  Fence,
+  HistoryEvent,
+  InstancePage,
+  InstanceRecord,
+  InstanceStatus,
+  LeasedInstance,
+  ListInstancesQuery,
+  NewChannelMessage,
+  NewCompensation,
+  NewHistoryEvent,
+  NewInstance,
+  NewOutboxEvent,
+  OutboxRecord,
+  StepConclusion,
+  Storage,
+  SubscriptionRecord,
+  TimerRegistration,
+  TxStorage,
+  WaitingSubscriber,
+} from "./types.ts";
+
+type AfterCommit = () => void | Promise<void>;
+
+interface CommitScope {
+  callbacks: AfterCommit[];
+  /** False once the scope's transaction/savepoint has ended. */
+  open: boolean;
+  /** True when the outermost transaction was not started by a PgStorage (its commit is invisible). */
+  detached: boolean;
+}
+
+async function runAfterCommit(callbacks: AfterCommit[]): Promise<void> {
+  for (const cb of callbacks) {
+    try {
+      await cb();
+    } catch (err) {
+      console.error("edda-edge: afterCommit callback failed", err);
+    }
+  }
+}
+
+export class PgStorage implements Storage {
+  constructor(
+    readonly executor: Executor,
+    protected readonly scope?: CommitScope,
+  ) {}
+
+  async transaction<T>(fn: (tx: TxStorage) => Promise<T>): Promise<T> {
+    const parent = this.scope;
+    const scope: CommitScope = {
+      callbacks: [],
+      open: true,
+      detached: parent ? parent.detached : this.executor instanceof PgTransaction,
+    };
+    let result: T;
+    try {
+      result = await this.executor.transaction((tx) => fn(new PgTxStorage(tx, scope)));
+    } finally {
+      scope.open = false;
+    }
+    if (parent) parent.callbacks.push(...scope.callbacks);
+    else await runAfterCommit(scope.callbacks);
+    return result;
+  }
+
+  // --- definitions & instances ---------------------------------------------
+  upsertWorkflowDefinition(workflowName: string, sourceHash: string, sourceCode: string): Promise<void> {
+    return instances.upsertWorkflowDefinition(this.executor, workflowName, sourceHash, sourceCode);
+  }
+  createInstance(input: NewInstance): Promise<{ created: boolean; instance: InstanceRecord }> {
+    return instances.createInstance(this.executor, input);
+  }
+  getInstance(instanceId: string): Promise<InstanceRecord | null> {
+    return instances.getInstance(this.executor, instanceId);
+  }
+  listInstances(query: ListInstancesQuery): Promise<InstancePage> {
+    return instances.listInstances(this.executor, query);
+  }
+  cancelInstance(instanceId: string, cancelledBy: string): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null> {
+    return instances.cancelInstance(this.executor, instanceId, cancelledBy);
+  }
+
+  // --- leases & step conclusion ---------------------------------------------
+  acquireLease(instanceId: string, workerId: string, leaseSeconds: number, opts?: { withHistory?: boolean }): Promise<LeasedInstance | null> {
+    return leases.acquireLease(this.executor, instanceId, workerId, leaseSeconds, opts?.withHistory ?? false);
+  }
+  loadLeased(fence: Fence): Promise<LeasedInstance | null> {
+    return leases.loadLeased(this.executor, fence);
+  }
+  renewLease(fence: Fence, leaseSeconds: number): Promise<boolean> {
+    return leases.renewLease(this.executor, fence, leaseSeconds);
+  }
+  releaseLease(fence: Fence): Promise<boolean> {
+    return leases.releaseLease(this.executor, fence);
+  }
+  releaseStaleLeases(limit: number): Promise<string[]> {
+    return leases.releaseStaleLeases(this.executor, limit);
+  }
+  findResumableInstances(limit: number): Promise<string[]> {
+    return leases.findResumableInstances(this.executor, limit);
+  }
+  concludeStep(fence: Fence, conclusion: StepConclusion): Promise<ConcludeResult> {
+    return leases.concludeStep(this.executor, fence, conclusion);
+  }
+  recurInstance(fence: Fence, newInputData: string): Promise<boolean> {
+    return leases.recurInstance(this.executor, fence, newInputData);
+  }
+
+  // --- history, compensations, timers ---------------------------------------
+  appendHistory(instanceId: string, events: NewHistoryEvent[]): Promise<void> {
+    return history.appendHistory(this.executor, instanceId, events);
+  }
+  loadHistory(instanceId: string): Promise<HistoryEvent[]> {
+    return history.loadHistory(this.executor, instanceId);
+  }
+  loadArchivedHistory(instanceId: string, run?: number): Promise<ArchivedHistoryEvent[]> {
+    return history.loadArchivedHistory(this.executor, instanceId, run);
+  }
+  addCompensations(instanceId: string, comps: NewCompensation[]): Promise<void> {
+    return history.addCompensations(this.executor, instanceId, comps);
+  }
+  listCompensations(instanceId: string): Promise<CompensationRecord[]> {
+    return history.listCompensations(this.executor, instanceId);
+  }
+  registerTimer(instanceId: string, timer: TimerRegistration): Promise<void> {
+    return history.registerTimer(this.executor, instanceId, timer);
+  }
+  fireExpiredTimers(limit: number): Promise<string[]> {
+    return history.fireExpiredTimers(this.executor, limit);
+  }
+  nextTimerExpiry(): Promise<Date | null> {
+    return history.nextTimerExpiry(this.executor);
+  }
+
+  // --- channels & groups ----------------------------------------------------
+  publishMessage(msg: NewChannelMessage): Promise<ChannelMessageRecord> {
+    return channels.publishMessage(this.executor, msg);
+  }
+  subscribe(instanceId: string, channel: string, mode: ChannelMode): Promise<void> {
+    return channels.subscribe(this.executor, instanceId, channel, mode);
+  }
+  unsubscribe(instanceId: string, channel: string): Promise<void> {
+    return channels.unsubscribe(this.executor, instanceId, channel);
+  }
+  getSubscription(instanceId: string, channel: string): Promise<SubscriptionRecord | null> {
+    return channels.getSubscription(this.executor, instanceId, channel);
+  }
+  takeNextMessage(instanceId: string, channel: string): Promise<ChannelMessageRecord | null> {
+    return channels.takeNextMessage(this.executor, instanceId, channel);
+  }
+  setWaiting(instanceId: string, channel: string, activityId: string, timeoutAt: Date | null): Promise<void> {
+    return channels.setWaiting(this.executor, instanceId, channel, activityId, timeoutAt);
+  }
+  clearWaiting(instanceId: string, channel: string): Promise<void> {
+    return channels.clearWaiting(this.executor, instanceId, channel);
+  }
+  findWaitingSubscribersWithMessages(limit: number, channel?: string): Promise<WaitingSubscriber[]> {
+    return channels.findWaitingSubscribersWithMessages(this.executor, limit, channel);
+  }
+  expireMessageWaits(limit: number): Promise<string[]> {
+    return channels.expireMessageWaits(this.executor, limit);
+  }
+  cleanupChannelMessages(olderThanSeconds: number, limit: number): Promise<number> {
+    return channels.cleanupChannelMessages(this.executor, olderThanSeconds, limit);
+  }
+  joinGroup(instanceId: string, group: string): Promise<void> {
+    return channels.joinGroup(this.executor, instanceId, group);
+  }
+  leaveGroup(instanceId: string, group: string): Promise<void> {
+    return channels.leaveGroup(this.executor, instanceId, group);
+  }
+  groupMembers(group: string): Promise<string[]> {
+    return channels.groupMembers(this.executor, group);
+  }
+
+  // --- outbox, dedupe, system locks -----------------------------------------
+  addOutboxEvent(event: NewOutboxEvent): Promise<void> {
+    return outbox.addOutboxEvent(this.executor, event);
+  }
+  claimOutboxEvents(limit: number, eventIds?: string[]): Promise<OutboxRecord[]> {
+    return outbox.claimOutboxEvents(this.executor, limit, eventIds);
+  }
+  markOutboxPublished(eventId: string): Promise<void> {
+    return outbox.markOutboxPublished(this.executor, eventId);
+  }
+  markOutboxInvalid(eventId: string, error: string): Promise<void> {
+    return outbox.markOutboxInvalid(this.executor, eventId, error);
+  }
+  markOutboxFailed(eventId: string, error: string, retryInSeconds: number): Promise<void> {
+    return outbox.markOutboxFailed(this.executor, eventId, error, retryInSeconds);
+  }
+  expireOutboxEvents(olderThanSeconds: number, maxRetries: number): Promise<number> {
+    return outbox.expireOutboxEvents(this.executor, olderThanSeconds, maxRetries);
+  }
+  recordCloudEvent(source: string, id: string): Promise<boolean> {
+    return outbox.recordCloudEvent(this.executor, source, id);
+  }
+  tryAcquireSystemLock(name: string, holder: string, leaseSeconds: number): Promise<boolean> {
+    return locks.tryAcquireSystemLock(this.executor, name, holder, leaseSeconds);
+  }
+  renewSystemLock(name: string, holder: string, leaseSeconds: number): Promise<boolean> {
+    return locks.renewSystemLock(this.executor, name, holder, leaseSeconds);
+  }
+  releaseSystemLock(name: string, holder: string): Promise<void> {
+    return locks.releaseSystemLock(this.executor, name, holder);
+  }
+}
+
+/** The Storage handed to a `transaction()` callback. */
+class PgTxStorage extends PgStorage implements TxStorage {
+  constructor(executor: Executor, private readonly commitScope: CommitScope) {
+    super(executor, commitScope);
+  }
+
+  afterCommit(cb: AfterCommit): void {
+    if (this.commitScope.detached) {
+      throw new Error("afterCommit: this Storage runs inside a transaction it did not start, so it cannot see the commit");
+    }
+    if (!this.commitScope.open) throw new Error("afterCommit: the transaction has already ended");
+    this.commitScope.callbacks.push(cb);
+  }
+}
+
+export function createStorage(database: Database): Storage {
+  return new PgStorage(database.db);
+}

@@ -1,0 +1,271 @@
+/**
+ * Row → record mapping, and the value normalization that makes the three
+ * drivers look alike. Raw queries (`queryRows`) return driver-native values:
+ *  - int8 / bigserial: a string (postgres.js, Neon) or a number (PGlite) → number;
+ *  - bytea: a Node Buffer (postgres.js, Neon) or a Uint8Array (PGlite), or a hex
+ *    string when it travelled inside a JSON aggregate → a plain Uint8Array copy
+ *    (a Buffer may be a view into a shared pool, so it is never handed out);
+ *  - timestamptz: a Postgres text timestamp (drizzle turns the drivers' date
+ *    parsing off), or an ISO string inside JSON → Date.
+ * Query parameters go the other way: dates are sent as ISO strings with an
+ * explicit `::timestamptz` cast (drizzle's postgres.js setup passes Date
+ * objects through unserialized), bytes as a Uint8Array with `::bytea`.
+ */
+import { sql, type SQL } from "drizzle-orm";
+import type {
+  ArchivedHistoryEvent,
+  ChannelMessageRecord,
+  ChannelMode,
+  CompensationRecord,
+  HistoryEvent,
+  InstanceRecord,
+  InstanceStatus,
+  OutboxRecord,
+  OutboxStatus,
+  Payload,
+  SubscriptionRecord,
+} from "./types.ts";
+
+export type Row = Record<string, unknown>;
+
+/**
+ * The database clock used for every lease, lock and timer computation. The
+ * statement's start rather than `now()` (the transaction's start), so a lease
+ * set late in a long step transaction still lasts its full duration.
+ */
+export const DB_NOW = sql`statement_timestamp()`;
+
+/** `DB_NOW + seconds` (fractional seconds allowed). */
+export function dbNowPlus(seconds: number): SQL {
+  return sql`(statement_timestamp() + make_interval(secs => ${seconds}::float8))`;
+}
+
+/** A Date as a query parameter. */
+export function tsParam(date: Date): SQL {
+  return sql`${date.toISOString()}::timestamptz`;
+}
+
+/** A timestamptz rendered as an ISO-8601 UTC string inside SQL (for JSON payloads). */
+export function isoUtc(expr: SQL): SQL {
+  return sql`to_char((${expr}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}
+
+export function toNumber(value: unknown): number {
+  if (typeof value === "number") return value;
+  if (typeof value === "bigint" || typeof value === "string") return Number(value);
+  throw new TypeError(`expected a number, got ${typeof value}`);
+}
+
+export function toNullableNumber(value: unknown): number | null {
+  return value === null || value === undefined ? null : toNumber(value);
+}
+
+const PG_TIMESTAMP = /^(\d{4,}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d(?::?\d\d)?(?::?\d\d)?)?$/;
+
+export function toDate(value: unknown): Date {
+  if (value instanceof Date) return new Date(value.getTime());
+  if (typeof value === "number") return new Date(value);
+  if (typeof value === "string") {
+    // Postgres text output `2026-01-02 03:04:05.123456+00` → ISO-8601, which
+    // every JS runtime parses (the space form is only parsed by some).
+    const m = PG_TIMESTAMP.exec(value);
+    let iso = value;
+    if (m) {
+      let zone = m[3] ?? "Z";
+      if (zone !== "Z") {
+        const sign = zone[0];
+        const digits = zone.slice(1).replace(/:/g, "");
+        zone = `${sign}${digits.slice(0, 2)}:${digits.slice(2, 4) || "00"}`;
+        // Seconds in an offset (historic zones) cannot be expressed in ISO; rare enough to ignore.
+      }
+      iso = `${m[1]}T${m[2]}${zone}`;
+    }
+    const date = new Date(iso);
+    if (Number.isNaN(date.getTime())) throw new TypeError(`unparseable timestamp: ${value}`);
+    return date;
+  }
+  throw new TypeError(`expected a timestamp, got ${typeof value}`);
+}
+
+export function toNullableDate(value: unknown): Date | null {
+  return value === null || value === undefined ? null : toDate(value);
+}
+
+function hexNibble(code: number): number {
+  if (code >= 48 && code <= 57) return code - 48; // 0-9
+  if (code >= 97 && code <= 102) return code - 87; // a-f
+  if (code >= 65 && code <= 70) return code - 55; // A-F
+  throw new TypeError("invalid hex in bytea");
+}
+
+/** `\x`-prefixed or bare hex (Postgres `encode(.., 'hex')`) → bytes. */
+function hexToBytes(hex: string): Uint8Array {
+  const start = hex.startsWith("\\x") ? 2 : 0;
+  if ((hex.length - start) % 2 !== 0) throw new TypeError("odd-length hex bytea");
+  const out = new Uint8Array((hex.length - start) / 2);
+  for (let i = 0, j = start; i < out.length; i++, j += 2) {
+    out[i] = (hexNibble(hex.charCodeAt(j)) << 4) | hexNibble(hex.charCodeAt(j + 1));
+  }
+  return out;
+}
+
+/** Exact bytes as a plain Uint8Array that owns its memory. */
+export function toBytes(value: unknown): Uint8Array {
+  // `new Uint8Array(view)` copies into a fresh buffer; `slice` would keep the Buffer species.
+  if (value instanceof Uint8Array) return new Uint8Array(value);
+  if (typeof value === "string") return hexToBytes(value);
+  throw new TypeError(`expected bytea, got ${typeof value}`);
+}
+
+/** Driver JSON values arrive parsed on every driver today; accept text too. */
+export function toJsonValue<T>(value: unknown): T {
+  return (typeof value === "string" ? JSON.parse(value) : value) as T;
+}
+
+function str(value: unknown): string {
+  if (typeof value !== "string") throw new TypeError(`expected text, got ${typeof value}`);
+  return value;
+}
+
+function nullableStr(value: unknown): string | null {
+  return value === null || value === undefined ? null : str(value);
+}
+
+/** Columns (data_type, text column, bytea column) → Payload. */
+export function toPayload(dataType: unknown, text: unknown, binary: unknown): Payload {
+  if (dataType === "binary") return { type: "binary", bytes: toBytes(binary) };
+  return { type: "json", json: str(text) };
+}
+
+/** Payload → the (data_type, text, bytea) parameter triple, explicitly cast. */
+export function payloadParams(p: Payload): { dataType: SQL; text: SQL; binary: SQL } {
+  return p.type === "binary"
+    ? { dataType: sql`'binary'::text`, text: sql`NULL::text`, binary: sql`${p.bytes}::bytea` }
+    : { dataType: sql`'json'::text`, text: sql`${p.json}::text`, binary: sql`NULL::bytea` };
+}
+
+export const INSTANCE_COLUMNS = sql.raw(
+  [
+    "instance_id",
+    "workflow_name",
+    "source_hash",
+    "owner_service",
+    "status",
+    "current_activity_id",
+    "run",
+    "started_at",
+    "updated_at",
+    "input_data",
+    "output_data",
+    "error_data",
+    "cancel_data",
+    "locked_by",
+    "lock_token",
+    "lock_expires_at",
+    "lock_timeout_seconds",
+  ].join(", "),
+);
+
+export function toInstance(r: Row): InstanceRecord {
+  return {
+    instanceId: str(r.instance_id),
+    workflowName: str(r.workflow_name),
+    sourceHash: str(r.source_hash),
+    ownerService: str(r.owner_service),
+    status: str(r.status) as InstanceStatus,
+    currentActivityId: nullableStr(r.current_activity_id),
+    run: toNumber(r.run),
+    startedAt: toDate(r.started_at),
+    updatedAt: toDate(r.updated_at),
+    inputData: str(r.input_data),
+    outputData: nullableStr(r.output_data),
+    errorData: nullableStr(r.error_data),
+    cancelData: nullableStr(r.cancel_data),
+    lockedBy: nullableStr(r.locked_by),
+    lockToken: toNumber(r.lock_token),
+    lockExpiresAt: toNullableDate(r.lock_expires_at),
+    lockTimeoutSeconds: toNullableNumber(r.lock_timeout_seconds),
+  };
+}
+
+/** A history row, from a plain SELECT or from the `json_agg` of HISTORY_JSON. */
+export function toHistoryEvent(r: Row): HistoryEvent {
+  return {
+    id: toNumber(r.id),
+    activityId: str(r.activity_id),
+    eventType: str(r.event_type),
+    data: toPayload(r.data_type, r.event_data, r.event_data_binary),
+    createdAt: toDate(r.created_at),
+  };
+}
+
+/**
+ * The current history of the instance `instanceIdExpr` as one JSON array
+ * ordered by id (bytea as hex text), for loading it in the same statement as
+ * a lease acquisition.
+ */
+export function historyJson(instanceIdExpr: SQL): SQL {
+  return sql`(SELECT coalesce(json_agg(json_build_object(
+      'id', h.id, 'activity_id', h.activity_id, 'event_type', h.event_type, 'data_type', h.data_type,
+      'event_data', h.event_data, 'event_data_binary', encode(h.event_data_binary, 'hex'),
+      'created_at', h.created_at) ORDER BY h.id), '[]'::json)
+    FROM workflow_history h WHERE h.instance_id = ${instanceIdExpr})`;
+}
+
+export function toHistoryList(value: unknown): HistoryEvent[] {
+  return toJsonValue<Row[]>(value).map(toHistoryEvent);
+}
+
+export function toArchivedEvent(r: Row): ArchivedHistoryEvent {
+  return { ...toHistoryEvent(r), run: toNumber(r.run), archivedAt: toDate(r.archived_at) };
+}
+
+export function toCompensation(r: Row): CompensationRecord {
+  return {
+    id: toNumber(r.id),
+    activityId: str(r.activity_id),
+    activityName: str(r.activity_name),
+    args: str(r.args),
+    createdAt: toDate(r.created_at),
+  };
+}
+
+export function toChannelMessage(r: Row): ChannelMessageRecord {
+  return {
+    seq: toNumber(r.id),
+    messageId: str(r.message_id),
+    channel: str(r.channel),
+    data: toPayload(r.data_type, r.data, r.data_binary),
+    metadata: nullableStr(r.metadata),
+    targetInstanceId: nullableStr(r.target_instance_id),
+    publishedAt: toDate(r.published_at),
+  };
+}
+
+export function toSubscription(r: Row): SubscriptionRecord {
+  return {
+    instanceId: str(r.instance_id),
+    channel: str(r.channel),
+    mode: str(r.mode) as ChannelMode,
+    activityId: nullableStr(r.activity_id),
+    cursorMessageId: toNullableNumber(r.cursor_message_id),
+    timeoutAt: toNullableDate(r.timeout_at),
+    subscribedAt: toDate(r.subscribed_at),
+  };
+}
+
+export function toOutbox(r: Row): OutboxRecord {
+  return {
+    eventId: str(r.event_id),
+    eventType: str(r.event_type),
+    eventSource: str(r.event_source),
+    data: toPayload(r.data_type, r.event_data, r.event_data_binary),
+    contentType: str(r.content_type),
+    extensions: nullableStr(r.extensions),
+    status: str(r.status) as OutboxStatus,
+    retryCount: toNumber(r.retry_count),
+    createdAt: toDate(r.created_at),
+    publishedAt: toNullableDate(r.published_at),
+    lastError: nullableStr(r.last_error),
+  };
+}

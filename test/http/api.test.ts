@@ -1,0 +1,146 @@
+// The HTTP API through app.request() (no server), on PGlite: status codes,
+// problem bodies, auth, signatures, body limits — and that rejected requests
+// change nothing.
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sign } from "../../src/core/signature.ts";
+import { queryRows } from "../../src/storage/database.ts";
+import { orderSaga } from "../../functions/workflows/order-saga.ts";
+import { pipeline } from "../../functions/workflows/pipeline.ts";
+import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+
+const TOKEN = "api-token-123";
+let t: TestApp;
+
+const json = (body: unknown, extra: Record<string, string> = {}) => ({
+  method: "POST",
+  headers: { "content-type": "application/json", authorization: `Bearer ${TOKEN}`, ...extra },
+  body: typeof body === "string" ? body : JSON.stringify(body),
+});
+const get = (path: string, auth = true) => t.edda.app.request(path, { headers: auth ? { authorization: `Bearer ${TOKEN}` } : {} });
+
+async function instanceCount(): Promise<number> {
+  const [r] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM workflow_instances`);
+  return Number(r!.n);
+}
+
+beforeAll(async () => {
+  const database = await openTestDatabase("pglite", "http");
+  t = makeTestApp(database, { workflows: [orderSaga, pipeline], apiToken: TOKEN });
+});
+afterAll(async () => {
+  await t.edda.close();
+  await t.database.close();
+});
+
+describe("POST /workflows/:name/instances", () => {
+  it("starts an instance (201) and returns the existing one for a repeated instanceId (200)", async () => {
+    const r1 = await t.edda.app.request("/workflows/order_saga/instances", json({ input: { orderId: "h1", amount: 5 }, instanceId: "http-1" }));
+    expect(r1.status).toBe(201);
+    expect(await r1.json()).toMatchObject({ instanceId: "http-1" });
+    const r2 = await t.edda.app.request("/workflows/order_saga/instances", json({ input: { orderId: "h1", amount: 5 }, instanceId: "http-1" }));
+    expect(r2.status).toBe(200);
+    const done = await t.waitFor("http-1");
+    expect(done.output).toEqual({ orderId: "h1", status: "shipped" });
+  });
+
+  it("422 with zod issues for invalid input, nothing created", async () => {
+    const before = await instanceCount();
+    const r = await t.edda.app.request("/workflows/order_saga/instances", json({ input: { orderId: "x", amount: "ten" } }));
+    expect(r.status).toBe(422);
+    expect(r.headers.get("content-type")).toContain("application/problem+json");
+    const body = (await r.json()) as { error_type: string; issues: { path: string[] }[] };
+    expect(body.error_type).toBe("ValidationError");
+    expect(body.issues[0]!.path).toEqual(["amount"]);
+    expect(await instanceCount()).toBe(before);
+  });
+
+  it("404 for an unknown workflow", async () => {
+    const r = await t.edda.app.request("/workflows/nope/instances", json({ input: {} }));
+    expect(r.status).toBe(404);
+    expect(await r.json()).toMatchObject({ error_type: "NotFoundError" });
+  });
+
+  it("400 for malformed JSON, 413 for an oversize body, nothing created", async () => {
+    const before = await instanceCount();
+    const bad = await t.edda.app.request("/workflows/pipeline/instances", json("{not json"));
+    expect(bad.status).toBe(400);
+    const big = await t.edda.app.request("/workflows/pipeline/instances", json({ input: { steps: 1, pad: "x".repeat(1024 * 1024 + 10) } }));
+    expect(big.status).toBe(413);
+    expect(await instanceCount()).toBe(before);
+  });
+
+  it("401 without the bearer token", async () => {
+    const r = await t.edda.app.request("/workflows/pipeline/instances", { method: "POST", body: "{}" });
+    expect(r.status).toBe(401);
+    expect(await r.json()).toMatchObject({ error_type: "Unauthorized" });
+  });
+});
+
+describe("instances", () => {
+  it("GET /instances/:id with and without history; 404 when unknown", async () => {
+    const start = await t.edda.app.request("/workflows/pipeline/instances", json({ input: { steps: 2 } }));
+    const { instanceId } = (await start.json()) as { instanceId: string };
+    await t.waitFor(instanceId);
+    const plain = (await (await get(`/instances/${instanceId}`)).json()) as Record<string, unknown>;
+    expect(plain).toMatchObject({ instanceId, status: "completed", output: { completed: 2 }, input: { steps: 2 } });
+    expect(plain.history).toBeUndefined();
+    const full = (await (await get(`/instances/${instanceId}?history=1`)).json()) as { history: unknown[] };
+    expect(full.history).toHaveLength(2);
+    expect((await get("/instances/does-not-exist")).status).toBe(404);
+  });
+
+  it("GET /instances filters and paginates with a cursor; bad filters are 400", async () => {
+    for (let i = 0; i < 5; i++) await t.edda.start(pipeline, { steps: 0 });
+    const seen = new Set<string>();
+    let cursor: string | null = null;
+    do {
+      const r = await get(`/instances?workflow=pipeline&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+      expect(r.status).toBe(200);
+      const page = (await r.json()) as { instances: { instanceId: string; workflowName: string }[]; nextCursor: string | null };
+      expect(page.instances.length).toBeLessThanOrEqual(2);
+      for (const i of page.instances) {
+        expect(i.workflowName).toBe("pipeline");
+        expect(seen.has(i.instanceId)).toBe(false);
+        seen.add(i.instanceId);
+      }
+      cursor = page.nextCursor;
+    } while (cursor);
+    expect(seen.size).toBeGreaterThanOrEqual(5);
+    expect((await get("/instances?status=bogus")).status).toBe(400);
+    expect((await get("/instances?limit=0")).status).toBe(400);
+  });
+
+  it("POST /instances/:id/cancel → 404 unknown, 409 when finished", async () => {
+    expect((await t.edda.app.request("/instances/nope/cancel", json({}))).status).toBe(404);
+    await t.edda.start(pipeline, { steps: 0 }, { instanceId: "http-done" });
+    await t.waitFor("http-done");
+    const r = await t.edda.app.request("/instances/http-done/cancel", json({}));
+    expect(r.status).toBe(409);
+    expect(await r.json()).toMatchObject({ error_type: "ConflictError" });
+  });
+});
+
+describe("internal routes", () => {
+  it("401 without a signature or with a bad one; 200 when signed", async () => {
+    const body = JSON.stringify({ instanceId: "nope" });
+    expect((await t.edda.app.request("/_edda/step", { method: "POST", body })).status).toBe(401);
+    const bad = await t.edda.app.request("/_edda/step", { method: "POST", body, headers: { "x-edda-timestamp": String(Math.floor(Date.now() / 1000)), "x-edda-signature": "sha256=00" } });
+    expect(bad.status).toBe(401);
+    const old = await sign("test-secret", body, Math.floor(Date.now() / 1000) - 3600);
+    expect((await t.edda.app.request("/_edda/step", { method: "POST", body, headers: old })).status).toBe(401);
+    const ok = await t.edda.app.request("/_edda/step", { method: "POST", body, headers: await sign("test-secret", body) });
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toMatchObject({ status: "skipped" });
+    const sweepBody = "{}";
+    const sw = await t.edda.app.request("/_edda/sweep", { method: "POST", body: sweepBody, headers: await sign("test-secret", sweepBody) });
+    expect(sw.status).toBe(200);
+    expect(await sw.json()).toHaveProperty("timersFired");
+  });
+
+  it("GET /healthz needs no token", async () => {
+    const r = await t.edda.app.request("/healthz");
+    expect(r.status).toBe(200);
+    expect(await r.json()).toEqual({ status: "ok", database: "ok" });
+  });
+});

@@ -1,0 +1,43 @@
+// Builds an Edda app on a real database for engine tests, with helpers to
+// wait for instances to settle. No mocks: real drivers, real dispatcher.
+import { createEdda, type Edda, type EddaOptions } from "../../src/http/edda.ts";
+import { LocalDispatcher } from "../../src/engine/dispatcher.ts";
+import type { Database } from "../../src/storage/database.ts";
+import { createPgliteDatabase } from "../../src/storage/drivers/pglite.ts";
+import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
+import { migrate } from "../../src/storage/migrate.ts";
+import { freshDatabase } from "./db.ts";
+
+export type DriverKind = "pglite" | "postgres-js";
+
+export async function openTestDatabase(kind: DriverKind, prefix: string): Promise<Database> {
+  const database = kind === "pglite" ? await createPgliteDatabase() : createPostgresJsDatabase({ url: await freshDatabase(prefix), max: 10 });
+  await migrate(database.db);
+  return database;
+}
+
+export interface TestApp {
+  edda: Edda;
+  database: Database;
+  dispatcher: LocalDispatcher;
+  waitFor(instanceId: string, statuses?: string[], timeoutMs?: number): Promise<Awaited<ReturnType<Edda["getInstance"]>> & object>;
+}
+
+export function makeTestApp(database: Database, opts: Omit<EddaOptions, "database" | "dispatcher"> & { dispatcher?: LocalDispatcher }): TestApp {
+  const dispatcher = opts.dispatcher ?? new LocalDispatcher({ concurrency: 8, maxWakeSeconds: 30 });
+  const edda = createEdda({ secret: "test-secret", ...opts, database, dispatcher });
+  return {
+    edda,
+    database,
+    dispatcher,
+    async waitFor(instanceId, statuses = ["completed", "failed", "cancelled"], timeoutMs = 15_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const inst = await edda.getInstance(instanceId, { history: true });
+        if (inst && statuses.includes(inst.status)) return inst;
+        if (Date.now() > deadline) throw new Error(`instance ${instanceId} did not reach ${statuses.join("/")} (now ${inst?.status})`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    },
+  };
+}
