@@ -19,3 +19,8 @@ export { HttpDispatcher } from "./engine/http-dispatcher.ts";
 export type { Database } from "./storage/database.ts";
 export { migrate } from "./storage/migrate.ts";
 export { createStorage } from "./storage/pg-storage.ts";
+export { receive, waitMessage, waitEvent } from "./core/waits.ts";
+export type { ChannelMessage, ReceivedEvent, ReceiveOptions, WaitEventOptions } from "./core/waits.ts";
+export { subscribe, unsubscribe, publish, sendTo, sendMessageTo, joinGroup, leaveGroup, publishToGroup } from "./engine/messaging.ts";
+export type { PublishOptions, Publisher } from "./engine/messaging.ts";
+export type { ChannelMode } from "./storage/types.ts";

@@ -1,5 +1,10 @@
 /** The example workflows every entry point serves. */
+import { approval } from "./approval.ts";
+import { jobWorker } from "./job-worker.ts";
+import { notifier } from "./notifier.ts";
 import { orderSaga } from "./order-saga.ts";
+import { paymentWait } from "./payment-wait.ts";
 import { pipeline } from "./pipeline.ts";
+import { reminder } from "./reminder.ts";
 
-export const workflows = [orderSaga, pipeline];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier];

@@ -17,7 +17,7 @@ import type { WorkflowContext } from "./context.ts";
 import { REPLAY } from "./context.ts";
 import { NonDeterminismError } from "./errors.ts";
 import { deserializeError, fromPayload, type ErrorClass, type SerializedError } from "./serialization.ts";
-import type { HistoryEvent } from "../storage/types.ts";
+import type { ChannelMode, HistoryEvent } from "../storage/types.ts";
 
 export const EV = {
   ActivityCompleted: "ActivityCompleted",
@@ -52,7 +52,7 @@ export interface CompensationRegistration {
 /** A wait the workflow is blocked on; issued by the waiting primitives. */
 export type WaitRequest =
   | { kind: "timer"; activityId: string; delaySeconds?: number; expiresAt?: Date }
-  | { kind: "message"; activityId: string; channel: string; timeoutSeconds?: number; event?: boolean };
+  | { kind: "message"; activityId: string; channel: string; timeoutSeconds?: number; subscribeAs?: ChannelMode; event?: boolean };
 
 export type ReplayOutcome =
   | { kind: "completed"; output: unknown }

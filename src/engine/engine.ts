@@ -7,13 +7,13 @@
 import type { Workflow } from "../core/definitions.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
 import type { RetryPolicy } from "../core/retry.ts";
-import type { WaitRequest } from "../core/replay.ts";
-import { fromJson, toJson, type ErrorClass } from "../core/serialization.ts";
+import { fromJson, toJson, toPayload, type ErrorClass } from "../core/serialization.ts";
 import { sha256Hex } from "../core/signature.ts";
-import type { Fence, InstanceRecord, InstanceStatus, ListInstancesQuery, NewCompensation, Storage } from "../storage/types.ts";
+import type { InstanceRecord, InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
 import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
 import type { EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
+import { wakeChannel } from "./channels.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 
 export interface EngineOptions {
@@ -87,19 +87,29 @@ export class Engine implements StepRunner {
   }
 
   /** Validate input, record the definition, create the instance and dispatch its first step. */
+  /** Check the input against the workflow's schema; returns the parsed value. */
+  validateInput(wf: Workflow, input: unknown): unknown {
+    if (!wf.options.input) return input;
+    const parsed = wf.options.input.safeParse(input);
+    if (!parsed.success) throw new ValidationError(`input for workflow "${wf.workflowName}" is invalid`, parsed.error.issues);
+    return parsed.data;
+  }
+
   async start(workflow: Workflow | string, input: unknown, opts: StartOptions = {}, scope?: DispatchScope): Promise<{ instanceId: string; status: InstanceStatus; created: boolean }> {
     const wf = typeof workflow === "string" ? this.workflow(workflow) : this.workflow(workflow.workflowName);
-    let value = input;
-    if (wf.options.input) {
-      const parsed = wf.options.input.safeParse(input);
-      if (!parsed.success) throw new ValidationError(`input for workflow "${wf.workflowName}" is invalid`, parsed.error.issues);
-      value = parsed.data;
-    }
+    const value = this.validateInput(wf, input);
+    const r = await this.createValidated(this.storage, wf, value, opts);
+    if (r.created) this.afterStart(wf, r.instanceId, value, scope);
+    return r;
+  }
+
+  /** Create an instance whose input is already validated, on `storage` (possibly a transaction). */
+  async createValidated(storage: Storage, wf: Workflow, value: unknown, opts: StartOptions): Promise<{ instanceId: string; status: InstanceStatus; created: boolean }> {
     if (opts.instanceId !== undefined && !/^[A-Za-z0-9_.:-]{1,200}$/.test(opts.instanceId)) {
       throw new ValidationError("instanceId must be 1–200 characters of A-Z a-z 0-9 _ . : -", [{ path: ["instanceId"], message: "invalid instance id" }]);
     }
     const sourceHash = await this.ensureDefinition(wf);
-    const { created, instance } = await this.storage.createInstance({
+    const { created, instance } = await storage.createInstance({
       instanceId: opts.instanceId ?? crypto.randomUUID(),
       workflowName: wf.workflowName,
       sourceHash,
@@ -107,12 +117,36 @@ export class Engine implements StepRunner {
       inputData: toJson(value ?? null),
       lockTimeoutSeconds: wf.options.lockTimeoutSeconds ?? null,
     });
-    if (created) {
-      this.hooks.onWorkflowStart?.({ instanceId: instance.instanceId, workflowName: wf.workflowName, input: value });
-      this.dispatcher.dispatch({ instanceId: instance.instanceId }, scope);
-    }
     return { instanceId: instance.instanceId, status: instance.status, created };
   }
+
+  /** After the creating commit: hook + first step. */
+  afterStart(wf: Workflow, instanceId: string, input: unknown, scope?: DispatchScope): void {
+    this.hooks.onWorkflowStart?.({ instanceId, workflowName: wf.workflowName, input });
+    this.dispatcher.dispatch({ instanceId }, scope);
+  }
+
+  /** Publish a message from outside any workflow; subscribers wake after the commit. */
+  async publish(channel: string, data: unknown, opts: { metadata?: Record<string, unknown>; targetInstanceId?: string } = {}, scope?: DispatchScope): Promise<string> {
+    const msg = await this.storage.publishMessage({
+      channel,
+      data: toPayload(data),
+      metadata: opts.metadata ? toJson(opts.metadata) : null,
+      targetInstanceId: opts.targetInstanceId ?? null,
+    });
+    this.notifyPublished(channel, scope);
+    return msg.messageId;
+  }
+
+  /** Event-handler workflows by the CloudEvent type that starts them. */
+  eventHandler(type: string): Workflow | undefined {
+    for (const wf of this.workflows.values()) {
+      const h = wf.options.eventHandler;
+      if (h === true ? wf.workflowName === type : h === type) return wf;
+    }
+    return undefined;
+  }
+
 
   private ensureDefinition(wf: Workflow): Promise<string> {
     let p = this.hashes.get(wf.workflowName);
@@ -163,25 +197,33 @@ export class Engine implements StepRunner {
     return { instances: page.instances.map(toView), nextCursor: page.nextCursor };
   }
 
-  /** Fire due timers and dispatch the instances they made runnable. */
+  /** Fire due timers and expire due message waits; dispatch the instances they made runnable. */
   async fireDueTimers(scope?: DispatchScope): Promise<number> {
-    const ids = await this.storage.fireExpiredTimers(500);
-    for (const instanceId of ids) this.dispatcher.dispatch({ instanceId }, scope);
+    const ids = [...(await this.storage.fireExpiredTimers(500)), ...(await this.storage.expireMessageWaits(500))];
+    for (const instanceId of new Set(ids)) this.dispatcher.dispatch({ instanceId }, scope);
     return ids.length;
   }
+
+  /** Post-commit: a message was published on `channel`; deliver it to waiting subscribers. */
+  notifyPublished(channel: string, scope?: DispatchScope): void {
+    const p = wakeChannel(this, channel, scope).catch((err: unknown) => console.error(`edda: wake-up on "${channel}" failed (the sweeper will deliver)`, err));
+    scope?.waitUntil?.(p);
+  }
+
+  /** Post-commit: outbox rows were committed; relay them now rather than at the next sweep. */
+  notifyOutbox(eventIds: string[], scope?: DispatchScope): void {
+    if (!this.outboxRelay || eventIds.length === 0) return;
+    const p = this.outboxRelay(eventIds, scope).catch((err: unknown) => console.error("edda: outbox relay failed (the sweeper will retry)", err));
+    scope?.waitUntil?.(p);
+  }
+
+  /** Installed by the outbox module when a broker is configured. */
+  outboxRelay: ((eventIds: string[], scope?: DispatchScope) => Promise<unknown>) | null = null;
 
   sweep(opts?: SweepOptions, scope?: DispatchScope): Promise<SweepReport> {
     return sweep(this, opts, scope);
   }
 
-  /** Channel waits: provided by the channels module. */
-  waitForMessage(_fence: Fence, wait: WaitRequest, _comps: NewCompensation[], _scope: DispatchScope | undefined, _lease: number): Promise<StepResult> {
-    throw new TypeError(`waiting for messages (${wait.kind}) is not supported by this engine build`);
-  }
-
-  recur(_fence: Fence, _input: unknown, _scope: DispatchScope | undefined): Promise<StepResult> {
-    throw new TypeError("recur is not supported by this engine build");
-  }
 }
 
 export function toView(inst: InstanceRecord): InstanceView {

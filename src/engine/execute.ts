@@ -26,13 +26,29 @@ export interface ExecutionTarget {
   workflowName: string;
 }
 
+/** What Edda operations inside an activity (publish, outbox events) need from the engine. */
 export interface ActivityInternals {
+  /** Bound to the step transaction for transactional activities. */
   storage: Storage;
-  afterCommit?: (cb: () => void | Promise<void>) => void;
+  /** Run after the step commits (immediately when there is no transaction). */
+  afterCommit: (cb: () => void) => void;
+  notify: ActivityNotify;
 }
 
-export function makeActivityContext(target: ExecutionTarget, pending: PendingActivity, storage: Storage, tx: Transaction | null, afterCommit?: ActivityInternals["afterCommit"]): ActivityContext {
-  const internals: ActivityInternals = { storage, ...(afterCommit ? { afterCommit } : {}) };
+export interface ActivityNotify {
+  published(channel: string): void;
+  outbox(eventIds: string[]): void;
+}
+
+export function makeActivityContext(
+  target: ExecutionTarget,
+  pending: PendingActivity,
+  storage: Storage,
+  tx: Transaction | null,
+  notify: ActivityNotify,
+  afterCommit?: (cb: () => void) => void,
+): ActivityContext {
+  const internals: ActivityInternals = { storage, notify, afterCommit: afterCommit ?? ((cb) => cb()) };
   return {
     instanceId: target.instanceId,
     workflowName: target.workflowName,

@@ -15,7 +15,8 @@ import type { WorkflowContext } from "../core/context.ts";
 import { REPLAY } from "../core/context.ts";
 import { LeaseLostError, NonDeterminismError } from "../core/errors.ts";
 import { findActivity } from "../core/registry.ts";
-import { replay, ReplayState, type PendingActivity } from "../core/replay.ts";
+import { replay, ReplayState, type PendingActivity, type WaitRequest } from "../core/replay.ts";
+import { prepareMessageWait } from "./channels.ts";
 import { fromJson, serializeError, toJson } from "../core/serialization.ts";
 import type { Fence, HistoryEvent, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage } from "../storage/types.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
@@ -85,6 +86,11 @@ class Step {
     this.fence = leased.fence;
   }
 
+  private readonly notify = {
+    published: (channel: string) => this.engine.notifyPublished(channel, this.scope),
+    outbox: (eventIds: string[]) => this.engine.notifyOutbox(eventIds, this.scope),
+  };
+
   private get target() {
     return { instanceId: this.instance.instanceId, workflowName: this.instance.workflowName };
   }
@@ -119,13 +125,40 @@ class Step {
             () => this.engine.dispatcher.wakeIn?.(w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - Date.now()) / 1000) : (w.delaySeconds ?? 0), this.scope),
           );
         }
-        return this.engine.waitForMessage(this.fence, w, compensations, this.scope, this.leaseSeconds);
+        return this.waitForMessage(w, compensations);
       }
       case "recur":
-        return this.engine.recur(this.fence, outcome.input, this.scope);
+        return this.recur(outcome.input);
       case "activities":
         return this.execute(outcome.activities, compensations, "activity");
     }
+  }
+
+  /** Receive now if a message is queued, else wait (subscription marked waiting, lease released). */
+  private async waitForMessage(w: Extract<WaitRequest, { kind: "message" }>, compensations: NewCompensation[]): Promise<StepResult> {
+    return this.engine.storage.transaction(async (tx) => {
+      const r = await prepareMessageWait(tx, this.instance.instanceId, w);
+      if (r.kind === "waiting") {
+        return this.concludeIn(tx, { status: "waiting_for_message", currentActivityId: w.activityId, compensations }, () => {
+          if (r.timeoutSeconds !== null) this.engine.dispatcher.wakeIn?.(r.timeoutSeconds, this.scope);
+        });
+      }
+      return this.concludeIn(tx, {
+        status: "running",
+        currentActivityId: w.activityId,
+        history: [r.event],
+        compensations,
+        handoff: { leaseSeconds: this.engine.handoffLeaseSeconds },
+      });
+    });
+  }
+
+  /** `ctx.recur(input)`: archive this run's history and start the next run under the same id. */
+  private async recur(input: unknown): Promise<StepResult> {
+    return this.engine.storage.transaction(async (tx) => {
+      if (!(await tx.recurInstance(this.fence, toJson(input ?? null)))) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before recur`);
+      return this.concludeIn(tx, { status: "running", currentActivityId: null, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } });
+    });
   }
 
   /** The workflow failed: compensate (if anything is registered) or end `failed`. */
@@ -185,7 +218,7 @@ class Step {
     const outside = pending.filter((p) => !isTransactional(p));
     const inside = pending.filter(isTransactional);
     await Promise.all(
-      outside.map(async (p) => results.set(p.activityId, await invoke(p, makeActivityContext(this.target, p, storage, null)))),
+      outside.map(async (p) => results.set(p.activityId, await invoke(p, makeActivityContext(this.target, p, storage, null, this.notify)))),
     );
 
     const buildConclusion = async () => {
@@ -234,7 +267,7 @@ class Step {
         const txExecutor = tx.executor as unknown as import("../core/context.ts").Transaction;
         if (inside.length === 1) {
           const p = inside[0]!;
-          const outcome = await invoke(p, makeActivityContext(this.target, p, tx, txExecutor, (cb) => tx.afterCommit(cb)));
+          const outcome = await invoke(p, makeActivityContext(this.target, p, tx, txExecutor, this.notify, (cb) => tx.afterCommit(cb)));
           if (!outcome.ok) throw new ActivityRollback(outcome);
           results.set(p.activityId, outcome);
         } else {
@@ -242,7 +275,7 @@ class Step {
             let outcome: ActivityOutcome | null = null;
             try {
               await tx.transaction(async (sp) => {
-                const o = await invoke(p, makeActivityContext(this.target, p, sp, sp.executor as unknown as import("../core/context.ts").Transaction, (cb) => sp.afterCommit(cb)));
+                const o = await invoke(p, makeActivityContext(this.target, p, sp, sp.executor as unknown as import("../core/context.ts").Transaction, this.notify, (cb) => sp.afterCommit(cb)));
                 outcome = o;
                 if (!o.ok) throw new ActivityRollback(o);
               });

@@ -1,33 +1,80 @@
 /**
- * The sweeper: what the cron trigger runs. Each task works in bounded batches
- * with SKIP LOCKED (inside storage), so concurrent sweeps split the work rather
- * than duplicate it, and it stops starting new batches after a time budget.
- * Everything it finds is dispatched; the dispatcher's steps do the rest.
+ * The sweeper: what the cron trigger runs. It finds the work no request is
+ * carrying — timers and receive timeouts that came due, leases of workers that
+ * died, instances whose follow-up was lost, waiters with a message they were
+ * not woken for, outbox rows to relay, channel messages past retention — and
+ * hands it to the dispatcher (the steps do the rest).
+ *
+ * Guarantees:
+ * - Each task runs under its own `system_locks` lease, so of several sweeps at
+ *   once (cron invocations on different isolates, a manual `/_edda/sweep`)
+ *   only one runs a given task; the others skip it. The holder is unique per
+ *   sweep call, so even two sweeps of one engine exclude each other. Inside,
+ *   the storage statements claim rows with SKIP LOCKED and each batch is its
+ *   own short transaction, so work is never done twice nor lost: a row is
+ *   either claimed and completed by one batch, or left for the next sweep.
+ * - A sweep stops starting batches (and tasks) after its time budget, so it
+ *   fits a cron invocation's limits; what is left waits for the next one.
+ * - Dispatching is idempotent (a step starts by taking the lease), so an
+ *   instance found by two tasks of one sweep is dispatched once, and one found
+ *   again by a later sweep while its step is in flight is skipped by the step.
  */
+import { deliverToWaitingSubscribers } from "./channels.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
+import { emptyRelayReport, relayOutbox, type RelayReport } from "./outbox.ts";
 
 export interface SweepOptions {
   /** Rows per batch (default 200). */
   batchSize?: number;
   /** Stop starting new batches after this long (default 20 s). */
   budgetMs?: number;
+  /** Delete channel messages older than this (default 7 days). */
+  messageRetentionSeconds?: number;
 }
+
+export type SweepTask = "timers" | "message_timeouts" | "stale_leases" | "channel_delivery" | "resumable" | "outbox" | "channel_retention";
 
 export interface SweepReport {
   timersFired: number;
+  messageWaitsExpired: number;
   staleLeasesReleased: number;
+  messagesDelivered: number;
+  /** Runnable, unlocked instances dispatched (their follow-up was lost or is late). */
   resumed: number;
+  outbox: RelayReport;
+  channelMessagesDeleted: number;
+  /** Tasks another sweep was running (its lock was held), so this one skipped them. */
+  skipped: SweepTask[];
+  /** Tasks not started because the budget ran out. */
+  deferred: SweepTask[];
   durationMs: number;
 }
+
+const DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600;
 
 export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: DispatchScope): Promise<SweepReport> {
   const started = Date.now();
   const batch = opts.batchSize ?? 200;
   const budget = opts.budgetMs ?? 20_000;
   const inBudget = () => Date.now() - started < budget;
-  const report: SweepReport = { timersFired: 0, staleLeasesReleased: 0, resumed: 0, durationMs: 0 };
+  // A lock outlives the budget by a margin for the batch in flight; a sweep that dies holding it blocks the task only that long.
+  const lockSeconds = Math.ceil(budget / 1000) + 60;
+  const holder = `${engine.workerId}/sweep-${crypto.randomUUID().slice(0, 8)}`;
   const { storage, dispatcher } = engine;
+  const report: SweepReport = {
+    timersFired: 0,
+    messageWaitsExpired: 0,
+    staleLeasesReleased: 0,
+    messagesDelivered: 0,
+    resumed: 0,
+    outbox: emptyRelayReport(),
+    channelMessagesDeleted: 0,
+    skipped: [],
+    deferred: [],
+    durationMs: 0,
+  };
+
   const dispatched = new Set<string>();
   const dispatch = (ids: string[]) => {
     for (const instanceId of ids) {
@@ -37,23 +84,71 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     }
   };
 
-  while (inBudget()) {
+  /** Run `task` under its system lock; `batchOnce` returns how many rows it handled. */
+  const task = async (name: SweepTask, batchOnce: () => Promise<number>, repeat = true) => {
+    if (!inBudget()) return void report.deferred.push(name);
+    const lock = `edda.sweep.${name}`;
+    if (!(await storage.tryAcquireSystemLock(lock, holder, lockSeconds))) return void report.skipped.push(name);
+    try {
+      while (inBudget()) {
+        const n = await batchOnce();
+        if (!repeat || n < batch) break;
+      }
+    } finally {
+      await storage.releaseSystemLock(lock, holder).catch(() => undefined);
+    }
+  };
+
+  await task("timers", async () => {
     const ids = await storage.fireExpiredTimers(batch);
     report.timersFired += ids.length;
     dispatch(ids);
-    if (ids.length < batch) break;
-  }
-  while (inBudget()) {
+    return ids.length;
+  });
+  await task("message_timeouts", async () => {
+    const ids = await storage.expireMessageWaits(batch);
+    report.messageWaitsExpired += ids.length;
+    dispatch(ids);
+    return ids.length;
+  });
+  await task("stale_leases", async () => {
     const ids = await storage.releaseStaleLeases(batch);
     report.staleLeasesReleased += ids.length;
     dispatch(ids);
-    if (ids.length < batch) break;
-  }
-  if (inBudget()) {
-    const ids = await storage.findResumableInstances(batch);
-    report.resumed = ids.filter((id) => !dispatched.has(id)).length;
-    dispatch(ids);
-  }
+    return ids.length;
+  });
+  await task("channel_delivery", async () => {
+    const n = await deliverToWaitingSubscribers(engine, batch, scope);
+    report.messagesDelivered += n;
+    return n;
+  });
+  // Not SKIP LOCKED (a plain read of runnable, unlocked rows): one batch per sweep,
+  // the oldest first; anything dispatched above is left out.
+  await task(
+    "resumable",
+    async () => {
+      const ids = (await storage.findResumableInstances(batch)).filter((id) => !dispatched.has(id));
+      report.resumed += ids.length;
+      dispatch(ids);
+      return ids.length;
+    },
+    false,
+  );
+  await task(
+    "outbox",
+    async () => {
+      const r = await relayOutbox(engine, { budgetMs: Math.max(0, budget - (Date.now() - started)) });
+      for (const k of Object.keys(r) as (keyof RelayReport)[]) report.outbox[k] += r[k];
+      return 0;
+    },
+    false,
+  );
+  await task("channel_retention", async () => {
+    const n = await storage.cleanupChannelMessages(opts.messageRetentionSeconds ?? DEFAULT_RETENTION_SECONDS, batch);
+    report.channelMessagesDeleted += n;
+    return n;
+  });
+
   report.durationMs = Date.now() - started;
   return report;
 }

@@ -12,6 +12,7 @@ import type { DispatchScope, StepRequest } from "../engine/dispatcher.ts";
 import { INSTANCE_STATUSES } from "../storage/schema.ts";
 import type { InstanceStatus } from "../storage/types.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
+import { cloudEventRoutes } from "./cloudevents.ts";
 import { onError, problem, readJson } from "./problem.ts";
 
 export interface AppOptions {
@@ -136,7 +137,9 @@ export function createApp(opts: AppOptions): Hono {
     return c.json(r);
   });
 
-  opts.extend?.(api, { engine, scope, parse });
+  const helpers: RouteHelpers = { engine, scope, parse };
+  cloudEventRoutes(api, helpers);
+  opts.extend?.(api, helpers);
   app.route("/", api);
   return app;
 }

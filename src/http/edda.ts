@@ -15,6 +15,7 @@ import type { ErrorClass } from "../core/serialization.ts";
 import { Engine, type StartOptions } from "../engine/engine.ts";
 import { LocalDispatcher, type Dispatcher, type DispatchScope } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
+import { installOutboxRelay, type OutboxOptions } from "../engine/outbox.ts";
 import type { EngineHooks } from "../engine/hooks.ts";
 import type { SweepOptions } from "../engine/sweeper.ts";
 import type { Database } from "../storage/database.ts";
@@ -37,6 +38,10 @@ export interface EddaOptions {
   /** Bearer token(s) for the public API (EDDA_API_TOKEN). */
   apiToken?: string | string[];
   serviceName?: string;
+  /** Where outbox events are POSTed as CloudEvents (EDDA_BROKER_URL); unset → rows stay pending. */
+  brokerUrl?: string;
+  /** Outbox relay tuning (retries, backoff, max age, fetch). */
+  outbox?: OutboxOptions;
   dispatcher?: DispatcherOption;
   retryPolicy?: RetryPolicy;
   hooks?: EngineHooks;
@@ -76,8 +81,9 @@ function makeDispatcher(opt: DispatcherOption | undefined, secret: string | unde
 export function createEdda(opts: EddaOptions): Edda {
   const dispatcher = makeDispatcher(opts.dispatcher, opts.secret);
   const tokens = opts.apiToken === undefined ? undefined : Array.isArray(opts.apiToken) ? opts.apiToken : [opts.apiToken];
-  const engineFor = (database: Database) =>
-    new Engine({
+  const outbox: OutboxOptions = { ...opts.outbox, ...(opts.brokerUrl ? { brokerUrl: opts.brokerUrl } : {}) };
+  const engineFor = (database: Database) => {
+    const engine = new Engine({
       storage: createStorage(database),
       workflows: opts.workflows,
       dispatcher,
@@ -88,6 +94,9 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.hooks ? { hooks: opts.hooks } : {}),
       ...(opts.errorClasses ? { errorClasses: opts.errorClasses } : {}),
     });
+    installOutboxRelay(engine, outbox);
+    return engine;
+  };
 
   const perRequest = typeof opts.database === "function";
   let shared: Promise<{ database: Database; engine: Engine }> | null = null;

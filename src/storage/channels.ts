@@ -8,10 +8,11 @@
  *    published before the subscriber existed (a queue never loses work); a
  *    take claims it with an INSERT into channel_message_claims, so exactly one
  *    subscriber gets each message;
- *  - direct: messages targeted at this instance, through a cursor from 0 (so
- *    a message sent before the receiver subscribed is not lost).
- * A point-to-point message (target_instance_id set) is visible to its target only,
- * whatever the mode.
+ *  - direct: messages targeted at this instance only.
+ * A point-to-point message (target_instance_id set) is visible to its target
+ * only, whatever the mode, and is consumed through a claim rather than a
+ * cursor: one sent before the receiver subscribed or waited is not lost
+ * (the "mailbox problem"), and it is delivered exactly once.
  *
  * Ordering and wake-ups: publish, subscribe and take hold a per-channel
  * transaction-scoped advisory lock until their transaction commits. Hence
@@ -130,10 +131,11 @@ export async function getSubscription(ex: Executor, instanceId: string, channel:
 /** Whether message `m` is deliverable to subscription `s` (the rules in the module comment). */
 function availableTo(m: string, s: string): SQL {
   const [msg, sub] = [sql.raw(m), sql.raw(s)];
+  const targetedToMe = sql`(${msg}.target_instance_id = ${sub}.instance_id
+      AND NOT EXISTS (SELECT 1 FROM channel_message_claims cl WHERE cl.message_id = ${msg}.message_id))`;
   return sql`(${msg}.channel = ${sub}.channel AND CASE ${sub}.mode
-      WHEN 'direct' THEN ${msg}.target_instance_id = ${sub}.instance_id AND ${msg}.id > coalesce(${sub}.cursor_message_id, 0)
-      WHEN 'broadcast' THEN (${msg}.target_instance_id IS NULL OR ${msg}.target_instance_id = ${sub}.instance_id)
-                            AND ${msg}.id > coalesce(${sub}.cursor_message_id, 0)
+      WHEN 'direct' THEN ${targetedToMe}
+      WHEN 'broadcast' THEN (${msg}.target_instance_id IS NULL AND ${msg}.id > coalesce(${sub}.cursor_message_id, 0)) OR ${targetedToMe}
       ELSE (${msg}.target_instance_id IS NULL OR ${msg}.target_instance_id = ${sub}.instance_id)
            AND NOT EXISTS (SELECT 1 FROM channel_message_claims cl WHERE cl.message_id = ${msg}.message_id)
     END)`;
@@ -162,11 +164,15 @@ export async function takeNextMessage(ex: Executor, instanceId: string, channel:
         ORDER BY m.id LIMIT 1
       ), adv AS (
         UPDATE channel_subscriptions s SET cursor_message_id = seq_msg.id
-        FROM seq_msg WHERE s.instance_id = ${instanceId} AND s.channel = ${channel}
+        FROM seq_msg WHERE s.instance_id = ${instanceId} AND s.channel = ${channel} AND seq_msg.target_instance_id IS NULL
       ), cur AS (
         INSERT INTO channel_delivery_cursors (channel, instance_id, last_delivered_id)
-        SELECT ${channel}, ${instanceId}, id FROM seq_msg
+        SELECT ${channel}, ${instanceId}, id FROM seq_msg WHERE target_instance_id IS NULL
         ON CONFLICT (channel, instance_id) DO UPDATE SET last_delivered_id = excluded.last_delivered_id, updated_at = ${DB_NOW}
+      ), own_claim AS (
+        INSERT INTO channel_message_claims (message_id, instance_id)
+        SELECT message_id, ${instanceId} FROM seq_msg WHERE target_instance_id IS NOT NULL
+        ON CONFLICT (message_id) DO NOTHING
       ), cand AS (
         SELECT m.* FROM channel_messages m
         WHERE m.channel = ${channel} AND EXISTS (SELECT 1 FROM sub s WHERE s.mode = 'competing' AND ${availableTo("m", "s")})
@@ -211,6 +217,16 @@ export async function clearWaiting(ex: Executor, instanceId: string, channel: st
     )
     UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
     WHERE instance_id IN (SELECT instance_id FROM w) AND status = 'waiting_for_message'`);
+}
+
+export async function lockWaitingSubscription(ex: Executor, instanceId: string, channel: string, activityId: string): Promise<boolean> {
+  const rows = await queryRows(
+    ex,
+    sql`SELECT 1 AS ok FROM channel_subscriptions
+        WHERE instance_id = ${instanceId} AND channel = ${channel} AND activity_id = ${activityId}
+        FOR UPDATE`,
+  );
+  return rows.length > 0;
 }
 
 export async function findWaitingSubscribersWithMessages(ex: Executor, limit: number, channel?: string): Promise<WaitingSubscriber[]> {

@@ -180,6 +180,9 @@ export class PgStorage implements Storage {
   setWaiting(instanceId: string, channel: string, activityId: string, timeoutAt: Date | null): Promise<void> {
     return channels.setWaiting(this.executor, instanceId, channel, activityId, timeoutAt);
   }
+  lockWaitingSubscription(instanceId: string, channel: string, activityId: string): Promise<boolean> {
+    return channels.lockWaitingSubscription(this.executor, instanceId, channel, activityId);
+  }
   clearWaiting(instanceId: string, channel: string): Promise<void> {
     return channels.clearWaiting(this.executor, instanceId, channel);
   }

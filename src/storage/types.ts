@@ -322,6 +322,15 @@ export interface Storage {
   takeNextMessage(instanceId: string, channel: string): Promise<ChannelMessageRecord | null>;
   /** Mark the subscription as waiting (activity id + optional timeout). */
   setWaiting(instanceId: string, channel: string, activityId: string, timeoutAt: Date | null): Promise<void>;
+  /**
+   * In a transaction: lock the subscription row if it still waits on
+   * `activityId` (FOR UPDATE), so a delivery and a timeout never both win.
+   */
+  lockWaitingSubscription(instanceId: string, channel: string, activityId: string): Promise<boolean>;
+  /**
+   * Clear the wait; if it was set and the instance is `waiting_for_message`,
+   * the instance becomes `running` in the same statement (a delivery makes it runnable).
+   */
   clearWaiting(instanceId: string, channel: string): Promise<void>;
   /** Subscribers currently waiting on a channel that have a message available. */
   findWaitingSubscribersWithMessages(limit: number, channel?: string): Promise<WaitingSubscriber[]>;

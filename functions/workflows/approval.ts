@@ -1,0 +1,23 @@
+/**
+ * Example: wait for a human decision sent to this instance
+ * (`POST /instances/:id/messages` with channel "approval"), or time out.
+ */
+import { z } from "zod";
+import { MessageTimeoutError, waitMessage, workflow } from "../../src/index.ts";
+
+const decision = z.object({ approved: z.boolean(), approver: z.string() });
+
+export const approval = workflow(
+  "approval",
+  { input: z.object({ requestId: z.string().min(1), timeoutSeconds: z.number().positive() }) },
+  async (ctx, { timeoutSeconds }) => {
+    try {
+      const msg = await waitMessage(ctx, "approval", { timeoutSeconds });
+      const d = decision.parse(msg.data);
+      return { status: d.approved ? ("approved" as const) : ("rejected" as const), approver: d.approver };
+    } catch (err) {
+      if (err instanceof MessageTimeoutError) return { status: "timeout" as const };
+      throw err;
+    }
+  },
+);

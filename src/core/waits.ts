@@ -1,0 +1,156 @@
+/**
+ * Message waits in workflow code: `receive`, `waitMessage`, `waitEvent`.
+ * Each has a deterministic id (`receive_{channel}:n`); a recorded
+ * `MessageReceived` returns the message, a recorded `MessageTimeout` throws a
+ * catchable timeout error (`EventTimeoutError` for events), anything else
+ * suspends the workflow until a message is delivered or the wait times out.
+ */
+import type { z } from "zod";
+import type { WorkflowContext } from "./context.ts";
+import { EventTimeoutError, MessageTimeoutError, NonDeterminismError, ValidationError } from "./errors.ts";
+import { EV, replayStateOf, requestWait } from "./replay.ts";
+import { fromPayload, type SerializedError } from "./serialization.ts";
+import type { ChannelMode } from "../storage/types.ts";
+
+export interface ChannelMessage<T = unknown> {
+  id: string;
+  channel: string;
+  data: T;
+  metadata: Record<string, unknown> | null;
+  publishedAt: string;
+}
+
+export interface ReceivedEvent<T = unknown> {
+  data: T;
+  type: string;
+  source: string;
+  id: string;
+  time: string | null;
+  datacontenttype: string | null;
+  subject: string | null;
+  extensions: Record<string, unknown>;
+}
+
+export interface ReceiveOptions {
+  /** Give up after this long: the wait throws MessageTimeoutError. */
+  timeoutSeconds?: number;
+  /** Explicit activity id instead of `receive_{channel}:n`. */
+  id?: string;
+}
+
+/** The recorded form of a delivered message (history payload). */
+export interface RecordedMessage {
+  messageId: string;
+  channel: string;
+  data: unknown;
+  metadata: Record<string, unknown> | null;
+  publishedAt: string;
+}
+
+function checkChannel(channel: string) {
+  if (typeof channel !== "string" || channel.length === 0 || channel.length > 255) throw new TypeError("channel must be a non-empty string of at most 255 characters");
+}
+
+function checkTimeout(t: number | undefined) {
+  if (t !== undefined && !(Number.isFinite(t) && t > 0)) throw new TypeError(`timeoutSeconds must be a positive number, got ${t}`);
+}
+
+async function waitOn(
+  ctx: WorkflowContext,
+  channel: string,
+  opts: ReceiveOptions,
+  subscribeAs: ChannelMode | null,
+  event: boolean,
+): Promise<RecordedMessage> {
+  checkChannel(channel);
+  checkTimeout(opts.timeoutSeconds);
+  const state = replayStateOf(ctx);
+  const id = opts.id ?? state.nextId(`receive_${channel}`);
+  const ev = state.take(id);
+  if (ev) {
+    if (ev.eventType === EV.MessageReceived) return fromPayload(ev.data) as RecordedMessage;
+    if (ev.eventType === EV.MessageTimeout) {
+      const Err = event ? EventTimeoutError : MessageTimeoutError;
+      throw new Err(`no ${event ? "event" : "message"} on "${channel}" within ${opts.timeoutSeconds ?? "the timeout"} s`);
+    }
+    if (ev.eventType === EV.ActivityFailed) {
+      throw state.restoreError((fromPayload(ev.data) as { error: SerializedError }).error);
+    }
+    state.fatal ??= new NonDeterminismError(`receive id ${id} holds a ${ev.eventType} record`);
+    return state.suspend();
+  }
+  if (!state.checkNewOperation(id, `a receive on "${channel}"`)) return state.suspend();
+  return requestWait(state, {
+    kind: "message",
+    activityId: id,
+    channel,
+    ...(opts.timeoutSeconds !== undefined ? { timeoutSeconds: opts.timeoutSeconds } : {}),
+    ...(subscribeAs ? { subscribeAs } : {}),
+    event,
+  });
+}
+
+function toChannelMessage<T>(m: RecordedMessage): ChannelMessage<T> {
+  return { id: m.messageId, channel: m.channel, data: m.data as T, metadata: m.metadata, publishedAt: m.publishedAt };
+}
+
+/**
+ * Receive the next message on a channel this instance subscribed to. Returns
+ * at once when one is queued; otherwise the workflow waits without holding a
+ * worker.
+ */
+export async function receive<T = unknown>(ctx: WorkflowContext, channel: string, opts: ReceiveOptions = {}): Promise<ChannelMessage<T>> {
+  return toChannelMessage<T>(await waitOn(ctx, channel, opts, null, false));
+}
+
+/**
+ * Wait for a message sent to this instance on `channel` (`sendTo`,
+ * `publishToGroup`, `POST /instances/:id/messages`). Messages sent before the
+ * wait are not lost. Subscribes in `direct` mode unless already subscribed.
+ */
+export async function waitMessage<T = unknown>(ctx: WorkflowContext, channel: string, opts: ReceiveOptions = {}): Promise<ChannelMessage<T>> {
+  return toChannelMessage<T>(await waitOn(ctx, channel, opts, "direct", false));
+}
+
+export interface WaitEventOptions<S extends z.ZodType | undefined> extends ReceiveOptions {
+  /** Parse `data` with this schema; a mismatch throws ValidationError in the workflow. */
+  schema?: S;
+}
+
+/**
+ * Wait for a CloudEvent of `type` (delivered through the channel named by the
+ * type). Events targeted at this instance (`eddainstanceid`) are kept even
+ * when they arrive before the wait; other events count from the first wait.
+ * Timeout → EventTimeoutError.
+ */
+export async function waitEvent<S extends z.ZodType | undefined = undefined>(
+  ctx: WorkflowContext,
+  type: string,
+  opts: WaitEventOptions<S> = {},
+): Promise<ReceivedEvent<S extends z.ZodType ? z.output<S> : unknown>> {
+  const m = await waitOn(ctx, type, opts, "broadcast", true);
+  const meta = m.metadata ?? {};
+  const extensions: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(meta)) {
+    if (k.startsWith("ce_") && !["ce_type", "ce_source", "ce_id", "ce_time", "ce_datacontenttype", "ce_subject", "ce_specversion"].includes(k)) {
+      extensions[k.slice(3)] = v;
+    }
+  }
+  let data = m.data;
+  if (opts.schema) {
+    const parsed = opts.schema.safeParse(data);
+    if (!parsed.success) throw new ValidationError(`event "${type}" data does not match the schema`, parsed.error.issues);
+    data = parsed.data;
+  }
+  const str = (v: unknown) => (typeof v === "string" ? v : null);
+  return {
+    data: data as never,
+    type: str(meta.ce_type) ?? type,
+    source: str(meta.ce_source) ?? "",
+    id: str(meta.ce_id) ?? m.messageId,
+    time: str(meta.ce_time),
+    datacontenttype: str(meta.ce_datacontenttype),
+    subject: str(meta.ce_subject),
+    extensions,
+  };
+}

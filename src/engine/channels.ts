@@ -1,0 +1,103 @@
+/**
+ * Channel waits and deliveries, engine side.
+ *
+ * No lost wake-ups: a receive that finds nothing marks its subscription as
+ * waiting in the same transaction that took the per-channel lock (inside
+ * `takeNextMessage`), and a publish takes the same lock. So either the
+ * receive's take sees the message, or the publish commits after the wait is
+ * visible and its post-commit wake-up delivers it. The sweeper runs the same
+ * delivery for any waiter that still has a message available (a wake-up lost
+ * to a crash between commit and callback).
+ */
+import { ChannelModeConflictError, EddaError } from "../core/errors.ts";
+import { EV, type WaitRequest } from "../core/replay.ts";
+import { fromJson, serializeError, toPayload } from "../core/serialization.ts";
+import type { RecordedMessage } from "../core/waits.ts";
+import type { ChannelMessageRecord, NewHistoryEvent, Storage, TxStorage } from "../storage/types.ts";
+import type { DispatchScope } from "./dispatcher.ts";
+import type { Engine } from "./engine.ts";
+
+type MessageWait = Extract<WaitRequest, { kind: "message" }>;
+
+/** The history row recording a delivered message. */
+export function messageReceivedEvent(activityId: string, msg: ChannelMessageRecord): NewHistoryEvent {
+  const recorded: RecordedMessage = {
+    messageId: msg.messageId,
+    channel: msg.channel,
+    data: msg.data.type === "binary" ? msg.data.bytes : fromJson(msg.data.json),
+    metadata: msg.metadata === null ? null : (fromJson(msg.metadata) as Record<string, unknown>),
+    publishedAt: msg.publishedAt.toISOString(),
+  };
+  return { activityId, eventType: EV.MessageReceived, data: toPayload(recorded) };
+}
+
+export type MessageWaitResult =
+  | { kind: "received"; event: NewHistoryEvent }
+  | { kind: "failed"; event: NewHistoryEvent }
+  | { kind: "waiting"; timeoutSeconds: number | null };
+
+/**
+ * Inside the step's transaction: subscribe when the wait asks for it, take a
+ * queued message or mark the subscription as waiting.
+ */
+export async function prepareMessageWait(tx: TxStorage, instanceId: string, w: MessageWait): Promise<MessageWaitResult> {
+  const sub = await tx.getSubscription(instanceId, w.channel);
+  if (!sub) {
+    if (!w.subscribeAs) {
+      return failed(w, new EddaError(`receive on channel "${w.channel}" without a subscription: call subscribe(ctx, "${w.channel}", mode) first`));
+    }
+    try {
+      await tx.subscribe(instanceId, w.channel, w.subscribeAs);
+    } catch (err) {
+      if (err instanceof ChannelModeConflictError) return failed(w, err);
+      throw err;
+    }
+  }
+  const msg = await tx.takeNextMessage(instanceId, w.channel);
+  if (msg) return { kind: "received", event: messageReceivedEvent(w.activityId, msg) };
+  const timeoutAt = w.timeoutSeconds !== undefined ? new Date(Date.now() + w.timeoutSeconds * 1000) : null;
+  await tx.setWaiting(instanceId, w.channel, w.activityId, timeoutAt);
+  return { kind: "waiting", timeoutSeconds: w.timeoutSeconds ?? null };
+}
+
+function failed(w: MessageWait, err: Error): MessageWaitResult {
+  return { kind: "failed", event: { activityId: w.activityId, eventType: EV.ActivityFailed, data: toPayload({ name: "receive", error: serializeError(err) }) } };
+}
+
+/**
+ * Deliver to one waiting subscriber, in one transaction: lock the waiting
+ * subscription (still waiting on `activityId`, else someone else — the
+ * timeout sweep, another delivery — got there first), take the message,
+ * record it, clear the wait (the instance becomes runnable).
+ */
+async function deliverTo(storage: Storage, instanceId: string, channel: string, activityId: string): Promise<boolean> {
+  return storage.transaction(async (tx) => {
+    if (!(await tx.lockWaitingSubscription(instanceId, channel, activityId))) return false;
+    const msg = await tx.takeNextMessage(instanceId, channel);
+    if (!msg) return false;
+    await tx.appendHistory(instanceId, [messageReceivedEvent(activityId, msg)]);
+    await tx.clearWaiting(instanceId, channel);
+    return true;
+  });
+}
+
+/** Deliver queued messages to waiting subscribers (optionally of one channel) and dispatch them. */
+export async function deliverToWaitingSubscribers(engine: Engine, limit: number, scope?: DispatchScope, channel?: string): Promise<number> {
+  const waiting = await engine.storage.findWaitingSubscribersWithMessages(limit, channel);
+  let delivered = 0;
+  for (const w of waiting) {
+    if (await deliverTo(engine.storage, w.instanceId, w.channel, w.activityId)) {
+      delivered++;
+      engine.dispatcher.dispatch({ instanceId: w.instanceId }, scope);
+    }
+  }
+  return delivered;
+}
+
+/** Post-commit wake-up after a publish: deliver until no waiter on the channel has a message. */
+export async function wakeChannel(engine: Engine, channel: string, scope?: DispatchScope): Promise<void> {
+  for (let round = 0; round < 50; round++) {
+    const n = await deliverToWaitingSubscribers(engine, 200, scope, channel);
+    if (n < 200) return;
+  }
+}

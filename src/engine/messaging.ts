@@ -1,0 +1,117 @@
+/**
+ * Channels, messages and groups as user-facing operations.
+ *
+ * In workflow code, operations with database effects (subscribe, publish,
+ * joinGroup…) are built-in activities: recorded in history, executed once,
+ * in the step transaction. In activity code they join the activity's
+ * transaction. From a client (the `Edda` object or an `Engine`) they run
+ * directly. Subscribers are woken only after the publishing transaction
+ * commits — never after a rollback.
+ */
+import { activity } from "../core/definitions.ts";
+import { ACTIVITY_INTERNALS, REPLAY, type ActivityContext, type WorkflowContext } from "../core/context.ts";
+import { replayStateOf } from "../core/replay.ts";
+import { toJson, toPayload } from "../core/serialization.ts";
+import type { ChannelMode } from "../storage/types.ts";
+import type { Engine } from "./engine.ts";
+import type { ActivityInternals } from "./execute.ts";
+
+export interface PublishOptions {
+  metadata?: Record<string, unknown>;
+  /** Point-to-point: only this instance can receive the message. */
+  targetInstanceId?: string;
+}
+
+/** Anything that can publish: workflow code, activity code, or a client. */
+export type Publisher = WorkflowContext | ActivityContext | { engine(): Promise<Engine> } | Engine;
+
+const internals = (ctx: ActivityContext) => ctx[ACTIVITY_INTERNALS] as ActivityInternals;
+
+async function publishIn(ctx: ActivityContext, channel: string, data: unknown, opts: PublishOptions): Promise<string> {
+  const rt = internals(ctx);
+  const msg = await rt.storage.publishMessage({
+    channel,
+    data: toPayload(data),
+    metadata: opts.metadata ? toJson(opts.metadata) : null,
+    targetInstanceId: opts.targetInstanceId ?? null,
+  });
+  rt.afterCommit(() => rt.notify.published(channel));
+  return msg.messageId;
+}
+
+const subscribeActivity = activity("edda.subscribe", async (ctx, channel: string, mode: ChannelMode) => {
+  await internals(ctx).storage.subscribe(ctx.instanceId, channel, mode);
+  return null;
+});
+const unsubscribeActivity = activity("edda.unsubscribe", async (ctx, channel: string) => {
+  await internals(ctx).storage.unsubscribe(ctx.instanceId, channel);
+  return null;
+});
+const publishActivity = activity("edda.publish", (ctx, channel: string, data: unknown, opts: PublishOptions) => publishIn(ctx, channel, data, opts));
+const joinGroupActivity = activity("edda.join_group", async (ctx, group: string) => {
+  await internals(ctx).storage.joinGroup(ctx.instanceId, group);
+  return null;
+});
+const leaveGroupActivity = activity("edda.leave_group", async (ctx, group: string) => {
+  await internals(ctx).storage.leaveGroup(ctx.instanceId, group);
+  return null;
+});
+const publishToGroupActivity = activity("edda.publish_to_group", async (ctx, group: string, channel: string, data: unknown, metadata?: Record<string, unknown>) => {
+  const members = await internals(ctx).storage.groupMembers(group);
+  for (const target of members) await publishIn(ctx, channel, data, { targetInstanceId: target, ...(metadata ? { metadata } : {}) });
+  return members.length;
+});
+
+function checkName(what: string, v: string) {
+  if (typeof v !== "string" || v.length === 0 || v.length > 255) throw new TypeError(`${what} must be a non-empty string of at most 255 characters`);
+}
+
+const isWorkflowCtx = (x: unknown): x is WorkflowContext => typeof x === "object" && x !== null && REPLAY in x;
+const isActivityCtx = (x: unknown): x is ActivityContext => typeof x === "object" && x !== null && ACTIVITY_INTERNALS in x;
+
+/** Subscribe this instance to a channel (`broadcast` | `competing` | `direct`). */
+export function subscribe(ctx: WorkflowContext, channel: string, mode: ChannelMode = "broadcast"): Promise<void> {
+  checkName("channel", channel);
+  if (!["broadcast", "competing", "direct"].includes(mode)) throw new TypeError(`mode must be broadcast, competing or direct, got ${String(mode)}`);
+  return subscribeActivity.withId(replayStateOf(ctx).nextId(`subscribe_${channel}`))(ctx, channel, mode).then(() => undefined);
+}
+
+export function unsubscribe(ctx: WorkflowContext, channel: string): Promise<void> {
+  checkName("channel", channel);
+  return unsubscribeActivity.withId(replayStateOf(ctx).nextId(`unsubscribe_${channel}`))(ctx, channel).then(() => undefined);
+}
+
+/** Publish a message; returns its id. Subscribers wake after the publishing transaction commits. */
+export async function publish(from: Publisher, channel: string, data: unknown, opts: PublishOptions = {}): Promise<string> {
+  checkName("channel", channel);
+  if (isWorkflowCtx(from)) return publishActivity.withId(replayStateOf(from).nextId(`publish_${channel}`))(from, channel, data, opts);
+  if (isActivityCtx(from)) return publishIn(from, channel, data, opts);
+  const engine = "engine" in from && typeof from.engine === "function" ? await from.engine() : (from as Engine);
+  return engine.publish(channel, data, opts);
+}
+
+/** Send a point-to-point message to one instance. */
+export function sendTo(from: Publisher, targetInstanceId: string, channel: string, data: unknown, opts: { metadata?: Record<string, unknown> } = {}): Promise<string> {
+  checkName("targetInstanceId", targetInstanceId);
+  return publish(from, channel, data, { ...opts, targetInstanceId });
+}
+
+/** Alias of `sendTo` (the reference's name). */
+export const sendMessageTo = sendTo;
+
+export function joinGroup(ctx: WorkflowContext, group: string): Promise<void> {
+  checkName("group", group);
+  return joinGroupActivity.withId(replayStateOf(ctx).nextId(`join_group_${group}`))(ctx, group).then(() => undefined);
+}
+
+export function leaveGroup(ctx: WorkflowContext, group: string): Promise<void> {
+  checkName("group", group);
+  return leaveGroupActivity.withId(replayStateOf(ctx).nextId(`leave_group_${group}`))(ctx, group).then(() => undefined);
+}
+
+/** Send a message to every member of a group; returns how many members it reached. */
+export function publishToGroup(ctx: WorkflowContext, group: string, channel: string, data: unknown, opts: { metadata?: Record<string, unknown> } = {}): Promise<number> {
+  checkName("group", group);
+  checkName("channel", channel);
+  return publishToGroupActivity.withId(replayStateOf(ctx).nextId(`publish_to_group_${group}`))(ctx, group, channel, data, opts.metadata);
+}

@@ -1,0 +1,181 @@
+/**
+ * Outbox relay: delivers the CloudEvents that steps wrote to `outbox_events`
+ * (in the same transaction as their history) to the broker, as structured-mode
+ * CloudEvents (`application/cloudevents+json`) POSTed to `brokerUrl`.
+ *
+ *   2xx                          → published
+ *   4xx (but 408/429)            → invalid: the broker rejected it, retrying cannot help
+ *   5xx, 408, 429, network error → failed, retry_count + 1, next attempt after an
+ *                                  exponential backoff; later sweeps retry it
+ *   older than maxAgeSeconds, or maxRetries attempts failed → expired
+ *
+ * Rows are claimed with SKIP LOCKED (and marked `processing` with a claim
+ * timeout), so two relays never send the same row at once; a relay that dies
+ * mid-send leaves the row to be re-claimed after the claim timeout. Delivery is
+ * at-least-once: a crash between the broker's 2xx and the `published` mark
+ * sends it again, with the same CloudEvents `id` for the broker to dedupe on.
+ *
+ * The relay runs right after the committing step (post-commit, for the rows
+ * that step wrote) and in every sweep (for everything due).
+ */
+import { CloudEvent, HTTP } from "cloudevents";
+import type { OutboxRecord } from "../storage/types.ts";
+import type { DispatchScope } from "./dispatcher.ts";
+import type { Engine } from "./engine.ts";
+
+export interface OutboxOptions {
+  /** Where events are POSTed (EDDA_BROKER_URL). Without it nothing is relayed and rows stay pending. */
+  brokerUrl?: string;
+  /** Failed attempts before a row is expired (default 10). */
+  maxRetries?: number;
+  /** Rows older than this are expired instead of sent (default 24 h). */
+  maxAgeSeconds?: number;
+  /** First retry delay; doubles per attempt (default 2 s). */
+  initialBackoffSeconds?: number;
+  /** Cap of the retry delay (default 600 s). */
+  maxBackoffSeconds?: number;
+  /** Per-POST timeout (default 10 s). */
+  timeoutMs?: number;
+  /** Defaults to the global fetch. */
+  fetch?: typeof fetch;
+}
+
+export interface RelayOptions {
+  /** Only these rows (post-commit relay of one step's events). */
+  eventIds?: string[];
+  /** Keeps the relay alive after the response (Workers' `ctx.waitUntil`). */
+  scope?: DispatchScope;
+  /** Rows per claim (default 50). */
+  batchSize?: number;
+  /** Stop claiming new batches after this long (default 10 s). */
+  budgetMs?: number;
+}
+
+export interface RelayReport {
+  published: number;
+  invalid: number;
+  failed: number;
+  expired: number;
+}
+
+const SEND_CONCURRENCY = 6;
+
+/** The relay settings of each engine (set by `installOutboxRelay`). */
+const relayConfigs = new WeakMap<Engine, OutboxOptions>();
+
+/**
+ * Configure the relay for an engine: sweeps relay through it, and the
+ * engine's post-commit hook (`engine.outboxRelay`) sends a step's rows at once.
+ * Without a broker URL nothing is installed and rows wait, pending.
+ */
+export function installOutboxRelay(engine: Engine, options: OutboxOptions): void {
+  if (!options.brokerUrl) return;
+  relayConfigs.set(engine, options);
+  engine.outboxRelay = (eventIds, scope) => relayOutbox(engine, { eventIds, ...(scope ? { scope } : {}) });
+}
+
+export function emptyRelayReport(): RelayReport {
+  return { published: 0, invalid: 0, failed: 0, expired: 0 };
+}
+
+/**
+ * Relay due outbox rows (or just `eventIds`). Never rejects: a database or
+ * broker failure is logged and left to the next sweep. With a scope, the work
+ * is also registered with `scope.waitUntil`, so a caller may fire and forget.
+ */
+export function relayOutbox(engine: Engine, opts: RelayOptions = {}): Promise<RelayReport> {
+  const report = emptyRelayReport();
+  const p = relay(engine, opts, report).then(
+    () => report,
+    (err: unknown) => {
+      console.error("edda: outbox relay failed (the sweeper retries)", err);
+      return report;
+    },
+  );
+  opts.scope?.waitUntil?.(p);
+  return p;
+}
+
+async function relay(engine: Engine, opts: RelayOptions, report: RelayReport): Promise<void> {
+  const cfg = relayConfigs.get(engine);
+  if (!cfg?.brokerUrl) return;
+  const { storage } = engine;
+  const started = Date.now();
+  const batchSize = opts.batchSize ?? 50;
+  const budgetMs = opts.budgetMs ?? 10_000;
+  if (!opts.eventIds) report.expired += await storage.expireOutboxEvents(cfg.maxAgeSeconds ?? 86_400, cfg.maxRetries ?? 10);
+
+  while (Date.now() - started < budgetMs) {
+    const rows = await storage.claimOutboxEvents(batchSize, opts.eventIds);
+    for (let i = 0; i < rows.length; i += SEND_CONCURRENCY) {
+      await Promise.all(rows.slice(i, i + SEND_CONCURRENCY).map((row) => deliver(engine, cfg, row, report)));
+    }
+    if (opts.eventIds || rows.length < batchSize) break;
+  }
+}
+
+async function deliver(engine: Engine, cfg: OutboxOptions, row: OutboxRecord, report: RelayReport): Promise<void> {
+  const { storage } = engine;
+  let message: { headers: Record<string, string>; body: string };
+  try {
+    message = toStructuredMessage(row);
+  } catch (err) {
+    report.invalid++;
+    return storage.markOutboxInvalid(row.eventId, `not a valid CloudEvent: ${errorText(err)}`);
+  }
+  const outcome = await post(cfg, message);
+  if (outcome.ok) {
+    report.published++;
+    return storage.markOutboxPublished(row.eventId);
+  }
+  if (outcome.permanent) {
+    report.invalid++;
+    return storage.markOutboxInvalid(row.eventId, outcome.error);
+  }
+  report.failed++;
+  const initial = cfg.initialBackoffSeconds ?? 2;
+  const backoff = Math.min(cfg.maxBackoffSeconds ?? 600, initial * 2 ** row.retryCount);
+  return storage.markOutboxFailed(row.eventId, outcome.error, backoff);
+}
+
+/** The row as a structured-mode CloudEvents HTTP message. Throws when it is not a valid CloudEvent. */
+export function toStructuredMessage(row: OutboxRecord): { headers: Record<string, string>; body: string } {
+  const extensions = row.extensions ? (JSON.parse(row.extensions) as Record<string, unknown>) : {};
+  const data = row.data.type === "binary" ? row.data.bytes : (JSON.parse(row.data.json) as unknown);
+  const event = new CloudEvent({
+    ...extensions,
+    id: row.eventId,
+    type: row.eventType,
+    source: row.eventSource,
+    time: row.createdAt.toISOString(),
+    datacontenttype: row.data.type === "binary" && row.contentType === "application/json" ? "application/octet-stream" : row.contentType,
+    data,
+  });
+  const msg = HTTP.structured(event);
+  return { headers: msg.headers as Record<string, string>, body: String(msg.body) };
+}
+
+type PostOutcome = { ok: true } | { ok: false; permanent: boolean; error: string };
+
+async function post(cfg: OutboxOptions, message: { headers: Record<string, string>; body: string }): Promise<PostOutcome> {
+  const fetchFn = cfg.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
+  try {
+    const res = await fetchFn(cfg.brokerUrl!, {
+      method: "POST",
+      headers: message.headers,
+      body: message.body,
+      signal: AbortSignal.timeout(cfg.timeoutMs ?? 10_000),
+    });
+    const text = await res.text().catch(() => "");
+    if (res.ok) return { ok: true };
+    const error = `broker answered HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ""}`;
+    const retryable = res.status >= 500 || res.status === 408 || res.status === 429;
+    return { ok: false, permanent: !retryable, error };
+  } catch (err) {
+    return { ok: false, permanent: false, error: `broker unreachable: ${errorText(err)}` };
+  }
+}
+
+function errorText(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).slice(0, 500);
+}

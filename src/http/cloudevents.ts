@@ -1,0 +1,135 @@
+/**
+ * CloudEvents ingestion (`POST /`, `POST /events`) in binary, structured and
+ * batch modes through the `cloudevents` SDK, plus the message routes.
+ *
+ * Every event is validated before anything is written (a batch with one bad
+ * event is rejected whole). Each accepted event, in one transaction: the
+ * `(source, id)` dedupe record (a duplicate is accepted and ignored), the
+ * message on the channel named by its type (`ce_*` metadata; `eddainstanceid`
+ * makes it point-to-point), and the start of an event-handler workflow.
+ */
+import { HTTP, type CloudEvent } from "cloudevents";
+import type { Context, Hono } from "hono";
+import { z } from "zod";
+import { NotFoundError, ValidationError } from "../core/errors.ts";
+import { toJson, toPayload } from "../core/serialization.ts";
+import type { Workflow } from "../core/definitions.ts";
+import type { Engine } from "../engine/engine.ts";
+import type { DispatchScope } from "../engine/dispatcher.ts";
+import type { RouteHelpers } from "./app.ts";
+import { problem, readJson } from "./problem.ts";
+
+interface PreparedEvent {
+  event: CloudEvent;
+  data: unknown;
+  metadata: Record<string, unknown>;
+  target: string | null;
+  handler: Workflow | undefined;
+  input: unknown;
+}
+
+const TEXTUAL = /^(application\/([\w.+-]*json|cloudevents[\w.+-]*)|text\/)/i;
+
+function badEvent(c: Context, message: string) {
+  return problem(c, 400, message, "InvalidCloudEvent", { retryable: false });
+}
+
+function prepare(engine: Engine, event: CloudEvent): PreparedEvent {
+  const metadata: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(event)) {
+    if (k === "data" || k === "data_base64" || v === undefined) continue;
+    metadata[`ce_${k}`] = v instanceof Date ? v.toISOString() : v;
+  }
+  let data: unknown = event.data ?? null;
+  if (ArrayBuffer.isView(data)) data = new Uint8Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
+  const ext = (event as unknown as Record<string, unknown>).eddainstanceid;
+  const target = typeof ext === "string" && ext.length > 0 ? ext : null;
+  const handler = engine.eventHandler(event.type);
+  const input = handler ? engine.validateInput(handler, data) : undefined;
+  return { event, data, metadata, target, handler, input };
+}
+
+async function ingest(engine: Engine, p: PreparedEvent, scope: DispatchScope | undefined) {
+  const { event } = p;
+  const result = await engine.storage.transaction(async (tx) => {
+    if (!(await tx.recordCloudEvent(event.source, event.id))) return { id: event.id, duplicate: true as const };
+    const msg = await tx.publishMessage({ channel: event.type, data: toPayload(p.data), metadata: toJson(p.metadata), targetInstanceId: p.target });
+    let started: { instanceId: string; created: boolean } | null = null;
+    if (p.handler) started = await engine.createValidated(tx, p.handler, p.input, {});
+    tx.afterCommit(() => {
+      engine.notifyPublished(event.type, scope);
+      if (started?.created && p.handler) engine.afterStart(p.handler, started.instanceId, p.input, scope);
+    });
+    return { id: event.id, duplicate: false as const, messageId: msg.messageId, ...(started ? { instanceId: started.instanceId } : {}) };
+  });
+  return result;
+}
+
+const instanceMessage = z.object({
+  channel: z.string().min(1).max(255),
+  data: z.unknown().optional(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+});
+const channelMessage = z.object({ data: z.unknown().optional(), metadata: z.record(z.string(), z.unknown()).optional() });
+
+export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
+  const receive = async (c: Context) => {
+    const raw = new Uint8Array(await c.req.arrayBuffer());
+    const headers: Record<string, string> = {};
+    c.req.raw.headers.forEach((v, k) => (headers[k] = v));
+    const contentType = headers["content-type"] ?? "";
+    let body: string | Uint8Array;
+    if (TEXTUAL.test(contentType) || contentType === "") {
+      try {
+        body = new TextDecoder("utf-8", { fatal: true }).decode(raw);
+      } catch {
+        return badEvent(c, "request body is not valid UTF-8");
+      }
+    } else {
+      body = Buffer.from(raw);
+    }
+    let events: CloudEvent[];
+    try {
+      const parsed = HTTP.toEvent({ headers, body: body as string });
+      events = (Array.isArray(parsed) ? parsed : [parsed]) as CloudEvent[];
+      for (const e of events) e.validate();
+    } catch (err) {
+      const detail = err instanceof Error ? err.message : String(err);
+      return badEvent(c, `not a valid CloudEvent: ${detail.slice(0, 300)}`);
+    }
+    if (events.length === 0) return badEvent(c, "empty CloudEvents batch");
+    if (events.length > 1000) return badEvent(c, "CloudEvents batch larger than 1000 events");
+    const engine = await h.engine(c);
+    let prepared: PreparedEvent[];
+    try {
+      prepared = events.map((e) => prepare(engine, e));
+    } catch (err) {
+      if (err instanceof ValidationError) return badEvent(c, err.message);
+      throw err;
+    }
+    const results = [];
+    for (const p of prepared) results.push(await ingest(engine, p, h.scope(c)));
+    const batch = /cloudevents-batch/i.test(contentType);
+    return c.json(batch ? { status: "accepted", events: results } : { status: "accepted", ...results[0] }, 202);
+  };
+  app.post("/", receive);
+  app.post("/events", receive);
+
+  app.post("/instances/:id/messages", async (c) => {
+    const body = h.parse(instanceMessage, await readJson(c), "message");
+    const engine = await h.engine(c);
+    const id = c.req.param("id");
+    if (!(await engine.storage.getInstance(id))) throw new NotFoundError(`instance "${id}" not found`);
+    const messageId = await engine.publish(body.channel, body.data ?? null, { targetInstanceId: id, ...(body.metadata ? { metadata: body.metadata } : {}) }, h.scope(c));
+    return c.json({ status: "accepted", messageId }, 202);
+  });
+
+  app.post("/channels/:channel/messages", async (c) => {
+    const channel = c.req.param("channel");
+    if (channel.length > 255) throw new ValidationError("channel name too long", [{ path: ["channel"], message: "at most 255 characters" }]);
+    const body = h.parse(channelMessage, await readJson(c), "message");
+    const engine = await h.engine(c);
+    const messageId = await engine.publish(channel, body.data ?? null, body.metadata ? { metadata: body.metadata } : {}, h.scope(c));
+    return c.json({ status: "accepted", messageId }, 202);
+  });
+}
