@@ -24,3 +24,5 @@ export type { ChannelMessage, ReceivedEvent, ReceiveOptions, WaitEventOptions } 
 export { subscribe, unsubscribe, publish, sendTo, sendMessageTo, joinGroup, leaveGroup, publishToGroup } from "./engine/messaging.ts";
 export type { PublishOptions, Publisher } from "./engine/messaging.ts";
 export type { ChannelMode } from "./storage/types.ts";
+export { sendEvent, sendEventTransactional } from "./engine/events.ts";
+export type { OutgoingEvent } from "./engine/events.ts";

@@ -7,7 +7,10 @@
  *  - competing: any message of the channel nobody has claimed, including those
  *    published before the subscriber existed (a queue never loses work); a
  *    take claims it with an INSERT into channel_message_claims, so exactly one
- *    subscriber gets each message;
+ *    subscriber gets each message. The subscription's cursor is only a scan
+ *    hint here: every message visible to it up to the cursor is claimed (the
+ *    channel lock makes "the oldest unclaimed message" exact), so a take does
+ *    not re-check the whole retention window of claimed messages;
  *  - direct: messages targeted at this instance only.
  * A point-to-point message (target_instance_id set) is visible to its target
  * only, whatever the mode, and is consumed through a claim rather than a
@@ -137,6 +140,7 @@ function availableTo(m: string, s: string): SQL {
       WHEN 'direct' THEN ${targetedToMe}
       WHEN 'broadcast' THEN (${msg}.target_instance_id IS NULL AND ${msg}.id > coalesce(${sub}.cursor_message_id, 0)) OR ${targetedToMe}
       ELSE (${msg}.target_instance_id IS NULL OR ${msg}.target_instance_id = ${sub}.instance_id)
+           AND ${msg}.id > coalesce(${sub}.cursor_message_id, 0)
            AND NOT EXISTS (SELECT 1 FROM channel_message_claims cl WHERE cl.message_id = ${msg}.message_id)
     END)`;
 }
@@ -144,9 +148,12 @@ function availableTo(m: string, s: string): SQL {
 /**
  * Under the channel lock, one statement: lock the subscription row (a
  * concurrent timeout sweep skips it), then either advance the cursor
- * (broadcast/direct, mirrored in channel_delivery_cursors) or claim the oldest
- * unclaimed message (competing: FOR UPDATE SKIP LOCKED + ON CONFLICT DO
- * NOTHING on the claim's primary key, so two claimers never get the same one).
+ * (broadcast, mirrored in channel_delivery_cursors) / claim a point-to-point
+ * message, or claim the oldest unclaimed message (competing) and move the
+ * competing scan hint past it. The claim's primary key with ON CONFLICT DO
+ * NOTHING guarantees one claimer per message; the channel lock already
+ * serializes claimers, so the candidate row is locked without SKIP LOCKED — a
+ * skipped row would end up behind the cursor and never be delivered.
  */
 export async function takeNextMessage(ex: Executor, instanceId: string, channel: string): Promise<ChannelMessageRecord | null> {
   const rows = await inTransaction(ex, async (tx) => {
@@ -177,12 +184,17 @@ export async function takeNextMessage(ex: Executor, instanceId: string, channel:
         SELECT m.* FROM channel_messages m
         WHERE m.channel = ${channel} AND EXISTS (SELECT 1 FROM sub s WHERE s.mode = 'competing' AND ${availableTo("m", "s")})
         ORDER BY m.id LIMIT 1
-        FOR UPDATE OF m SKIP LOCKED
+        FOR UPDATE OF m
       ), claim AS (
         INSERT INTO channel_message_claims (message_id, instance_id)
         SELECT message_id, ${instanceId} FROM cand
         ON CONFLICT (message_id) DO NOTHING
         RETURNING message_id
+      ), claim_adv AS (
+        -- seq_msg (non-competing) and cand (competing) exclude each other: never two updates of one row
+        UPDATE channel_subscriptions s SET cursor_message_id = cand.id
+        FROM cand WHERE s.instance_id = ${instanceId} AND s.channel = ${channel}
+          AND cand.message_id IN (SELECT message_id FROM claim)
       )
       SELECT ${MESSAGE_COLUMNS} FROM seq_msg
       UNION ALL

@@ -15,6 +15,7 @@ import type { Database } from "../../src/storage/database.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { orderSaga } from "../../functions/workflows/order-saga.ts";
 import { pipeline } from "../../functions/workflows/pipeline.ts";
+import { reminder } from "../../functions/workflows/reminder.ts";
 import { makeTestApp, openTestDatabase, type DriverKind, type TestApp } from "../support/engine.ts";
 
 class InsufficientFunds extends Error {
@@ -113,7 +114,7 @@ const wfCancelInFlight = workflow("t_cancel_in_flight", async (ctx, key: string)
   return "done";
 });
 
-const workflows: Workflow[] = [orderSaga, pipeline, wfTxRetry, wfRollback, wfExhaust, wfCustomError, wfTryCatch, wfParallel, wfSleepy, wfCancelInFlight];
+const workflows: Workflow[] = [orderSaga, pipeline, reminder, wfTxRetry, wfRollback, wfExhaust, wfCustomError, wfTryCatch, wfParallel, wfSleepy, wfCancelInFlight];
 
 async function rows(db: Database, like: string): Promise<string[]> {
   const r = await queryRows<{ key: string }>(db.db, sql`SELECT key FROM user_rows WHERE key LIKE ${like} ORDER BY id`);
@@ -213,6 +214,14 @@ describe.each<DriverKind>(["pglite", "postgres-js"])("engine on %s", (kind) => {
     const { instanceId } = await t.edda.start(wfCustomError, null);
     const inst = await t.waitFor(instanceId);
     expect(inst.output).toEqual({ name: "InsufficientFunds", message: "balance 3 < 10", isClass: true });
+  });
+
+  it("the local dispatcher wakes a short sleep on time, with no sweep running", async () => {
+    const { instanceId } = await t.edda.start(reminder, { seconds: 0.5 });
+    const started = Date.now();
+    const inst = await t.waitFor(instanceId);
+    expect(inst.output).toEqual({ reminded: true });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(450);
   });
 
   it("cancels a sleeping instance: timer cleared, cancellation recorded", async () => {

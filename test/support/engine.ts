@@ -16,6 +16,15 @@ export async function openTestDatabase(kind: DriverKind, prefix: string): Promis
   return database;
 }
 
+/** A fresh, migrated real-Postgres database and a way to open more connections to it. */
+export async function freshPostgres(prefix: string): Promise<{ url: string; open(): Database }> {
+  const url = await freshDatabase(prefix);
+  const first = createPostgresJsDatabase({ url, max: 2 });
+  await migrate(first.db);
+  await first.close();
+  return { url, open: () => createPostgresJsDatabase({ url, max: 10 }) };
+}
+
 export interface TestApp {
   edda: Edda;
   database: Database;
