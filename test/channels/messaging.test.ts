@@ -74,7 +74,7 @@ const workflows: Workflow[] = [...examples, binaryEcho, txPublisher, txListener,
 
 describe.each<DriverKind>(["pglite", "postgres-js"])("messaging on %s", (kind) => {
   let t: TestApp;
-  const post = (path: string, body: unknown, headers: Record<string, string> = { "content-type": "application/json" }) =>
+  const post = async (path: string, body: unknown, headers: Record<string, string> = { "content-type": "application/json" }): Promise<Response> =>
     t.edda.app.request(path, { method: "POST", headers, body: typeof body === "string" || body instanceof Uint8Array ? (body as BodyInit) : JSON.stringify(body) });
   const count = async (table: string) => Number((await queryRows<{ n: number }>(t.database.db, sql.raw(`SELECT count(*)::int AS n FROM ${table}`)))[0]!.n);
 
