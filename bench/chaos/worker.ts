@@ -1,0 +1,19 @@
+/**
+ * One chaos worker process: a Node server on the shared Postgres with the
+ * http dispatcher (follow-ups go to the next worker in the ring), short
+ * leases and a frequent sweep, so killed work is picked up quickly.
+ */
+import { serveNode } from "../../src/platform/node.ts";
+import { chaosWorkflows } from "./workflows.ts";
+
+const port = Number(process.env.PORT);
+const next = process.env.CHAOS_NEXT_URL!;
+const node = await serveNode({
+  workflows: chaosWorkflows,
+  port,
+  dispatcher: { http: { baseUrl: next } },
+  leaseSeconds: 3,
+  handoffLeaseSeconds: 2,
+  sweepIntervalMs: 300,
+});
+process.send?.({ ready: node.port });
