@@ -231,7 +231,13 @@ export async function clearWaiting(ex: Executor, instanceId: string, channel: st
     WHERE instance_id IN (SELECT instance_id FROM w) AND status = 'waiting_for_message'`);
 }
 
+/**
+ * Lock order matches cancellation's (instance row, then its subscriptions), so
+ * a delivery racing a cancel waits instead of deadlocking.
+ */
 export async function lockWaitingSubscription(ex: Executor, instanceId: string, channel: string, activityId: string): Promise<boolean> {
+  const inst = await queryRows(ex, sql`SELECT 1 AS ok FROM workflow_instances WHERE instance_id = ${instanceId} AND status = 'waiting_for_message' FOR UPDATE`);
+  if (inst.length === 0) return false;
   const rows = await queryRows(
     ex,
     sql`SELECT 1 AS ok FROM channel_subscriptions
