@@ -70,12 +70,13 @@ async function startInstance(workers: Worker[], name: string, input: unknown, in
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ input, instanceId }),
+        signal: AbortSignal.timeout(5000),
       });
       if (r.status === 201 || r.status === 200) return;
       throw new Error(`HTTP ${r.status}`);
     } catch (err) {
       // a killed worker: the same instanceId again is idempotent
-      if (attempt > 50) throw err;
+      if (attempt > 200) throw err;
       await pause(50);
     }
   }
