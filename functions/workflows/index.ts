@@ -1,4 +1,5 @@
 /** The example workflows every entry point serves. */
+import { announce } from "./announce.ts";
 import { approval } from "./approval.ts";
 import { jobWorker } from "./job-worker.ts";
 import { notifier } from "./notifier.ts";
@@ -7,4 +8,4 @@ import { paymentWait } from "./payment-wait.ts";
 import { pipeline } from "./pipeline.ts";
 import { reminder } from "./reminder.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce];

@@ -15,6 +15,12 @@ export interface HttpDispatcherOptions {
   /** Defaults to the global fetch (a service binding's fetch on Workers). */
   fetch?: typeof fetch;
   maxFetchesPerScope?: number;
+  /**
+   * Timers due within this many seconds (short sleeps, retry backoff) are
+   * waited for inside the request that set them (default 20; 0 leaves every
+   * timer to the sweeper). On Workers the wait holds `ctx.waitUntil` open.
+   */
+  maxWakeSeconds?: number;
 }
 
 export class HttpDispatcher implements Dispatcher {
@@ -22,6 +28,7 @@ export class HttpDispatcher implements Dispatcher {
   private readonly fetchFn: typeof fetch;
   private readonly url: string;
   private readonly max: number;
+  private readonly maxWakeSeconds: number;
   private readonly counts = new WeakMap<DispatchScope, number>();
   private readonly overflow = new WeakMap<DispatchScope, StepRequest[]>();
 
@@ -29,6 +36,7 @@ export class HttpDispatcher implements Dispatcher {
     this.fetchFn = opts.fetch ?? ((input, init) => fetch(input, init));
     this.url = new URL("/_edda/step", opts.baseUrl).toString();
     this.max = opts.maxFetchesPerScope ?? 40;
+    this.maxWakeSeconds = opts.maxWakeSeconds ?? 20;
   }
 
   attach(runner: StepRunner): void {
@@ -41,7 +49,7 @@ export class HttpDispatcher implements Dispatcher {
 
   wakeIn(delaySeconds: number, scope?: DispatchScope): void {
     // Only short waits are worth holding a request open for; the cron catches the rest.
-    if (delaySeconds > 20 || !this.runner) return;
+    if (this.maxWakeSeconds <= 0 || delaySeconds > this.maxWakeSeconds || !this.runner) return;
     const runner = this.runner;
     const p = new Promise<void>((resolve) => setTimeout(resolve, delaySeconds * 1000 + 5)).then(() => runner.fireDueTimers(scope));
     this.keep(p, scope);

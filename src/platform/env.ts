@@ -12,6 +12,8 @@ export interface EddaEnv {
   EDDA_BROKER_URL?: string;
   EDDA_SERVICE_NAME?: string;
   EDDA_PUBLIC_URL?: string;
+  EDDA_SWEEP_INTERVAL_MS?: string;
+  EDDA_MAX_WAKE_SECONDS?: string;
   [key: string]: unknown;
 }
 
@@ -24,9 +26,21 @@ export interface EddaConfig {
   brokerUrl: string | undefined;
   serviceName: string;
   publicUrl: string | undefined;
+  /** Interval sweeps for servers without a platform cron (ms; unset → the platform's default). */
+  sweepIntervalMs: number | undefined;
+  /** Timers due within this many seconds are waited for inside the request that set them (http dispatcher). */
+  maxWakeSeconds: number | undefined;
 }
 
 const str = (v: unknown) => (typeof v === "string" && v.trim() !== "" ? v.trim() : undefined);
+
+function num(env: EddaEnv, name: string): number | undefined {
+  const v = str(env[name]);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new TypeError(`${name} must be a number ≥ 0, got "${v}"`);
+  return n;
+}
 
 export function readConfig(env: EddaEnv): EddaConfig {
   const driver = str(env.DATABASE_DRIVER) ?? "postgres-js";
@@ -42,5 +56,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     brokerUrl: str(env.EDDA_BROKER_URL),
     serviceName: str(env.EDDA_SERVICE_NAME) ?? "edda-edge",
     publicUrl: str(env.EDDA_PUBLIC_URL),
+    sweepIntervalMs: num(env, "EDDA_SWEEP_INTERVAL_MS"),
+    maxWakeSeconds: num(env, "EDDA_MAX_WAKE_SECONDS"),
   };
 }

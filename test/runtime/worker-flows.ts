@@ -1,0 +1,119 @@
+// The Worker entry (functions/worker.ts) end to end in real workerd under
+// `wrangler dev`, against a fresh migrated database on the test Postgres and a
+// real HTTP CloudEvents receiver. Shared by the postgres.js and Neon files:
+// each spawns one wrangler and runs these flows through it.
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { queryRows, type Database } from "../../src/storage/database.ts";
+import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
+import { migrate } from "../../src/storage/migrate.ts";
+import { startTestBroker, type TestBroker } from "../support/broker.ts";
+import { freshDatabase } from "../support/db.ts";
+import { api, startWrangler, waitForStatus, type Server } from "./processes.ts";
+
+export interface WorkerFlowsOptions {
+  prefix: string;
+  vars?: Record<string, string>;
+  publicUrl?: boolean;
+  /** Also run the slower flows (outbox retry by the cron, auth). */
+  full?: boolean;
+}
+
+export function workerFlows(opts: WorkerFlowsOptions) {
+  let worker: Server;
+  let broker: TestBroker;
+  let db: Database;
+
+  beforeAll(async () => {
+    const url = await freshDatabase(opts.prefix);
+    db = createPostgresJsDatabase({ url, max: 2 });
+    await migrate(db.db);
+    broker = await startTestBroker();
+    worker = await startWrangler(
+      { DATABASE_URL: url, EDDA_SECRET: "workerd-secret", EDDA_BROKER_URL: broker.url, EDDA_MAX_WAKE_SECONDS: "0", ...opts.vars },
+      { publicUrl: opts.publicUrl ?? false },
+    );
+  }, 90_000);
+
+  afterAll(async () => {
+    await worker?.stop();
+    await broker?.stop();
+    await db?.close();
+  });
+
+  const base = () => worker.url;
+  const scheduled = async () => {
+    const res = await fetch(`${base()}/__scheduled?cron=${encodeURIComponent("* * * * *")}`);
+    expect(res.status).toBe(200);
+    await res.text();
+  };
+  const start = async (name: string, input: unknown, instanceId: string) => {
+    const r = await api<{ instanceId: string }>(base(), "POST", `/workflows/${name}/instances`, { input, instanceId });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    return r.body.instanceId;
+  };
+
+  it("order_saga and pipeline started over HTTP complete through follow-up requests alone", async () => {
+    const saga = await start("order_saga", { orderId: "o-1", amount: 25 }, "saga-ok");
+    const failing = await start("order_saga", { orderId: "o-2", amount: 25, failAt: "shipping" }, "saga-fails");
+    const pipe = await start("pipeline", { steps: 12 }, "pipe-12");
+    expect((await waitForStatus(base(), saga, ["completed", "failed"])).output).toEqual({ orderId: "o-1", status: "shipped" });
+    expect((await waitForStatus(base(), pipe, ["completed", "failed"])).output).toEqual({ completed: 12 });
+    const failed = await waitForStatus(base(), failing, ["failed", "completed"]);
+    expect(failed.status).toBe("failed");
+    const history = await api<{ history: { eventType: string; activityId: string }[] }>(base(), "GET", `/instances/${failing}?history=1`);
+    const comps = history.body.history.filter((h) => h.eventType === "CompensationExecuted").map((h) => h.activityId);
+    expect(comps).toHaveLength(2); // refund, then release: newest first
+  });
+
+  it("a sleeping workflow completes only after the scheduled handler runs", async () => {
+    const id = await start("reminder", { seconds: 1 }, "reminder-1");
+    await waitForStatus(base(), id, ["waiting_for_timer"]);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await waitForStatus(base(), id, ["waiting_for_timer", "completed"])).status).toBe("waiting_for_timer");
+    await scheduled();
+    expect((await waitForStatus(base(), id, ["completed"])).output).toEqual({ reminded: true });
+  });
+
+  it("an outbox event reaches the broker right after the committing step, as a structured CloudEvent", async () => {
+    const id = await start("announce", { type: "ok.order.shipped", data: { orderId: "o-1" } }, "announce-ok");
+    const inst = await waitForStatus(base(), id, ["completed", "failed"]);
+    const eventId = (inst.output as { eventId: string }).eventId;
+    await until(() => broker.deliveries(eventId).length > 0);
+    const [req] = broker.deliveries(eventId);
+    expect(req!.headers["content-type"]).toMatch(/^application\/cloudevents\+json/);
+    expect(req!.body).toMatchObject({ specversion: "1.0", id: eventId, type: "ok.order.shipped", source: "edda-edge/examples/announce", data: { orderId: "o-1" } });
+    await until(async () => (await outboxStatus(eventId)) === "published");
+  });
+
+  if (!opts.full) return;
+
+  it("an event the broker answered 5xx is retried by the cron sweep and then published", { timeout: 30_000 }, async () => {
+    const id = await start("announce", { type: "flaky.order.paid", data: 1 }, "announce-flaky");
+    const eventId = ((await waitForStatus(base(), id, ["completed"])).output as { eventId: string }).eventId;
+    await until(async () => (await outboxStatus(eventId)) === "failed");
+    await new Promise((r) => setTimeout(r, 2100)); // the first backoff (2 s)
+    await scheduled();
+    await until(async () => (await outboxStatus(eventId)) === "published");
+    expect(broker.deliveries(eventId).map((d) => d.status)).toEqual([500, 200]);
+  });
+
+  it("internal routes refuse unsigned requests", async () => {
+    const step = await api<{ error_type: string }>(base(), "POST", "/_edda/step", { instanceId: "saga-ok" });
+    expect(step.status).toBe(401);
+    expect((await api(base(), "POST", "/_edda/sweep", {})).status).toBe(401);
+  });
+
+  async function outboxStatus(eventId: string): Promise<string | undefined> {
+    const [r] = await queryRows<{ status: string }>(db.db, sql`SELECT status FROM outbox_events WHERE event_id = ${eventId}`);
+    return r?.status;
+  }
+}
+
+async function until(check: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
