@@ -17,7 +17,7 @@ import type { Workflow } from "../core/definitions.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { DispatchScope } from "../engine/dispatcher.ts";
 import type { RouteHelpers } from "./app.ts";
-import { problem, readJson } from "./problem.ts";
+import { jsonTooDeep, MAX_JSON_DEPTH, problem, readJson } from "./problem.ts";
 
 interface PreparedEvent {
   event: CloudEvent;
@@ -85,6 +85,7 @@ export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
       } catch {
         return badEvent(c, "request body is not valid UTF-8");
       }
+      if (jsonTooDeep(body)) return badEvent(c, `request body nests deeper than ${MAX_JSON_DEPTH} levels`);
     } else {
       body = Buffer.from(raw);
     }
@@ -92,7 +93,13 @@ export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
     try {
       const parsed = HTTP.toEvent({ headers, body: body as string });
       events = (Array.isArray(parsed) ? parsed : [parsed]) as CloudEvent[];
-      for (const e of events) e.validate();
+      for (const e of events) {
+        e.validate();
+        // The SDK lets some spec versions through without these; they key the dedupe record and the channel.
+        for (const k of ["id", "source", "type"] as const) {
+          if (typeof e[k] !== "string" || e[k].length === 0) throw new TypeError(`attribute "${k}" must be a non-empty string`);
+        }
+      }
     } catch (err) {
       const detail = err instanceof Error ? err.message : String(err);
       return badEvent(c, `not a valid CloudEvent: ${detail.slice(0, 300)}`);

@@ -33,14 +33,56 @@ export function onError(err: unknown, c: Context) {
     const status = err.status;
     return problem(c, status, status === 413 ? "request body too large" : err.message || "bad request", status === 413 ? "PayloadTooLarge" : "BadRequest");
   }
+  if (isDataException(err)) {
+    // A request value Postgres refuses (a NUL byte, an impossible timestamp…) reached a
+    // query unchecked: still the client's input, so a 400 — logged, since a check is missing.
+    console.warn("edda: request value refused by the database", err);
+    return problem(c, 400, "a value in the request is not acceptable", "BadRequest");
+  }
   console.error("edda: unhandled error in request", err);
   return problem(c, 500, "internal error", "InternalError");
+}
+
+/** SQLSTATE class 22 ("data exception") anywhere in the cause chain (drizzle wraps driver errors). */
+function isDataException(err: unknown): boolean {
+  let e: unknown = err;
+  for (let i = 0; i < 5 && typeof e === "object" && e !== null; i++, e = (e as { cause?: unknown }).cause) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && /^22[0-9A-Z]{3}$/.test(code)) return true;
+  }
+  return false;
+}
+
+/**
+ * Deepest array/object nesting accepted in a JSON body. Payloads are
+ * serialized and revived recursively (JSON.stringify with a replacer,
+ * JSON.parse with a reviver), which overflows the stack a few thousand levels
+ * down; real payloads stay far below this.
+ */
+export const MAX_JSON_DEPTH = 512;
+
+/** Whether `text` nests arrays/objects deeper than MAX_JSON_DEPTH (string contents are skipped). */
+export function jsonTooDeep(text: string): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 92 /* \ */) i++;
+      else if (ch === 34 /* " */) inString = false;
+    } else if (ch === 34) inString = true;
+    else if (ch === 91 /* [ */ || ch === 123 /* { */) {
+      if (++depth > MAX_JSON_DEPTH) return true;
+    } else if (ch === 93 /* ] */ || ch === 125 /* } */) depth--;
+  }
+  return false;
 }
 
 /** Parse a JSON request body; malformed → 400. */
 export async function readJson(c: Context): Promise<unknown> {
   const text = await c.req.text();
   if (text.trim() === "") return {};
+  if (jsonTooDeep(text)) throw new BadRequestError(`request body nests deeper than ${MAX_JSON_DEPTH} levels`);
   try {
     return JSON.parse(text);
   } catch {
