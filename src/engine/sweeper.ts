@@ -31,6 +31,12 @@ export interface SweepOptions {
   budgetMs?: number;
   /** Delete channel messages older than this (default 7 days). */
   messageRetentionSeconds?: number;
+  /**
+   * Lease of a task's system lock (default 10 s), renewed between batches.
+   * Short, because a sweep killed mid-task (crash, platform CPU limit) blocks
+   * that task for other sweeps until its lock expires.
+   */
+  lockSeconds?: number;
 }
 
 export type SweepTask = "timers" | "message_timeouts" | "stale_leases" | "channel_delivery" | "resumable" | "outbox" | "channel_retention";
@@ -58,8 +64,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
   const batch = opts.batchSize ?? 200;
   const budget = opts.budgetMs ?? 20_000;
   const inBudget = () => Date.now() - started < budget;
-  // A lock outlives the budget by a margin for the batch in flight; a sweep that dies holding it blocks the task only that long.
-  const lockSeconds = Math.ceil(budget / 1000) + 60;
+  const lockSeconds = opts.lockSeconds ?? 10;
   const holder = `${engine.workerId}/sweep-${crypto.randomUUID().slice(0, 8)}`;
   const { storage, dispatcher } = engine;
   const report: SweepReport = {
@@ -89,10 +94,16 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     if (!inBudget()) return void report.deferred.push(name);
     const lock = `edda.sweep.${name}`;
     if (!(await storage.tryAcquireSystemLock(lock, holder, lockSeconds))) return void report.skipped.push(name);
+    let held = Date.now();
     try {
       while (inBudget()) {
         const n = await batchOnce();
         if (!repeat || n < batch) break;
+        // Renew before the lease runs low; a lost lock means another sweep owns the task now.
+        if (Date.now() - held > (lockSeconds * 1000) / 3) {
+          if (!(await storage.renewSystemLock(lock, holder, lockSeconds))) break;
+          held = Date.now();
+        }
       }
     } finally {
       await storage.releaseSystemLock(lock, holder).catch(() => undefined);
@@ -137,7 +148,8 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
   await task(
     "outbox",
     async () => {
-      const r = await relayOutbox(engine, { budgetMs: Math.max(0, budget - (Date.now() - started)) });
+      // Kept within the lock's lease; were it to run over, claims (SKIP LOCKED) still keep rows from being sent twice.
+      const r = await relayOutbox(engine, { budgetMs: Math.max(0, Math.min(budget - (Date.now() - started), (lockSeconds * 1000) / 2)) });
       for (const k of Object.keys(r) as (keyof RelayReport)[]) report.outbox[k] += r[k];
       return 0;
     },

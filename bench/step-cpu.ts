@@ -1,0 +1,89 @@
+/**
+ * CPU time of one step — what Workers bill and limit — for an instance whose
+ * history already holds 100 entries, against one with an empty history.
+ *
+ * The 100 entries are written by one step (100 activities of one tick); the
+ * timed step is the next one: history read (100 rows through postgres.js),
+ * replay of the workflow over them (twice: the step and its look-ahead), one
+ * activity, the fenced conclusion. CPU is `process.cpuUsage()` around that
+ * step alone, steps run one at a time, so it is this step's own JavaScript
+ * work (V8, as in workerd) plus the driver's; Postgres runs in other
+ * processes and is not counted. Benchmark, not test: nothing asserts.
+ *
+ *   npx tsx bench/step-cpu.ts            (throwaway Postgres cluster)
+ *   DATABASE_URL=postgres://... npx tsx bench/step-cpu.ts
+ */
+import { activity, workflow } from "../src/index.ts";
+import type { Dispatcher, StepRequest } from "../src/engine/dispatcher.ts";
+import { createEdda } from "../src/http/edda.ts";
+import { createPostgresJsDatabase } from "../src/storage/drivers/postgres-js.ts";
+import { migrate } from "../src/storage/migrate.ts";
+import { createDatabase, startPostgresCluster } from "../test/support/postgres-cluster.ts";
+
+const INSTANCES = 60;
+const WARMUP = 10;
+
+class RecordingDispatcher implements Dispatcher {
+  readonly requests: StepRequest[] = [];
+  attach(): void {}
+  dispatch(req: StepRequest): void {
+    this.requests.push(req);
+  }
+}
+
+const fill = activity("cpu_fill", async (_ctx, i: number) => ({ i, note: `entry ${i}`, tags: ["a", "b"] }));
+const probe = activity("cpu_probe", async (_ctx, i: number) => ({ probed: i }));
+const probeFlow = workflow("cpu_probe_flow", async (ctx, history: number) => {
+  if (history > 0) await Promise.all(Array.from({ length: history }, (_, i) => fill(ctx, i)));
+  await probe(ctx, 1);
+  await probe(ctx, 2);
+  return "done";
+});
+
+const cluster = process.env.DATABASE_URL ? null : await startPostgresCluster();
+const adminUrl = process.env.DATABASE_URL ?? cluster!.url;
+const url = await createDatabase(adminUrl, `bench_step_cpu_${Date.now().toString(36)}`);
+const database = createPostgresJsDatabase({ url, max: 2 });
+await migrate(database.db);
+const dispatcher = new RecordingDispatcher();
+const edda = createEdda({ workflows: [probeFlow], database, dispatcher });
+const engine = await edda.engine();
+
+/** CPU ms of the step that runs at exactly `history` entries. */
+async function measure(history: number, instanceId: string): Promise<{ cpu: number; wall: number; entries: number }> {
+  await engine.start(probeFlow, history, { instanceId });
+  if (history > 0) await engine.runStep(dispatcher.requests.shift()!); // writes the history in one step
+  const req = dispatcher.requests.shift()!;
+  const entries = (await engine.storage.loadHistory(instanceId)).length;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await engine.runStep(req);
+  const wall = performance.now() - t0;
+  const d = process.cpuUsage(cpu0);
+  dispatcher.requests.length = 0;
+  return { cpu: (d.user + d.system) / 1000, wall, entries };
+}
+
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
+const results: Record<string, { cpu: number[]; wall: number[]; entries: number }> = {};
+for (const history of [0, 100]) {
+  const r = { cpu: [] as number[], wall: [] as number[], entries: 0 };
+  for (let i = 0; i < WARMUP + INSTANCES; i++) {
+    const m = await measure(history, `h${history}-${i}`);
+    if (i < WARMUP) continue;
+    r.cpu.push(m.cpu);
+    r.wall.push(m.wall);
+    r.entries = m.entries;
+  }
+  results[history] = r;
+}
+
+console.log(`step CPU time (Node ${process.version}, postgres.js; ${INSTANCES} steps each after ${WARMUP} warm-up)`);
+for (const r of Object.values(results)) {
+  console.log(
+    `  history ${String(r.entries).padStart(3)} entries: CPU median ${pct(r.cpu, 50).toFixed(2)} ms, p90 ${pct(r.cpu, 90).toFixed(2)} ms; wall median ${pct(r.wall, 50).toFixed(2)} ms`,
+  );
+}
+await edda.close();
+await database.close();
+await cluster?.stop();
