@@ -1,13 +1,16 @@
 // functions/deno.ts in real Deno (the `deno` npm package), against a fresh
 // migrated database: workflows complete through follow-up requests, and a
 // durable sleep is woken by the interval sweep (in-request timer waits are
-// turned off, so nothing else could wake it).
+// turned off, so nothing else could wake it). `deno check` covers the entry's types.
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Database } from "../../src/storage/database.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { migrate } from "../../src/storage/migrate.ts";
 import { freshDatabase } from "../support/db.ts";
-import { api, startDeno, waitForStatus, type Server } from "./processes.ts";
+import { api, ROOT, startDeno, waitForStatus, type Server } from "./processes.ts";
 
 let deno: Server;
 let db: Database;
@@ -43,4 +46,9 @@ it("the sweep fires timers: a reminder completes after its sleep", async () => {
   await waitForStatus(deno.url, id, ["waiting_for_timer"]);
   const done = await waitForStatus(deno.url, id, ["completed"], 10_000);
   expect(done.output).toEqual({ reminded: true });
+});
+
+it("functions/deno.ts and what it imports type-check under Deno (tsc does not see that entry)", { timeout: 90_000 }, async () => {
+  const r = await promisify(execFile)(join(ROOT, "node_modules", ".bin", "deno"), ["check", "functions/deno.ts"], { cwd: ROOT, env: { ...process.env, NO_COLOR: "1" } });
+  expect(r.stderr).toContain("Check");
 });
