@@ -66,15 +66,15 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
   const address = server.address();
   const boundPort = typeof address === "object" && address ? address.port : port;
 
-  let sweeping = false;
+  // The sweep in flight, awaited by close() so it never runs on a closed database.
+  let sweeping: Promise<unknown> | null = null;
   const interval = (opts.sweepIntervalMs ?? 5000) > 0
     ? setInterval(() => {
         if (sweeping) return;
-        sweeping = true;
-        edda
+        sweeping = edda
           .sweep()
           .catch((err: unknown) => console.error("edda: sweep failed", err))
-          .finally(() => (sweeping = false));
+          .finally(() => (sweeping = null));
       }, opts.sweepIntervalMs ?? 5000)
     : null;
   interval?.unref();
@@ -87,6 +87,7 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     config,
     async close() {
       if (interval) clearInterval(interval);
+      await sweeping;
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await edda.close();
       await database.close();

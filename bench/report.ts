@@ -1,0 +1,83 @@
+/**
+ * Turning a run's figures into the stdout table, the targets check and the
+ * steps/s bar chart (a hand-written SVG, no dependencies).
+ */
+
+export type Figures = Record<string, number | string | null | undefined>;
+
+export interface Target {
+  name: string;
+  met: boolean | null;
+  detail: string;
+}
+
+const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : null);
+
+function fmt(v: number | string | null | undefined): string {
+  if (v === null || v === undefined) return "—";
+  if (typeof v === "string") return v;
+  if (Math.abs(v) >= 100) return Math.round(v).toLocaleString("en-US");
+  return v.toFixed(2);
+}
+
+export function checkTargets(f: Figures): Target[] {
+  const local = n(f.local_steps_per_s);
+  const dbos = n(f.dbos_steps_per_s);
+  const ceiling = n(f.ceiling_commits_per_s);
+  const h10 = n(f.replay_ms_h10);
+  const h1000 = n(f.replay_ms_h1000);
+  const sps = n(f.statements_per_step);
+  const t = (name: string, ok: boolean | null, detail: string): Target => ({ name, met: ok, detail });
+  return [
+    t("local_steps_per_s ≥ dbos_steps_per_s", local !== null && dbos !== null ? local >= dbos : null, `${fmt(local)} vs ${fmt(dbos)}`),
+    t("local_steps_per_s ≥ 0.5 × ceiling", local !== null && ceiling !== null ? local >= 0.5 * ceiling : null, `${fmt(local)} vs ${fmt(ceiling === null ? null : ceiling / 2)} (ratio ${fmt(local !== null && ceiling ? local / ceiling : null)})`),
+    t("replay_ms_h1000 ≤ 1.5 × replay_ms_h10", h10 !== null && h1000 !== null ? h1000 <= 1.5 * h10 : null, `${fmt(h1000)} ms vs ${fmt(h10 === null ? null : 1.5 * h10)} ms (ratio ${fmt(h10 && h1000 !== null ? h1000 / h10 : null)})`),
+    t("statements_per_step ≤ 3", sps !== null ? sps <= 3 : null, fmt(sps)),
+  ];
+}
+
+export function renderTable(f: Figures, rows: [label: string, key: string, unit: string][]): string {
+  const lines = rows.map(([label, key, unit]) => [label, fmt(f[key]), unit, key]);
+  const w = [0, 1, 2, 3].map((i) => Math.max(...lines.map((l) => l[i]!.length)));
+  return lines.map((l) => `${l[0]!.padEnd(w[0]!)}  ${l[1]!.padStart(w[1]!)}  ${l[2]!.padEnd(w[2]!)}  ${l[3]}`).join("\n");
+}
+
+export function renderTargets(targets: Target[]): string {
+  return targets.map((t) => `${t.met === null ? "n/a " : t.met ? "MET " : "MISS"}  ${t.name}  (${t.detail})`).join("\n");
+}
+
+const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
+/** Horizontal bars, one per figure, scaled to the largest. */
+export function renderChart(title: string, subtitle: string, bars: { label: string; value: number | null; color: string }[]): string {
+  const width = 720;
+  const left = 190;
+  const right = 110;
+  const barH = 34;
+  const gap = 16;
+  const top = 70;
+  const height = top + bars.length * (barH + gap) + 30;
+  const max = Math.max(1, ...bars.map((b) => b.value ?? 0));
+  const scale = (width - left - right) / max;
+  const rows = bars
+    .map((b, i) => {
+      const y = top + i * (barH + gap);
+      const w = b.value === null ? 0 : Math.max(1, b.value * scale);
+      const text = b.value === null ? "not measured" : `${Math.round(b.value).toLocaleString("en-US")} /s`;
+      return [
+        `<text x="${left - 10}" y="${y + barH / 2 + 5}" text-anchor="end">${esc(b.label)}</text>`,
+        `<rect x="${left}" y="${y}" width="${w.toFixed(1)}" height="${barH}" fill="${b.color}" rx="3"/>`,
+        `<text x="${(left + w + 8).toFixed(1)}" y="${y + barH / 2 + 5}">${esc(text)}</text>`,
+      ].join("\n    ");
+    })
+    .join("\n    ");
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, -apple-system, Segoe UI, sans-serif" font-size="14">
+  <rect width="100%" height="100%" fill="#ffffff"/>
+  <text x="20" y="30" font-size="18" font-weight="600">${esc(title)}</text>
+  <text x="20" y="52" font-size="12" fill="#555">${esc(subtitle)}</text>
+  <g fill="#222">
+    ${rows}
+  </g>
+</svg>
+`;
+}

@@ -1,0 +1,187 @@
+/**
+ * `npm run bench [-- --quick] [-- --only=ceiling,local,...]`
+ *
+ * Every scenario in one run against one Postgres (a throwaway cluster, or
+ * DATABASE_URL), so the ratios between them hold on a noisy machine. Prints a
+ * table and the targets, writes bench/results/latest.json and
+ * bench/results/steps-per-second.svg. Benchmarks, not tests: nothing here
+ * asserts on timings; a scenario that breaks is reported and the run exits 1.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, platform, release } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { openBenchPostgres, type BenchPostgres } from "./lib/postgres.ts";
+import { createPreparedPostgresJsDatabase } from "./lib/prepared-driver.ts";
+import { median, round } from "./lib/stats.ts";
+import { checkTargets, renderChart, renderTable, renderTargets, type Figures } from "./report.ts";
+import { runCeiling } from "./scenarios/ceiling.ts";
+import { runDbos } from "./scenarios/dbos.ts";
+import { runEngineHttp } from "./scenarios/engine-http.ts";
+import { runEngineLocal } from "./scenarios/engine-local.ts";
+import { runFanout } from "./scenarios/fanout.ts";
+import { runReplay } from "./scenarios/replay.ts";
+import { runSweeper } from "./scenarios/sweeper.ts";
+import { pipelineNonTx } from "./workflows.ts";
+
+const args = process.argv.slice(2);
+const quick = args.includes("--quick");
+const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",");
+const want = (s: string) => !only || only.includes(s);
+
+/** The engine's pool; the ceiling runs at the same connection count. */
+const POOL = 10;
+const config = {
+  mode: quick ? "quick" : "full",
+  pool: POOL,
+  localConcurrency: 10,
+  workflows: 200,
+  steps: 10,
+  // Throughput scenarios run in passes (ceiling, local, http, DBOS, repeated); each figure is the median over passes.
+  passes: quick ? 1 : 3,
+  ceilingSeconds: quick ? 3 : 8,
+  localRounds: quick ? 2 : 3,
+  httpRounds: quick ? 1 : 2,
+  dbosRounds: quick ? 2 : 3,
+  httpServers: 2,
+  replay: { histories: [10, 100, 1000], instances: quick ? 2 : 5, probes: quick ? 10 : 20 },
+  sweeperTimers: 10_000,
+  fanoutSubscribers: 1_000,
+};
+
+const resultsDir = join(dirname(fileURLToPath(import.meta.url)), "results");
+const figures: Figures = {};
+const errors: Record<string, string> = {};
+const samples: Record<string, number[]> = {};
+
+async function scenario(name: string, run: () => Promise<object>): Promise<void> {
+  if (!want(name)) return;
+  const t0 = Date.now();
+  process.stderr.write(`bench: ${name}…`);
+  try {
+    const r = await run();
+    for (const [k, v] of Object.entries(r)) if (typeof v === "number") (samples[k] ??= []).push(v);
+    const missing = Object.entries(r).filter(([, v]) => v === null).map(([k]) => k);
+    if (missing.length) process.stderr.write(` (no value: ${missing.join(", ")})`);
+    process.stderr.write(` ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+  } catch (err) {
+    process.stderr.write(` FAILED\n`);
+    console.error(err);
+    errors[name] = err instanceof Error ? err.message : String(err);
+  }
+}
+
+function gitCommit(): string | null {
+  try {
+    return execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
+  } catch {
+    return null;
+  }
+}
+
+async function main(pg: BenchPostgres): Promise<void> {
+  const startedAt = new Date().toISOString();
+  const load0 = loadavg();
+  for (let pass = 0; pass < config.passes; pass++) {
+    await scenario("ceiling", () => runCeiling(pg, { connections: POOL, seconds: config.ceilingSeconds }));
+    const local = { workflows: config.workflows, steps: config.steps, rounds: config.localRounds, pool: POOL, concurrency: config.localConcurrency };
+    await scenario("local", async () => {
+      const r = await runEngineLocal(pg, local);
+      return { local_steps_per_s: r.steps_per_s, step_p50_ms: r.step_p50_ms, step_p99_ms: r.step_p99_ms, statements_per_step: r.statements_per_step, commits_per_step: r.commits_per_step, node_cpu_ms_per_step: r.node_cpu_ms_per_step, pg_cpu_ms_per_step: r.pg_cpu_ms_per_step };
+    });
+    // Variants that size two costs of the shipped path (see BENCHMARKS.md); not headline figures.
+    await scenario("local-nontx", async () => {
+      const r = await runEngineLocal(pg, { ...local, workflow: pipelineNonTx, name: "bench_engine_local_nontx" });
+      return { local_nontx_steps_per_s: r.steps_per_s, nontx_commits_per_step: r.commits_per_step };
+    });
+    await scenario("local-prepared", async () => {
+      const r = await runEngineLocal(pg, { ...local, openDatabase: createPreparedPostgresJsDatabase, name: "bench_engine_local_prepared" });
+      return { local_prepared_steps_per_s: r.steps_per_s, prepared_pg_cpu_ms_per_step: r.pg_cpu_ms_per_step };
+    });
+    await scenario("http", () => runEngineHttp(pg, { servers: config.httpServers, workflows: config.workflows, steps: config.steps, rounds: config.httpRounds }));
+    await scenario("dbos", () => runDbos(pg, { workflows: config.workflows, steps: config.steps, rounds: config.dbosRounds, pool: POOL }));
+  }
+  await scenario("replay", () => runReplay(pg, config.replay));
+  await scenario("sweeper", () => runSweeper(pg, { timers: config.sweeperTimers, pool: POOL, concurrency: config.localConcurrency }));
+  await scenario("fanout", () => runFanout(pg, { subscribers: config.fanoutSubscribers, pool: POOL, concurrency: config.localConcurrency }));
+
+  for (const [k, v] of Object.entries(samples)) figures[k] = round(median(v), k.endsWith("_per_s") ? 0 : 3);
+  for (const key of ["ceiling_commits_per_s", "local_steps_per_s", "http_steps_per_s", "dbos_steps_per_s", "statements_per_step", "step_p50_ms", "step_p99_ms", "replay_ms_h10", "replay_ms_h1000", "sweep_10k_timers_s", "fanout_1k_s"]) {
+    figures[key] ??= null;
+  }
+
+  const table = renderTable(figures, [
+    ["Postgres ceiling (single-row INSERT commits)", "ceiling_commits_per_s", "commits/s"],
+    ["Engine, local dispatcher", "local_steps_per_s", "steps/s"],
+    ["Engine, http dispatcher (2 Node servers)", "http_steps_per_s", "steps/s"],
+    ["DBOS Transact 5.3.0", "dbos_steps_per_s", "steps/s"],
+    ["  variant: non-transactional activities", "local_nontx_steps_per_s", "steps/s"],
+    ["  variant: named prepared statements", "local_prepared_steps_per_s", "steps/s"],
+    ["Step latency p50 (local)", "step_p50_ms", "ms"],
+    ["Step latency p99 (local)", "step_p99_ms", "ms"],
+    ["Statements per step (local)", "statements_per_step", ""],
+    ["Commits per step (local)", "commits_per_step", ""],
+    ["Statements per step (http)", "http_statements_per_step", ""],
+    ["DBOS commits per step", "dbos_commits_per_step", ""],
+    ["CPU per step, engine process (local)", "node_cpu_ms_per_step", "ms"],
+    ["CPU per step, Postgres backends (local)", "pg_cpu_ms_per_step", "ms"],
+    ["  variant: named prepared statements", "prepared_pg_cpu_ms_per_step", "ms"],
+    ["CPU per step, DBOS process", "dbos_node_cpu_ms_per_step", "ms"],
+    ["CPU per step, Postgres backends (DBOS)", "dbos_pg_cpu_ms_per_step", "ms"],
+    ["CPU per commit, client (ceiling)", "node_cpu_ms_per_commit", "ms"],
+    ["CPU per commit, Postgres backends (ceiling)", "pg_cpu_ms_per_commit", "ms"],
+    ["Step with 10 history entries", "replay_ms_h10", "ms"],
+    ["Step with 100 history entries", "replay_ms_h100", "ms"],
+    ["Step with 1,000 history entries", "replay_ms_h1000", "ms"],
+    ["10,000 expired timers → all resumed", "sweep_10k_timers_s", "s"],
+    ["  of which sweep() firing them", "sweep_fire_s", "s"],
+    ["1 broadcast → 1,000 subscribers received", "fanout_1k_s", "s"],
+  ]);
+  const targets = checkTargets(figures);
+  const machine = { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? "?", node: process.version, os: `${platform()} ${release()}`, loadavg_start: load0, loadavg_end: loadavg() };
+  const postgres: Record<string, string | boolean> = { ...(await pg.settings()), throwaway_cluster: pg.throwaway };
+
+  console.log(`\nEdda Edge benchmark — ${config.mode} run, ${startedAt}, commit ${gitCommit() ?? "?"}`);
+  console.log(`machine: ${machine.cpus} × ${machine.cpu_model}, Node ${machine.node}, load ${load0.map((l) => l.toFixed(1)).join("/")}`);
+  console.log(`postgres: ${postgres.server_version}, fsync=${postgres.fsync}, synchronous_commit=${postgres.synchronous_commit}\n`);
+  console.log(table);
+  console.log(`\nTargets (same run):\n${renderTargets(targets)}`);
+  for (const [name, msg] of Object.entries(errors)) console.log(`\nscenario ${name} FAILED: ${msg}`);
+
+  mkdirSync(resultsDir, { recursive: true });
+  const doc = { ...figures, meta: { started_at: startedAt, commit: gitCommit(), config, machine, postgres, samples }, targets, errors };
+  writeFileSync(join(resultsDir, "latest.json"), JSON.stringify(doc, null, 2) + "\n");
+  const chart = renderChart(
+    "Durable steps per second — 10-step pipelines, 200 concurrent",
+    `${config.mode} run ${startedAt.slice(0, 10)} · ${machine.cpus} cores · Node ${machine.node} · Postgres ${String(postgres.server_version).split(" ")[0]} (fsync=${postgres.fsync}) · pool ${POOL}`,
+    [
+      { label: "Edda Edge, local", value: figures.local_steps_per_s as number | null, color: "#2f6fdb" },
+      { label: "Edda Edge, http (2 servers)", value: figures.http_steps_per_s as number | null, color: "#6b9be8" },
+      { label: "DBOS Transact", value: figures.dbos_steps_per_s as number | null, color: "#e07b39" },
+      { label: "Postgres ceiling (commits)", value: figures.ceiling_commits_per_s as number | null, color: "#9a9a9a" },
+    ],
+  );
+  writeFileSync(join(resultsDir, "steps-per-second.svg"), chart);
+  console.log(`\nwrote ${join("bench", "results", "latest.json")} and ${join("bench", "results", "steps-per-second.svg")}`);
+}
+
+// DBOS's pg pool warns about queued client.query() calls; not ours to fix, and it hides the table.
+process.noDeprecation = true;
+const pg = await openBenchPostgres();
+let stopping = false;
+const stop = async (code: number) => {
+  if (stopping) return;
+  stopping = true;
+  await pg.stop().catch(() => undefined);
+  process.exit(code);
+};
+process.once("SIGINT", () => void stop(130));
+process.once("SIGTERM", () => void stop(143));
+try {
+  await main(pg);
+} catch (err) {
+  console.error(err);
+  errors.run = String(err);
+}
+await stop(Object.keys(errors).length ? 1 : 0);

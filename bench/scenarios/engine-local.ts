@@ -1,0 +1,106 @@
+/**
+ * Engine with the local dispatcher: `workflows` concurrent `pipeline` runs of
+ * `steps` steps each, in this process, on a postgres.js pool of `pool`
+ * connections. Per round: start every instance (their first steps held back),
+ * release, wait for all to complete. Steps/s spans start → last completion.
+ */
+import type { Workflow } from "../../src/core/definitions.ts";
+import { createEdda } from "../../src/http/edda.ts";
+import type { Database } from "../../src/storage/database.ts";
+import { cpuMeter } from "../lib/cpu.ts";
+import { BenchDispatcher, completionTracker, migrateDatabase, openEngineDatabase } from "../lib/engine.ts";
+import type { BenchPostgres } from "../lib/postgres.ts";
+import { nowMs, percentile, sleepMs } from "../lib/stats.ts";
+import { pipeline } from "../workflows.ts";
+
+export interface EngineLocalOptions {
+  workflows: number;
+  steps: number;
+  rounds: number;
+  pool: number;
+  concurrency: number;
+  /** Default: the shipped `pipeline` example (transactional activities). */
+  workflow?: Workflow;
+  /** Default: the shipped postgres.js driver. */
+  openDatabase?: (url: string, pool: number) => Database;
+  /** Database name (one per variant). */
+  name?: string;
+}
+
+export interface EngineLocalResult {
+  steps_per_s: number;
+  step_p50_ms: number | null;
+  step_p99_ms: number | null;
+  statements_per_step: number;
+  commits_per_step: number;
+  steps: number;
+  seconds: number;
+  skipped_steps: number;
+  /** CPU per step: this process, and the Postgres backends (null without /proc). */
+  node_cpu_ms_per_step: number;
+  pg_cpu_ms_per_step: number | null;
+}
+
+export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions): Promise<EngineLocalResult> {
+  const name = opts.name ?? "bench_engine_local";
+  const wf = opts.workflow ?? pipeline;
+  const url = await pg.createDatabase(name);
+  await migrateDatabase(url);
+  await pg.resetStats(name);
+  const database = (opts.openDatabase ?? openEngineDatabase)(url, opts.pool);
+  const dispatcher = new BenchDispatcher({ concurrency: opts.concurrency });
+  const tracker = completionTracker();
+  const edda = createEdda({ workflows: [wf], database, dispatcher, hooks: tracker.hooks });
+  let totalSteps = 0;
+  let totalStarts = 0;
+  const round = async (n: number) => {
+    tracker.reset();
+    dispatcher.hold();
+    const t0 = nowMs();
+    await Promise.all(Array.from({ length: n }, () => edda.start(wf, { steps: opts.steps })));
+    const statements0 = database.stats.statements;
+    dispatcher.release();
+    await tracker.waitFor(n, 300_000);
+    await dispatcher.idle();
+    totalSteps += n * opts.steps;
+    totalStarts += n;
+    return { seconds: (nowMs() - t0) / 1000, statements: database.stats.statements - statements0 };
+  };
+
+  try {
+    await round(Math.min(20, opts.workflows)); // warm-up: JIT, connections, prepared statements
+    dispatcher.resetStats();
+    const cpu = cpuMeter(name);
+    let seconds = 0;
+    let statements = 0;
+    for (let r = 0; r < opts.rounds; r++) {
+      const res = await round(opts.workflows);
+      seconds += res.seconds;
+      statements += res.statements;
+    }
+    const steps = opts.workflows * opts.steps * opts.rounds;
+    const usage = cpu.perUnit(steps);
+    const stepMs = [...dispatcher.stepMs];
+    const skipped = dispatcher.skipped;
+    await edda.close();
+    await database.close();
+    await sleepMs(300);
+    const commits = await pg.commits(name);
+    return {
+      steps_per_s: steps / seconds,
+      step_p50_ms: percentile(stepMs, 50),
+      step_p99_ms: percentile(stepMs, 99),
+      statements_per_step: statements / steps,
+      // Over every round incl. the warm-up, minus one commit per start and the definition upsert.
+      commits_per_step: (commits - totalStarts - 1) / totalSteps,
+      steps,
+      seconds,
+      skipped_steps: skipped,
+      node_cpu_ms_per_step: usage.node_ms,
+      pg_cpu_ms_per_step: usage.pg_ms,
+    };
+  } finally {
+    await edda.close();
+    await database.close().catch(() => undefined);
+  }
+}
