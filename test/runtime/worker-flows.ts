@@ -66,6 +66,19 @@ export function workerFlows(opts: WorkerFlowsOptions) {
     expect(comps).toHaveLength(2); // refund, then release: newest first
   });
 
+  it("a workflow waiting for a CloudEvent completes when the event is POSTed (wake-up and follow-up after commit)", async () => {
+    const id = await start("payment_wait", { orderId: "o-9" }, "payment-wait-1");
+    await waitForStatus(base(), id, ["waiting_for_message"]);
+    const res = await fetch(`${base()}/events`, {
+      method: "POST",
+      headers: { "ce-specversion": "1.0", "ce-type": "payment.completed", "ce-source": "/payments", "ce-id": "evt-1", "ce-eddainstanceid": id, "content-type": "application/json" },
+      body: JSON.stringify({ amount: 42 }),
+    });
+    expect(res.status).toBe(202);
+    await res.text();
+    expect((await waitForStatus(base(), id, ["completed", "failed"])).output).toEqual({ orderId: "o-9", amount: 42 });
+  });
+
   it("a sleeping workflow completes only after the scheduled handler runs", async () => {
     const id = await start("reminder", { seconds: 1 }, "reminder-1");
     await waitForStatus(base(), id, ["waiting_for_timer"]);
