@@ -41,6 +41,8 @@ export interface PendingActivity {
   attempt: number;
   /** When the first failed attempt was recorded (for maxDuration). */
   firstFailureAt: Date | null;
+  /** Settles the suspended call when the run continues in memory (look-ahead). */
+  settle?: Settle;
 }
 
 export interface CompensationRegistration {
@@ -68,6 +70,18 @@ export interface ReplayResult {
   newCompensations: CompensationRegistration[];
 }
 
+export interface Settle {
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+/** After every queued microtask has run: setImmediate where the runtime has it (Node, Deno), else setTimeout(0). */
+export function nextMacrotask(fn: () => void): void {
+  const si = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate;
+  if (si) si(fn);
+  else setTimeout(fn, 0);
+}
+
 interface Recorded {
   event: HistoryEvent;
   consumed: boolean;
@@ -83,8 +97,7 @@ export class ReplayState {
   recurInput: { input: unknown } | null = null;
   fatal: NonDeterminismError | null = null;
   readonly newCompensations: CompensationRegistration[] = [];
-  private suspendResolve: (() => void) | null = null;
-  readonly suspended: Promise<void>;
+  private quiet: { promise: Promise<void>; resolve: (() => void) | null } = ReplayState.signal();
 
   constructor(
     history: HistoryEvent[],
@@ -95,7 +108,22 @@ export class ReplayState {
       // `id#n` rows (failed attempts, retry timers) belong to the operation at `id`.
       if (PRIMARY.has(event.eventType) && !event.activityId.includes("#")) this.primaryOrder.push(event.activityId);
     }
-    this.suspended = new Promise((resolve) => (this.suspendResolve = resolve));
+  }
+
+  private static signal(): { promise: Promise<void>; resolve: (() => void) | null } {
+    let resolve!: () => void;
+    const promise = new Promise<void>((r) => (resolve = r));
+    return { promise, resolve };
+  }
+
+  /** Resolves one macrotask after the first suspension since the last `rearm()`. */
+  get suspended(): Promise<void> {
+    return this.quiet.promise;
+  }
+
+  /** Before resuming suspended operations: wait for the next suspension afresh. */
+  rearm(): void {
+    this.quiet = ReplayState.signal();
   }
 
   get isReplaying(): boolean {
@@ -142,14 +170,18 @@ export class ReplayState {
     return false;
   }
 
-  /** Stop the workflow function here: a promise that never settles. */
-  suspend<T>(): Promise<T> {
-    const resolve = this.suspendResolve;
+  /**
+   * Stop the workflow function here: a promise that user code can neither
+   * settle nor catch. Only the engine may settle it (`settle`), and only with
+   * exactly what a replay would return, to continue a run in memory.
+   */
+  suspend<T>(settle?: (s: Settle) => void): Promise<T> {
+    const resolve = this.quiet.resolve;
     if (resolve) {
-      this.suspendResolve = null;
-      setTimeout(resolve, 0);
+      this.quiet.resolve = null;
+      nextMacrotask(resolve);
     }
-    return new Promise<T>(() => {});
+    return new Promise<T>((res, rej) => settle?.({ resolve: res as (v: unknown) => void, reject: rej }));
   }
 
   restoreError(s: SerializedError): Error {
@@ -181,42 +213,37 @@ export function callActivity<A extends unknown[], R>(ctx: WorkflowContext, def: 
   const state = replayStateOf(ctx);
   const id = explicitId ?? state.nextId(def.activityName);
   const ev = state.take(id);
-  if (ev) {
-    const recordedName = recordedActivityName(ev);
-    if (recordedName !== undefined && recordedName !== def.activityName) {
-      state.fatal ??= new NonDeterminismError(
-        `activity id ${id} recorded "${recordedName}" but the code now calls "${def.activityName}"`,
-      );
-      return state.suspend();
-    }
-    if (ev.eventType === EV.ActivityCompleted) {
-      if (ev.data.type === "binary") return Promise.resolve(ev.data.bytes as R);
-      return Promise.resolve((fromPayload(ev.data) as { result: R }).result);
-    }
-    if (ev.eventType === EV.ActivityFailed) {
-      const { error } = fromPayload(ev.data) as { error: SerializedError };
-      return Promise.reject(state.restoreError(error));
-    }
-    state.fatal ??= new NonDeterminismError(`activity id ${id} holds a ${ev.eventType} record, not an activity result`);
-    return state.suspend();
-  }
+  if (ev) return recordedOutcome(state, ev, id, def.activityName) as Promise<R>;
   if (!state.checkNewOperation(id, `activity "${def.activityName}"`)) return state.suspend();
   const failures = state.failedAttempts(id);
-  state.pending.push({
+  const entry: PendingActivity = {
     activityId: id,
     activity: def as unknown as Activity,
     args,
     attempt: failures.length + 1,
     firstFailureAt: failures[0]?.createdAt ?? null,
-  });
+  };
+  state.pending.push(entry);
+  return state.suspend((s) => (entry.settle = s));
+}
+
+/** What a recorded activity event gives the workflow: its result, or its error re-thrown. */
+export function recordedOutcome(state: ReplayState, ev: HistoryEvent, id: string, activityName: string): Promise<unknown> {
+  if (ev.data.type === "binary") {
+    if (ev.eventType === EV.ActivityCompleted) return Promise.resolve(ev.data.bytes);
+  } else {
+    const v = fromPayload(ev.data) as { name?: unknown; result?: unknown; error?: SerializedError };
+    if (typeof v?.name === "string" && v.name !== activityName) {
+      state.fatal ??= new NonDeterminismError(`activity id ${id} recorded "${v.name}" but the code now calls "${activityName}"`);
+      return state.suspend();
+    }
+    if (ev.eventType === EV.ActivityCompleted) return Promise.resolve(v.result);
+    if (ev.eventType === EV.ActivityFailed) return Promise.reject(state.restoreError(v.error!));
+  }
+  state.fatal ??= new NonDeterminismError(`activity id ${id} holds a ${ev.eventType} record, not an activity result`);
   return state.suspend();
 }
 
-function recordedActivityName(ev: HistoryEvent): string | undefined {
-  if (ev.data.type !== "json") return undefined;
-  const v = safeParse(ev.data.json) as { name?: unknown } | null;
-  return typeof v?.name === "string" ? v.name : undefined;
-}
 
 /** Register a wait (sleep, receive…). Only the first wait of a tick is taken; the rest re-register next step. */
 export function requestWait(state: ReplayState, wait: WaitRequest): Promise<never> {
@@ -225,38 +252,72 @@ export function requestWait(state: ReplayState, wait: WaitRequest): Promise<neve
 }
 
 /**
- * Run the workflow function against its history and report where it stopped.
- * `makeContext` builds the user-facing context around the replay state.
+ * A workflow function running against its history. `next()` reports where it
+ * stopped; `resume()` settles the suspended activity calls with the records a
+ * step just wrote and runs on to the next stop — the same values a replay
+ * from the top would give, without replaying.
  */
-export async function replay(
+export class ReplayRun {
+  private settled: { ok: true; value: unknown } | { ok: false; error: unknown } | null = null;
+  private readonly run: Promise<unknown>;
+
+  constructor(
+    fn: (ctx: WorkflowContext, input: unknown) => Promise<unknown>,
+    input: unknown,
+    private readonly state: ReplayState,
+    ctx: WorkflowContext,
+  ) {
+    this.run = (async () => fn(ctx, input))().then(
+      (value) => (this.settled = { ok: true, value }),
+      (error: unknown) => (this.settled = { ok: false, error }),
+    );
+  }
+
+  async next(): Promise<ReplayResult> {
+    const { state } = this;
+    // A workflow that neither settles nor suspends within one macrotask is
+    // awaiting something that is not an Edda operation (I/O in workflow code).
+    const watchdog = new Promise<void>((resolve) => nextMacrotask(resolve));
+    await Promise.race([this.run, state.suspended, watchdog]);
+    const newCompensations = state.newCompensations.splice(0);
+    const s = this.settled as { ok: true; value: unknown } | { ok: false; error: unknown } | null;
+    if (state.fatal) return { outcome: { kind: "nondeterminism", error: state.fatal }, newCompensations };
+    if (state.recurInput) return { outcome: { kind: "recur", input: state.recurInput.input }, newCompensations };
+    if (state.pending.length) return { outcome: { kind: "activities", activities: [...state.pending] }, newCompensations };
+    if (state.wait) return { outcome: { kind: "wait", wait: state.wait }, newCompensations };
+    if (s?.ok) return { outcome: { kind: "completed", output: s.value }, newCompensations };
+    if (s && !s.ok) return { outcome: { kind: "failed", error: s.error }, newCompensations };
+    return {
+      outcome: { kind: "nondeterminism", error: new NonDeterminismError("the workflow awaited something that is not an Edda operation; do I/O in activities") },
+      newCompensations,
+    };
+  }
+
+  /**
+   * Continue after the pending activities got their final records (`events`,
+   * as written to history). Null when some pending call has no final record
+   * (a retry is scheduled): the run cannot go on in memory.
+   */
+  async resume(events: HistoryEvent[]): Promise<ReplayResult | null> {
+    const { state } = this;
+    const byId = new Map(events.map((e) => [e.activityId, e]));
+    const pending = state.pending.splice(0);
+    if (pending.some((p) => !byId.has(p.activityId) || !p.settle)) return null;
+    state.wait = null;
+    state.rearm();
+    for (const p of pending) {
+      recordedOutcome(state, byId.get(p.activityId)!, p.activityId, p.activity.activityName).then(p.settle!.resolve, p.settle!.reject);
+    }
+    return this.next();
+  }
+}
+
+/** Run the workflow function against its history and report where it stopped. */
+export function replay(
   fn: (ctx: WorkflowContext, input: unknown) => Promise<unknown>,
   input: unknown,
   state: ReplayState,
   ctx: WorkflowContext,
 ): Promise<ReplayResult> {
-  let settled: { ok: true; value: unknown } | { ok: false; error: unknown } | null = null;
-  const run = (async () => fn(ctx, input))().then(
-    (value) => (settled = { ok: true, value }),
-    (error: unknown) => (settled = { ok: false, error }),
-  );
-  // A workflow that neither settles nor suspends within one macrotask is
-  // awaiting something that is not an Edda operation (I/O in workflow code).
-  const watchdog = new Promise<"stuck">((resolve) => setTimeout(() => resolve("stuck"), 0));
-  await Promise.race([run, state.suspended, watchdog]);
-  const newCompensations = state.newCompensations;
-  const s = settled as { ok: true; value: unknown } | { ok: false; error: unknown } | null;
-
-  if (state.fatal) return { outcome: { kind: "nondeterminism", error: state.fatal }, newCompensations };
-  if (state.recurInput) return { outcome: { kind: "recur", input: state.recurInput.input }, newCompensations };
-  if (state.pending.length) return { outcome: { kind: "activities", activities: state.pending }, newCompensations };
-  if (state.wait) return { outcome: { kind: "wait", wait: state.wait }, newCompensations };
-  if (s?.ok) return { outcome: { kind: "completed", output: s.value }, newCompensations };
-  if (s && !s.ok) return { outcome: { kind: "failed", error: s.error }, newCompensations };
-  return {
-    outcome: {
-      kind: "nondeterminism",
-      error: new NonDeterminismError("the workflow awaited something that is not an Edda operation; do I/O in activities"),
-    },
-    newCompensations,
-  };
+  return new ReplayRun(fn, input, state, ctx).next();
 }

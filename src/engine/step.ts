@@ -15,10 +15,10 @@ import type { WorkflowContext } from "../core/context.ts";
 import { REPLAY } from "../core/context.ts";
 import { LeaseLostError, NonDeterminismError } from "../core/errors.ts";
 import { findActivity } from "../core/registry.ts";
-import { replay, ReplayState, type PendingActivity, type WaitRequest } from "../core/replay.ts";
+import { ReplayRun, ReplayState, type PendingActivity, type WaitRequest } from "../core/replay.ts";
 import { prepareMessageWait } from "./channels.ts";
 import { fromJson, serializeError, toJson } from "../core/serialization.ts";
-import type { Fence, HistoryEvent, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage } from "../storage/types.ts";
+import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage } from "../storage/types.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 import { invoke, isTransactional, makeActivityContext, recordOutcomes, type ActivityOutcome } from "./execute.ts";
@@ -74,7 +74,7 @@ class Step {
   private readonly instance: InstanceRecord;
   private readonly fence: Fence;
   /** The workflow being advanced (absent in compensation steps). */
-  private replaying: { fn: (c: WorkflowContext, i: unknown) => Promise<unknown>; input: unknown } | null = null;
+  private replaying: ReplayRun | null = null;
 
   constructor(
     private readonly engine: Engine,
@@ -100,8 +100,8 @@ class Step {
     const wf = this.engine.workflows.get(this.instance.workflowName)!;
     const state = new ReplayState(this.leased.history, this.engine.errorClasses);
     const ctx = this.workflowContext(state);
-    this.replaying = { fn: wf.fn as (c: WorkflowContext, i: unknown) => Promise<unknown>, input: fromJson(this.instance.inputData) };
-    const { outcome, newCompensations } = await replay(this.replaying.fn, this.replaying.input, state, ctx);
+    this.replaying = new ReplayRun(wf.fn as (c: WorkflowContext, i: unknown) => Promise<unknown>, fromJson(this.instance.inputData), state, ctx);
+    const { outcome, newCompensations } = await this.replaying.next();
     const compensations = newCompensations.map((c) => ({ activityId: c.activityId, activityName: c.activityName, args: toJson(c.args) }));
 
     switch (outcome.kind) {
@@ -298,7 +298,7 @@ class Step {
   }
 
   /**
-   * Replay once more (in memory) with this step's new records, up to the next
+   * Continue the run in memory with this step's new records, up to the next
    * unrecorded operation: compensations registered right after the activity
    * are persisted in the same commit as its result (so a cancel landing
    * during the next step still sees them), and a workflow that returns right
@@ -306,9 +306,9 @@ class Step {
    */
   private async lookAhead(newEvents: NewHistoryEvent[]): Promise<{ compensations: NewCompensation[]; completed: { output: unknown } | null }> {
     const now = new Date();
-    const history: HistoryEvent[] = [...this.leased.history, ...newEvents.map((e, i) => ({ ...e, id: -1 - i, createdAt: now }))];
-    const state = new ReplayState(history, this.engine.errorClasses);
-    const { outcome, newCompensations } = await replay(this.replaying!.fn, this.replaying!.input, state, this.workflowContext(state));
+    const r = await this.replaying!.resume(newEvents.map((e, i) => ({ ...e, id: -1 - i, createdAt: now })));
+    if (!r) return { compensations: [], completed: null };
+    const { outcome, newCompensations } = r;
     return {
       compensations: newCompensations.map((c) => ({ activityId: c.activityId, activityName: c.activityName, args: toJson(c.args) })),
       completed: outcome.kind === "completed" ? { output: outcome.output } : null,

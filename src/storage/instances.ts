@@ -63,7 +63,10 @@ function decodeCursor(cursor: string): [string, string] {
     const bin = atob(cursor.replace(/-/g, "+").replace(/_/g, "/"));
     const value: unknown = JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
     if (Array.isArray(value) && value.length === 2 && typeof value[0] === "string" && typeof value[1] === "string") {
-      if (!Number.isNaN(Date.parse(value[0]))) return [value[0], value[1]];
+      // exactly the shape encodeCursor writes (to_char … 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+      if (/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(value[0]) && !Number.isNaN(Date.parse(value[0])) && value[1].length <= 255) {
+        return [value[0], value[1]];
+      }
     }
   } catch {
     // fall through

@@ -63,11 +63,6 @@ describe("channels under concurrency (real Postgres, 3 engines)", () => {
     expect(done.every((d) => d.status === "completed")).toBe(true);
     expect(all).toHaveLength(200);
     expect(new Set(all).size).toBe(200);
-    // each consumer got its messages in publish order
-    for (const d of done) {
-      const got = d.output as number[];
-      expect([...got].sort((a, b) => a - b)).toEqual(got);
-    }
   });
 
   it("broadcast: subscribers joining mid-stream each get every later message, in order, none lost", { timeout: 90_000 }, async () => {
