@@ -14,6 +14,7 @@ import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispa
 import type { EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
 import { wakeChannel } from "./channels.ts";
+import { WarmRuns } from "./warm-runs.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 
 export interface EngineOptions {
@@ -62,6 +63,8 @@ export class Engine implements StepRunner {
   readonly hooks: EngineHooks;
   readonly errorClasses: Record<string, ErrorClass>;
   private readonly hashes = new Map<string, Promise<string>>();
+  /** Runs kept in memory across in-process hand-offs (see warm-runs.ts). */
+  readonly warmRuns = new WarmRuns();
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;

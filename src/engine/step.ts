@@ -15,7 +15,8 @@ import type { WorkflowContext } from "../core/context.ts";
 import { REPLAY } from "../core/context.ts";
 import { LeaseLostError, NonDeterminismError } from "../core/errors.ts";
 import { findActivity } from "../core/registry.ts";
-import { ReplayRun, ReplayState, type PendingActivity, type WaitRequest } from "../core/replay.ts";
+import { ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult, type WaitRequest } from "../core/replay.ts";
+import type { WarmRun } from "./warm-runs.ts";
 import { prepareMessageWait } from "./channels.ts";
 import { fromJson, serializeError, toJson } from "../core/serialization.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage } from "../storage/types.ts";
@@ -36,7 +37,10 @@ class ActivityRollback {
 export async function runStep(engine: Engine, req: StepRequest, scope?: DispatchScope): Promise<StepResult> {
   const { storage } = engine;
   let leased: LeasedInstance | null = null;
-  if (req.lease) leased = await storage.loadLeased({ instanceId: req.instanceId, ...req.lease });
+  // Checked before any await: a follow-up dispatched in-process may start at once.
+  const warm = req.lease ? engine.warmRuns.take(req.instanceId, req.lease) : null;
+  if (warm) leased = { instance: warm.instance, fence: { instanceId: req.instanceId, ...req.lease! }, history: [] };
+  if (req.lease && !leased) leased = await storage.loadLeased({ instanceId: req.instanceId, ...req.lease });
   leased ??= await storage.acquireLease(req.instanceId, engine.workerId, engine.defaultLeaseSeconds, { withHistory: true });
   if (!leased) return { status: "skipped", reason: "not runnable, finished, or leased by another worker" };
 
@@ -49,8 +53,10 @@ export async function runStep(engine: Engine, req: StepRequest, scope?: Dispatch
   const stopRenewal = startRenewal(storage, leased.fence, leaseSeconds, engine.handoffLeaseSeconds);
   try {
     const step = new Step(engine, leased, leaseSeconds, scope);
+    if (warm) return await step.continueWarm(warm);
     return leased.instance.status === "compensating" ? await step.compensate() : await step.advance();
   } catch (err) {
+    engine.warmRuns.drop(req.instanceId);
     if (err instanceof LeaseLostError) return { status: "lease_lost" };
     // Unexpected (database down…): give the lease back so the instance is retried soon.
     await storage.releaseLease(leased.fence).catch(() => false);
@@ -75,6 +81,8 @@ class Step {
   private readonly fence: Fence;
   /** The workflow being advanced (absent in compensation steps). */
   private replaying: ReplayRun | null = null;
+  /** Where the look-ahead left the run, for a warm hand-off. */
+  private warmNext: ReplayResult | null = null;
 
   constructor(
     private readonly engine: Engine,
@@ -103,7 +111,17 @@ class Step {
     this.replaying = new ReplayRun(wf.fn as (c: WorkflowContext, i: unknown) => Promise<unknown>, fromJson(this.instance.inputData), state, ctx);
     const { outcome, newCompensations } = await this.replaying.next();
     const compensations = newCompensations.map((c) => ({ activityId: c.activityId, activityName: c.activityName, args: toJson(c.args) }));
+    return this.take(outcome, compensations);
+  }
 
+  /** Continue a run kept in memory by the step that handed us its lease (no history load, no replay). */
+  continueWarm(warm: WarmRun): Promise<StepResult> {
+    this.replaying = warm.run;
+    return this.take(warm.next.outcome, []);
+  }
+
+  /** Act on where the run stopped. */
+  private async take(outcome: ReplayOutcome, compensations: NewCompensation[]): Promise<StepResult> {
     switch (outcome.kind) {
       case "completed":
         return this.conclude({ status: "completed", currentActivityId: null, outputData: toJson(outcome.output) }, () =>
@@ -307,6 +325,7 @@ class Step {
   private async lookAhead(newEvents: NewHistoryEvent[]): Promise<{ compensations: NewCompensation[]; completed: { output: unknown } | null }> {
     const now = new Date();
     const r = await this.replaying!.resume(newEvents.map((e, i) => ({ ...e, id: -1 - i, createdAt: now })));
+    this.warmNext = r && r.outcome.kind !== "completed" ? { outcome: r.outcome, newCompensations: [] } : null;
     if (!r) return { compensations: [], completed: null };
     const { outcome, newCompensations } = r;
     return {
@@ -332,6 +351,16 @@ class Step {
 
   private afterConclusion(c: StepConclusion, token: number | undefined, after?: () => void) {
     if (c.handoff && token !== undefined) {
+      if (this.warmNext && this.replaying) {
+        this.engine.warmRuns.put(this.fence.instanceId, {
+          workerId: this.fence.workerId,
+          token,
+          instance: this.instance,
+          run: this.replaying,
+          next: this.warmNext,
+          expiresAt: Date.now() + this.engine.handoffLeaseSeconds * 1000 * 0.8,
+        });
+      }
       this.engine.dispatcher.dispatch({ instanceId: this.fence.instanceId, lease: { workerId: this.fence.workerId, token } }, this.scope);
     }
     try {

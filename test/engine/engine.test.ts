@@ -258,6 +258,18 @@ describe.each<DriverKind>(["pglite", "postgres-js"])("engine on %s", (kind) => {
     expect(await rows(t.database, `%first-${key}`)).toEqual([`first-${key}`, `undo:first-${key}`]);
   });
 
+  it("an in-process follow-up continues the run in memory: no history load, no replay", async () => {
+    const engine = await t.edda.engine();
+    const hits = engine.warmRuns.hits;
+    const before = t.database.stats.statements;
+    const { instanceId } = await t.edda.start(pipeline, { steps: 30 });
+    await t.dispatcher.idle();
+    expect((await t.edda.getInstance(instanceId))?.output).toEqual({ completed: 30 });
+    expect(engine.warmRuns.hits - hits).toBeGreaterThanOrEqual(28);
+    // start + first step + 29 warm steps, each warm step one fenced conclusion (plus BEGIN/COMMIT where the driver logs them)
+    expect((t.database.stats.statements - before) / 30).toBeLessThanOrEqual(kind === "pglite" ? 3 : 1.2);
+  });
+
   it("holds the per-step statement budget (≤ 3 engine statements per step)", async () => {
     const steps = 20;
     const before = t.database.stats.statements;
