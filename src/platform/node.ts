@@ -18,7 +18,7 @@ export interface NodeServeOptions extends Omit<EddaOptions, "database"> {
   hostname?: string;
   /** Folder for the embedded PGlite data (default ./.data/pglite). */
   dataDir?: string;
-  /** Sweep interval (default 5 s); 0 disables it. */
+  /** Sweep interval (default EDDA_SWEEP_INTERVAL_MS, else 5 s); 0 disables it. */
   sweepIntervalMs?: number;
   env?: Record<string, string | undefined>;
 }
@@ -68,14 +68,16 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
 
   // The sweep in flight, awaited by close() so it never runs on a closed database.
   let sweeping: Promise<unknown> | null = null;
-  const interval = (opts.sweepIntervalMs ?? 5000) > 0
+  const envInterval = Number(env.EDDA_SWEEP_INTERVAL_MS);
+  const sweepEvery = opts.sweepIntervalMs ?? (Number.isFinite(envInterval) && env.EDDA_SWEEP_INTERVAL_MS ? envInterval : 5000);
+  const interval = sweepEvery > 0
     ? setInterval(() => {
         if (sweeping) return;
         sweeping = edda
           .sweep()
           .catch((err: unknown) => console.error("edda: sweep failed", err))
           .finally(() => (sweeping = null));
-      }, opts.sweepIntervalMs ?? 5000)
+      }, sweepEvery)
     : null;
   interval?.unref();
 
