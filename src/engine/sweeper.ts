@@ -29,6 +29,12 @@ export interface SweepOptions {
   batchSize?: number;
   /** Stop starting new batches after this long (default 20 s). */
   budgetMs?: number;
+  /**
+   * Re-dispatch runnable, unlocked instances only once they have been idle
+   * this long (default 2 s): a fresh instance's own dispatch is usually still
+   * in flight, and on Workers every needless follow-up is a subrequest.
+   */
+  resumeIdleSeconds?: number;
   /** Delete channel messages older than this (default 7 days). */
   messageRetentionSeconds?: number;
   /**
@@ -138,7 +144,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
   await task(
     "resumable",
     async () => {
-      const ids = (await storage.findResumableInstances(batch)).filter((id) => !dispatched.has(id));
+      const ids = (await storage.findResumableInstances(batch, opts.resumeIdleSeconds ?? 2)).filter((id) => !dispatched.has(id));
       report.resumed += ids.length;
       dispatch(ids);
       return ids.length;

@@ -112,11 +112,12 @@ export async function releaseStaleLeases(ex: Executor, limit: number): Promise<s
   return rows.filter((r) => (RUNNABLE_STATUSES as readonly string[]).includes(r.status)).map((r) => r.instance_id);
 }
 
-export async function findResumableInstances(ex: Executor, limit: number): Promise<string[]> {
+export async function findResumableInstances(ex: Executor, limit: number, minIdleSeconds = 0): Promise<string[]> {
+  const idle = minIdleSeconds > 0 ? sql`AND updated_at < ${DB_NOW} - make_interval(secs => ${minIdleSeconds}::float8)` : sql``;
   const rows = await queryRows<{ instance_id: string }>(
     ex,
     sql`SELECT instance_id FROM workflow_instances
-        WHERE status IN (${RUNNABLE}) AND locked_by IS NULL
+        WHERE status IN (${RUNNABLE}) AND locked_by IS NULL ${idle}
         ORDER BY updated_at, instance_id LIMIT ${limit}::int`,
   );
   return rows.map((r) => r.instance_id);

@@ -125,8 +125,8 @@ export class PgStorage implements Storage {
   releaseStaleLeases(limit: number): Promise<string[]> {
     return leases.releaseStaleLeases(this.executor, limit);
   }
-  findResumableInstances(limit: number): Promise<string[]> {
-    return leases.findResumableInstances(this.executor, limit);
+  findResumableInstances(limit: number, minIdleSeconds?: number): Promise<string[]> {
+    return leases.findResumableInstances(this.executor, limit, minIdleSeconds);
   }
   concludeStep(fence: Fence, conclusion: StepConclusion): Promise<ConcludeResult> {
     return leases.concludeStep(this.executor, fence, conclusion);

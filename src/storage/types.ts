@@ -261,8 +261,12 @@ export interface Storage {
   releaseLease(fence: Fence): Promise<boolean>;
   /** Clear expired leases (bounded, SKIP LOCKED); returns the ids now runnable. */
   releaseStaleLeases(limit: number): Promise<string[]>;
-  /** Runnable, unlocked instances (oldest update first). */
-  findResumableInstances(limit: number): Promise<string[]>;
+  /**
+   * Runnable, unlocked instances, oldest update first; with `minIdleSeconds`,
+   * only those untouched that long (a fresh one's first dispatch is likely
+   * still in flight).
+   */
+  findResumableInstances(limit: number, minIdleSeconds?: number): Promise<string[]>;
 
   // --- step conclusion ------------------------------------------------------
   /**

@@ -108,7 +108,7 @@ describe("each task", () => {
     expect(leased).not.toBeNull();
     await new Promise((r) => setTimeout(r, 300));
 
-    const report = await engine.sweep();
+    const report = await engine.sweep({ resumeIdleSeconds: 0 });
     expect(report.staleLeasesReleased).toBe(1);
     expect(report.resumed).toBeGreaterThanOrEqual(1);
     const dispatched = dispatcher.requests.map((r) => r.instanceId);

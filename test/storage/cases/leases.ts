@@ -111,6 +111,13 @@ export function leaseCases(ctx: ContractContext): void {
       expect(await ctx.storage.findResumableInstances(1000)).toContain(stale.instanceId);
       expect(await ctx.storage.releaseStaleLeases(1000)).not.toContain(stale.instanceId);
     });
+
+    it("findResumableInstances with a minimum idle time skips instances touched more recently", async () => {
+      const fresh = await newInstance(ctx.storage);
+      expect(await ctx.storage.findResumableInstances(1000, 0.3)).not.toContain(fresh.instanceId);
+      await sleep(400);
+      expect(await ctx.storage.findResumableInstances(1000, 0.3)).toContain(fresh.instanceId);
+    });
   });
 
   describe("concludeStep", () => {
