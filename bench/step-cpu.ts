@@ -3,12 +3,16 @@
  * history already holds 100 entries, against one with an empty history.
  *
  * The 100 entries are written by one step (100 activities of one tick); the
- * timed step is the next one: history read (100 rows through postgres.js),
- * replay of the workflow over them (twice: the step and its look-ahead), one
- * activity, the fenced conclusion. CPU is `process.cpuUsage()` around that
- * step alone, steps run one at a time, so it is this step's own JavaScript
- * work (V8, as in workerd) plus the driver's; Postgres runs in other
- * processes and is not counted. Benchmark, not test: nothing asserts.
+ * timed step is the next one. "cold" is what a Worker pays (the app is built
+ * per request, so no warm run survives between steps): the handed lease's
+ * history read (100 rows through postgres.js), one replay of the workflow over
+ * them (the look-ahead continues that run), one activity, the fenced
+ * conclusion. "warm" is a follow-up landing in the same process (the local
+ * dispatcher): the run kept in memory continues, no history read, no replay.
+ * CPU is `process.cpuUsage()` around that step alone, steps run one at a time,
+ * so it is this step's own JavaScript work (V8, as in workerd) plus the
+ * driver's; Postgres runs in other processes and is not counted. Benchmark,
+ * not test: nothing asserts.
  *
  *   npx tsx bench/step-cpu.ts            (throwaway Postgres cluster)
  *   DATABASE_URL=postgres://... npx tsx bench/step-cpu.ts
@@ -50,38 +54,41 @@ const edda = createEdda({ workflows: [probeFlow], database, dispatcher });
 const engine = await edda.engine();
 
 /** CPU ms of the step that runs at exactly `history` entries. */
-async function measure(history: number, instanceId: string): Promise<{ cpu: number; wall: number; entries: number }> {
+async function measure(history: number, instanceId: string, warm: boolean): Promise<{ cpu: number; wall: number; entries: number }> {
   await engine.start(probeFlow, history, { instanceId });
   if (history > 0) await engine.runStep(dispatcher.requests.shift()!); // writes the history in one step
   const req = dispatcher.requests.shift()!;
+  if (!warm) engine.warmRuns.drop(instanceId);
+  const hits = engine.warmRuns.hits;
   const entries = (await engine.storage.loadHistory(instanceId)).length;
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   await engine.runStep(req);
   const wall = performance.now() - t0;
   const d = process.cpuUsage(cpu0);
+  if (warm && engine.warmRuns.hits !== hits + 1) throw new Error("the warm step did not continue a warm run");
   dispatcher.requests.length = 0;
   return { cpu: (d.user + d.system) / 1000, wall, entries };
 }
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
-const results: Record<string, { cpu: number[]; wall: number[]; entries: number }> = {};
-for (const history of [0, 100]) {
-  const r = { cpu: [] as number[], wall: [] as number[], entries: 0 };
+const results: Record<string, { cpu: number[]; wall: number[]; entries: number; path: string }> = {};
+for (const [path, history] of [["cold", 0], ["cold", 100], ["warm", 100]] as const) {
+  const r = { cpu: [] as number[], wall: [] as number[], entries: 0, path };
   for (let i = 0; i < WARMUP + INSTANCES; i++) {
-    const m = await measure(history, `h${history}-${i}`);
+    const m = await measure(history, `${path}-h${history}-${i}`, path === "warm");
     if (i < WARMUP) continue;
     r.cpu.push(m.cpu);
     r.wall.push(m.wall);
     r.entries = m.entries;
   }
-  results[history] = r;
+  results[`${path}${history}`] = r;
 }
 
 console.log(`step CPU time (Node ${process.version}, postgres.js; ${INSTANCES} steps each after ${WARMUP} warm-up)`);
 for (const r of Object.values(results)) {
   console.log(
-    `  history ${String(r.entries).padStart(3)} entries: CPU median ${pct(r.cpu, 50).toFixed(2)} ms, p90 ${pct(r.cpu, 90).toFixed(2)} ms; wall median ${pct(r.wall, 50).toFixed(2)} ms`,
+    `  ${r.path}, history ${String(r.entries).padStart(3)} entries: CPU median ${pct(r.cpu, 50).toFixed(2)} ms, p90 ${pct(r.cpu, 90).toFixed(2)} ms; wall median ${pct(r.wall, 50).toFixed(2)} ms`,
   );
 }
 await edda.close();

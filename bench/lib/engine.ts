@@ -32,6 +32,9 @@ export class BenchDispatcher extends LocalDispatcher {
   readonly stepMs: number[] = [];
   concluded = 0;
   skipped = 0;
+  /** Dispatches without a handed lease (wake-ups, starts) and when the last one came. */
+  fresh = 0;
+  lastFreshMs = 0;
   private held: StepRequest[] | null = null;
 
   constructor(opts: LocalDispatcherOptions = {}) {
@@ -53,6 +56,10 @@ export class BenchDispatcher extends LocalDispatcher {
   }
 
   override dispatch(req: StepRequest): void {
+    if (!req.lease) {
+      this.fresh++;
+      this.lastFreshMs = nowMs();
+    }
     if (this.held) this.held.push(req);
     else super.dispatch(req);
   }

@@ -1,10 +1,15 @@
 /**
  * Replay scaling: the latency of one more step of an instance whose history
- * already holds 10, 100 or 1,000 entries. The history is built in one step
- * (activities of one tick run together); then single-activity steps are
- * timed one by one, each taking the lease its predecessor handed off — the
- * normal path: history read, full replay, activity, fenced conclusion.
- * Nothing runs concurrently, so the figure is the step's own latency.
+ * already holds 10, 100 or 1,000 entries, on both paths a step can take.
+ * The history is built in one step (activities of one tick run together);
+ * then single-activity steps are timed one by one, alternating:
+ *  - cold: the handed lease is released and the warm run dropped, so the
+ *    step acquires the lease and reads and replays the whole history — what
+ *    a fresh process, a Worker request or a sweeper-resumed instance pays;
+ *  - warm: the follow-up takes the lease its predecessor handed off in this
+ *    process and continues the run kept in memory (src/engine/warm-runs.ts):
+ *    no history read, no replay — the steady state with the local dispatcher.
+ * Nothing runs concurrently, so each figure is the step's own latency.
  */
 import { createEdda } from "../../src/http/edda.ts";
 import { migrateDatabase, openEngineDatabase, RecordingDispatcher } from "../lib/engine.ts";
@@ -15,6 +20,7 @@ import { replayProbe } from "../workflows.ts";
 export interface ReplayOptions {
   histories: number[];
   instances: number;
+  /** Timed steps per instance, half cold, half warm. */
   probes: number;
 }
 
@@ -31,20 +37,31 @@ export async function runReplay(pg: BenchPostgres, opts: ReplayOptions): Promise
   try {
     // Warm-up: JIT and prepared statements before the first timed size.
     for (const h of [10, ...opts.histories]) {
-      const samples: number[] = [];
+      const cold: number[] = [];
+      const warm: number[] = [];
       for (let i = 0; i < opts.instances; i++) {
         const { instanceId } = await edda.start(replayProbe, { history: h, probes: opts.probes });
         await engine.runStep(dispatcher.take(instanceId)); // builds the history
         for (let p = 0; p < opts.probes; p++) {
-          const req = dispatcher.take(instanceId);
+          let req = dispatcher.take(instanceId);
+          const isCold = p % 2 === 0;
+          if (isCold) {
+            engine.warmRuns.drop(instanceId);
+            if (!req.lease || !(await engine.storage.releaseLease({ instanceId, ...req.lease }))) throw new Error("replay probe: no handed lease to release");
+            req = { instanceId };
+          }
+          const hits = engine.warmRuns.hits;
           const t0 = nowMs();
           const r = await engine.runStep(req);
-          samples.push(nowMs() - t0);
+          (isCold ? cold : warm).push(nowMs() - t0);
           if (r.status !== "concluded") throw new Error(`replay probe step was ${JSON.stringify(r)}`);
+          if (engine.warmRuns.hits !== hits + (isCold ? 0 : 1)) throw new Error(`replay probe: ${isCold ? "cold step hit" : "warm step missed"} a warm run`);
         }
       }
-      out[`replay_ms_h${h}`] = median(samples);
-      out[`replay_p90_ms_h${h}`] = percentile(samples, 90);
+      out[`replay_ms_h${h}`] = median(warm);
+      out[`replay_p90_ms_h${h}`] = percentile(warm, 90);
+      out[`replay_cold_ms_h${h}`] = median(cold);
+      out[`replay_cold_p90_ms_h${h}`] = percentile(cold, 90);
     }
     return out;
   } finally {
