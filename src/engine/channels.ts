@@ -13,14 +13,14 @@ import { ChannelModeConflictError, EddaError } from "../core/errors.ts";
 import { EV, type WaitRequest } from "../core/replay.ts";
 import { fromJson, serializeError, toPayload } from "../core/serialization.ts";
 import type { RecordedMessage } from "../core/waits.ts";
-import type { ChannelMessageRecord, NewHistoryEvent, Storage, TxStorage } from "../storage/types.ts";
+import type { ChannelMessageRecord, NewHistoryEvent, Payload, Storage, TxStorage } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 
 type MessageWait = Extract<WaitRequest, { kind: "message" }>;
 
-/** The history row recording a delivered message. */
-export function messageReceivedEvent(activityId: string, msg: ChannelMessageRecord): NewHistoryEvent {
+/** The payload recording a delivered message (the same for every subscriber it reaches). */
+function messageReceived(msg: ChannelMessageRecord): { eventType: string; data: Payload } {
   const recorded: RecordedMessage = {
     messageId: msg.messageId,
     channel: msg.channel,
@@ -28,7 +28,12 @@ export function messageReceivedEvent(activityId: string, msg: ChannelMessageReco
     metadata: msg.metadata === null ? null : (fromJson(msg.metadata) as Record<string, unknown>),
     publishedAt: msg.publishedAt.toISOString(),
   };
-  return { activityId, eventType: EV.MessageReceived, data: toPayload(recorded) };
+  return { eventType: EV.MessageReceived, data: toPayload(recorded) };
+}
+
+/** The history row recording a delivered message. */
+export function messageReceivedEvent(activityId: string, msg: ChannelMessageRecord): NewHistoryEvent {
+  return { activityId, ...messageReceived(msg) };
 }
 
 export type MessageWaitResult =
@@ -81,11 +86,44 @@ async function deliverTo(storage: Storage, instanceId: string, channel: string, 
   });
 }
 
-/** Deliver queued messages to waiting subscribers (optionally of one channel) and dispatch them. */
+/** Broadcast subscribers served per transaction by the set-based delivery. */
+const BROADCAST_BATCH = 200;
+
+/**
+ * Set-based delivery to the broadcast subscribers of `channel`, a batch per
+ * transaction until a batch comes back short (bounded, like `wakeChannel`).
+ * Returns who got a message; each is dispatched once its batch committed.
+ */
+async function deliverBroadcastBatches(engine: Engine, channel: string, scope?: DispatchScope): Promise<string[]> {
+  const delivered: string[] = [];
+  for (let round = 0; round < 50; round++) {
+    const batch = await engine.storage.deliverBroadcast(channel, BROADCAST_BATCH, messageReceived);
+    for (const d of batch) {
+      delivered.push(d.instanceId);
+      engine.dispatcher.dispatch({ instanceId: d.instanceId }, scope);
+    }
+    if (batch.length < BROADCAST_BATCH) break;
+  }
+  return delivered;
+}
+
+/**
+ * Deliver queued messages to waiting subscribers (optionally of one channel)
+ * and dispatch them. Broadcast channels go set-based first; whoever that
+ * leaves (competing and direct subscribers, a broadcast subscriber with a
+ * point-to-point message or rows locked by a racing cancel or timeout) gets
+ * the per-subscriber path, which claims exactly once and waits for locks.
+ */
 export async function deliverToWaitingSubscribers(engine: Engine, limit: number, scope?: DispatchScope, channel?: string): Promise<number> {
   const waiting = await engine.storage.findWaitingSubscribersWithMessages(limit, channel);
-  let delivered = 0;
+  const done = new Set<string>();
+  const key = (instanceId: string, ch: string) => `${ch}\u0000${instanceId}`;
+  for (const ch of new Set(waiting.filter((w) => w.mode === "broadcast").map((w) => w.channel))) {
+    for (const id of await deliverBroadcastBatches(engine, ch, scope)) done.add(key(id, ch));
+  }
+  let delivered = done.size;
   for (const w of waiting) {
+    if (done.has(key(w.instanceId, w.channel))) continue;
     if (await deliverTo(engine.storage, w.instanceId, w.channel, w.activityId)) {
       delivered++;
       engine.dispatcher.dispatch({ instanceId: w.instanceId }, scope);

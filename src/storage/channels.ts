@@ -35,10 +35,10 @@ import { DB_NOW, isoUtc, payloadParams, toChannelMessage, toSubscription, tsPara
 import type { ChannelMessageRecord, ChannelMode, NewChannelMessage, SubscriptionRecord, WaitingSubscriber } from "./types.ts";
 
 const MODES: readonly ChannelMode[] = ["broadcast", "competing", "direct"];
-const MESSAGE_COLUMNS = sql.raw("id, message_id, channel, data_type, data, data_binary, metadata, target_instance_id, published_at");
+export const MESSAGE_COLUMNS = sql.raw("id, message_id, channel, data_type, data, data_binary, metadata, target_instance_id, published_at");
 
 /** Run `fn` in the current transaction, or in a new one when `ex` is the database. */
-async function inTransaction<T>(ex: Executor, fn: (tx: Executor) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(ex: Executor, fn: (tx: Executor) => Promise<T>): Promise<T> {
   if (ex instanceof PgTransaction) return fn(ex);
   return ex.transaction((tx) => fn(tx));
 }

@@ -15,6 +15,7 @@
  */
 import { PgTransaction } from "drizzle-orm/pg-core";
 import * as channels from "./channels.ts";
+import { deliverBroadcast } from "./channel-delivery.ts";
 import type { Database, Executor } from "./database.ts";
 import * as history from "./history.ts";
 import * as instances from "./instances.ts";
@@ -27,6 +28,7 @@ import type {
   ChannelMode,
   CompensationRecord,
   ConcludeResult,
+  DeliveredWait,
   Fence,
   HistoryEvent,
   InstancePage,
@@ -40,6 +42,7 @@ import type {
   NewInstance,
   NewOutboxEvent,
   OutboxRecord,
+  Payload,
   StepConclusion,
   Storage,
   SubscriptionRecord,
@@ -185,6 +188,9 @@ export class PgStorage implements Storage {
   }
   clearWaiting(instanceId: string, channel: string): Promise<void> {
     return channels.clearWaiting(this.executor, instanceId, channel);
+  }
+  deliverBroadcast(channel: string, limit: number, record: (msg: ChannelMessageRecord) => { eventType: string; data: Payload }): Promise<DeliveredWait[]> {
+    return deliverBroadcast(this.executor, channel, limit, record);
   }
   findWaitingSubscribersWithMessages(limit: number, channel?: string): Promise<WaitingSubscriber[]> {
     return channels.findWaitingSubscribersWithMessages(this.executor, limit, channel);

@@ -204,6 +204,13 @@ export interface WaitingSubscriber {
   activityId: string;
 }
 
+/** A wait that a batched delivery satisfied: the message `seq` was recorded at `activityId`. */
+export interface DeliveredWait {
+  instanceId: string;
+  activityId: string;
+  seq: number;
+}
+
 export type OutboxStatus = "pending" | "processing" | "published" | "failed" | "invalid" | "expired";
 
 export interface NewOutboxEvent {
@@ -336,6 +343,15 @@ export interface Storage {
    * the instance becomes `running` in the same statement (a delivery makes it runnable).
    */
   clearWaiting(instanceId: string, channel: string): Promise<void>;
+  /**
+   * Batched delivery, one transaction under the channel lock: up to `limit`
+   * broadcast subscribers of `channel` waiting in a receive each get their
+   * next broadcast message (cursor advanced, history event from `record` at
+   * the wait's activity id, wait cleared, instance runnable). Subscribers
+   * whose rows are locked by someone else (SKIP LOCKED) or that have an
+   * unclaimed point-to-point message are left for the per-subscriber path.
+   */
+  deliverBroadcast(channel: string, limit: number, record: (msg: ChannelMessageRecord) => { eventType: string; data: Payload }): Promise<DeliveredWait[]>;
   /** Subscribers currently waiting on a channel that have a message available. */
   findWaitingSubscribersWithMessages(limit: number, channel?: string): Promise<WaitingSubscriber[]>;
   /** Waits whose timeout passed (bounded, SKIP LOCKED): record `MessageTimeout`, clear the wait, make runnable. */

@@ -4,6 +4,7 @@ import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { ChannelModeConflictError } from "../../../src/core/errors.ts";
 import type { InstanceRecord, Storage } from "../../../src/storage/types.ts";
+import { channelDeliveryCases } from "./channel-delivery.ts";
 import { ALL_BYTES, binary, count, json, newInstance, rows, sleep, uid, UNICODE_JSON, type ContractContext } from "./helpers.ts";
 
 async function waitingOn(storage: Storage, channel: string, mode: "broadcast" | "competing" | "direct", timeoutAt: Date | null = null): Promise<InstanceRecord> {
@@ -224,6 +225,8 @@ export function channelCases(ctx: ContractContext): void {
       expect(await ctx.storage.takeNextMessage(b.instanceId, channel)).toBeNull();
     });
   });
+
+  channelDeliveryCases(ctx);
 
   describe("groups", () => {
     it("joins idempotently, lists members in join order, leaves", async () => {
