@@ -32,6 +32,12 @@ export class WarmRuns {
 
   put(instanceId: string, run: WarmRun): void {
     this.runs.delete(instanceId);
+    // Entries are in insertion order: drop the expired ones at the front (follow-ups that never came).
+    const now = Date.now();
+    for (const [id, w] of this.runs) {
+      if (w.expiresAt > now) break;
+      this.runs.delete(id);
+    }
     if (this.runs.size >= this.max) {
       const oldest = this.runs.keys().next();
       if (!oldest.done) this.runs.delete(oldest.value);
