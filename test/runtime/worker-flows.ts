@@ -13,7 +13,8 @@ import { api, startWrangler, waitForStatus, type Server } from "./processes.ts";
 
 export interface WorkerFlowsOptions {
   prefix: string;
-  vars?: Record<string, string>;
+  /** Worker vars; a function is read when the worker starts (after earlier beforeAll hooks). */
+  vars?: Record<string, string> | (() => Record<string, string>);
   publicUrl?: boolean;
   /** Also run the slower flows (outbox retry by the cron, auth). */
   full?: boolean;
@@ -30,7 +31,7 @@ export function workerFlows(opts: WorkerFlowsOptions) {
     await migrate(db.db);
     broker = await startTestBroker();
     worker = await startWrangler(
-      { DATABASE_URL: url, EDDA_SECRET: "workerd-secret", EDDA_BROKER_URL: broker.url, EDDA_MAX_WAKE_SECONDS: "0", ...opts.vars },
+      { DATABASE_URL: url, EDDA_SECRET: "workerd-secret", EDDA_BROKER_URL: broker.url, EDDA_MAX_WAKE_SECONDS: "0", ...(typeof opts.vars === "function" ? opts.vars() : opts.vars) },
       { publicUrl: opts.publicUrl ?? false },
     );
   }, 90_000);

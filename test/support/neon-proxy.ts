@@ -8,6 +8,8 @@ import WebSocket, { WebSocketServer } from "ws";
 
 export interface NeonWsProxy {
   port: number;
+  /** Postgres connections forwarded so far. */
+  readonly connections: number;
   stop(): Promise<void>;
 }
 
@@ -21,6 +23,7 @@ export async function startNeonWsProxy(allowedHosts: string[] = LOCAL_HOSTS): Pr
     wss.once("error", reject);
   });
   const sockets = new Set<Socket>();
+  let connections = 0;
 
   wss.on("connection", (ws, req) => {
     const address = new URL(req.url ?? "/", "http://proxy").searchParams.get("address") ?? "";
@@ -32,6 +35,7 @@ export async function startNeonWsProxy(allowedHosts: string[] = LOCAL_HOSTS): Pr
       return;
     }
     const socket = connect({ host: host.replace(/^\[(.*)\]$/, "$1"), port });
+    connections++;
     sockets.add(socket);
     socket.setNoDelay(true);
     // Writes before 'connect' are buffered by net.Socket, so no queue is needed.
@@ -53,6 +57,9 @@ export async function startNeonWsProxy(allowedHosts: string[] = LOCAL_HOSTS): Pr
   if (addr === null || typeof addr !== "object") throw new Error("neon proxy: no address");
   return {
     port: addr.port,
+    get connections() {
+      return connections;
+    },
     stop: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
