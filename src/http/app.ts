@@ -19,6 +19,8 @@ export interface AppOptions {
   engine: (c: Context) => Engine | Promise<Engine>;
   secret: () => string | undefined;
   apiTokens: () => string[] | undefined;
+  /** Extra tokens accepted by CloudEvents ingestion only. */
+  eventsTokens?: () => string[] | undefined;
   /** Default 1 MiB. */
   maxBodyBytes?: number;
   scope?: (c: Context) => DispatchScope | undefined;
@@ -98,7 +100,8 @@ export function createApp(opts: AppOptions): Hono {
 
   // Public API.
   const api = new Hono();
-  api.use("*", bearerAuth(opts.apiTokens));
+  const isIngestion = (c: Context) => c.req.method === "POST" && ["/", "/events"].includes(new URL(c.req.url).pathname);
+  api.use("*", bearerAuth(opts.apiTokens, (c) => (isIngestion(c) ? opts.eventsTokens?.() : undefined)));
 
   api.post("/workflows/:name/instances", async (c) => {
     const e = await engine(c);

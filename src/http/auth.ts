@@ -3,7 +3,7 @@
  * HMAC signature with EDDA_SECRET; when an API token is configured, every other
  * route except /healthz requires `Authorization: Bearer <token>`.
  */
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, verify } from "../core/signature.ts";
 import { problem } from "./problem.ts";
 
@@ -13,9 +13,10 @@ function constantTimeEqual(a: string, b: string): boolean {
   return diff === 0;
 }
 
-export function bearerAuth(tokens: () => string[] | undefined): MiddlewareHandler {
+/** `extra(c)`: more tokens accepted on this request (CloudEvents ingestion's own token). */
+export function bearerAuth(tokens: () => string[] | undefined, extra?: (c: Context) => string[] | undefined): MiddlewareHandler {
   return async (c, next) => {
-    const allowed = tokens();
+    const allowed = [...(tokens() ?? []), ...(extra?.(c) ?? [])];
     if (!allowed?.length) return next();
     const header = c.req.header("authorization") ?? "";
     const m = /^Bearer\s+(.+)$/i.exec(header);

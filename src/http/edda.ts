@@ -37,6 +37,8 @@ export interface EddaOptions {
   secret?: string;
   /** Bearer token(s) for the public API (EDDA_API_TOKEN). */
   apiToken?: string | string[];
+  /** Bearer token(s) CloudEvents ingestion accepts besides the API token (EDDA_EVENTS_TOKEN). */
+  eventsToken?: string | string[];
   serviceName?: string;
   /** Where outbox events are POSTed as CloudEvents (EDDA_BROKER_URL); unset → rows stay pending. */
   brokerUrl?: string;
@@ -81,6 +83,7 @@ function makeDispatcher(opt: DispatcherOption | undefined, secret: string | unde
 export function createEdda(opts: EddaOptions): Edda {
   const dispatcher = makeDispatcher(opts.dispatcher, opts.secret);
   const tokens = opts.apiToken === undefined ? undefined : Array.isArray(opts.apiToken) ? opts.apiToken : [opts.apiToken];
+  const eventTokens = opts.eventsToken === undefined ? undefined : Array.isArray(opts.eventsToken) ? opts.eventsToken : [opts.eventsToken];
   const outbox: OutboxOptions = { ...opts.outbox, ...(opts.brokerUrl ? { brokerUrl: opts.brokerUrl } : {}) };
   const engineFor = (database: Database) => {
     const engine = new Engine({
@@ -128,6 +131,7 @@ export function createEdda(opts: EddaOptions): Edda {
     engine: async (c: Context) => (perRequest ? (await requestEngine(c.req.raw)).engine : sharedEngine()),
     secret: () => opts.secret,
     apiTokens: () => tokens,
+    eventsTokens: () => eventTokens,
     ...(opts.maxBodyBytes ? { maxBodyBytes: opts.maxBodyBytes } : {}),
     scope: (c: Context) => scopeOf(c),
     ...(opts.routes ? { extend: opts.routes } : {}),

@@ -65,6 +65,7 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
       database: () => openServerlessDatabase(config, { ...(env.HYPERDRIVE ? { connectionString: env.HYPERDRIVE.connectionString } : {}), max: 5 }),
       secret: config.secret,
       ...(config.apiToken ? { apiToken: config.apiToken } : {}),
+      ...(config.eventsToken ? { eventsToken: config.eventsToken } : {}),
       ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
       dispatcher,
     });

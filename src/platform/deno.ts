@@ -59,6 +59,7 @@ export function serveDeno(opts: DenoServeOptions): DenoServer {
     database,
     secret: config.secret,
     ...(config.apiToken ? { apiToken: config.apiToken } : {}),
+    ...(config.eventsToken ? { eventsToken: config.eventsToken } : {}),
     ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
     dispatcher: new HttpDispatcher({
       baseUrl: config.publicUrl ?? url,

@@ -9,6 +9,7 @@ export interface EddaEnv {
   NEON_WS_PROXY?: string;
   EDDA_SECRET?: string;
   EDDA_API_TOKEN?: string;
+  EDDA_EVENTS_TOKEN?: string;
   EDDA_BROKER_URL?: string;
   EDDA_SERVICE_NAME?: string;
   EDDA_PUBLIC_URL?: string;
@@ -23,6 +24,8 @@ export interface EddaConfig {
   neonWsProxy: string | undefined;
   secret: string | undefined;
   apiToken: string | undefined;
+  /** A separate bearer token accepted by CloudEvents ingestion (`POST /`, `/events`). */
+  eventsToken: string | undefined;
   brokerUrl: string | undefined;
   serviceName: string;
   publicUrl: string | undefined;
@@ -53,6 +56,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     neonWsProxy: str(env.NEON_WS_PROXY),
     secret: str(env.EDDA_SECRET),
     apiToken: str(env.EDDA_API_TOKEN),
+    eventsToken: str(env.EDDA_EVENTS_TOKEN),
     brokerUrl: str(env.EDDA_BROKER_URL),
     serviceName: str(env.EDDA_SERVICE_NAME) ?? "edda-edge",
     publicUrl: str(env.EDDA_PUBLIC_URL),

@@ -57,6 +57,7 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     database,
     ...(config.secret || opts.secret ? { secret: opts.secret ?? config.secret } : {}),
     ...(config.apiToken || opts.apiToken ? { apiToken: opts.apiToken ?? config.apiToken! } : {}),
+    ...(config.eventsToken || opts.eventsToken ? { eventsToken: opts.eventsToken ?? config.eventsToken! } : {}),
     serviceName: opts.serviceName ?? config.serviceName,
     dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl } } : "local"),
   });

@@ -144,3 +144,27 @@ describe("internal routes", () => {
     expect(await r.json()).toEqual({ status: "ok", database: "ok" });
   });
 });
+
+describe("CloudEvents ingestion token", () => {
+  it("ingestion accepts its own token (and the API token); other routes do not accept it", async () => {
+    const app = makeTestApp(await openTestDatabase("pglite", "events_token"), { workflows: [pipeline], apiToken: TOKEN, eventsToken: "events-only" });
+    const event = (id: string, token?: string) =>
+      app.edda.app.request("/events", {
+        method: "POST",
+        headers: { "content-type": "application/cloudevents+json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify({ specversion: "1.0", type: "t.token", source: "/test", id, data: 1 }),
+      });
+    expect((await event("e1", "events-only")).status).toBe(202);
+    expect((await event("e2", TOKEN)).status).toBe(202);
+    expect((await event("e3")).status).toBe(401);
+    expect((await event("e4", "wrong")).status).toBe(401);
+    const start = await app.edda.app.request("/workflows/pipeline/instances", {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer events-only" },
+      body: JSON.stringify({ input: { steps: 0 } }),
+    });
+    expect(start.status).toBe(401);
+    await app.edda.close();
+    await app.database.close();
+  });
+});
