@@ -60,8 +60,8 @@ export async function prepareMessageWait(tx: TxStorage, instanceId: string, w: M
   }
   const msg = await tx.takeNextMessage(instanceId, w.channel);
   if (msg) return { kind: "received", event: messageReceivedEvent(w.activityId, msg) };
-  const timeoutAt = w.timeoutSeconds !== undefined ? new Date(Date.now() + w.timeoutSeconds * 1000) : null;
-  await tx.setWaiting(instanceId, w.channel, w.activityId, timeoutAt);
+  // Seconds from the database's clock, like leases and timers.
+  await tx.setWaiting(instanceId, w.channel, w.activityId, w.timeoutSeconds ?? null);
   return { kind: "waiting", timeoutSeconds: w.timeoutSeconds ?? null };
 }
 

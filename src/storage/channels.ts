@@ -31,7 +31,7 @@ import { PgTransaction } from "drizzle-orm/pg-core";
 import { ChannelModeConflictError, EddaError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowGroupMemberships } from "./schema.ts";
-import { DB_NOW, isoUtc, payloadParams, toChannelMessage, toSubscription, tsParam, type Row } from "./rows.ts";
+import { DB_NOW, dbNowPlus, isoUtc, payloadParams, toChannelMessage, toSubscription, tsParam, type Row } from "./rows.ts";
 import type { ChannelMessageRecord, ChannelMode, NewChannelMessage, SubscriptionRecord, WaitingSubscriber } from "./types.ts";
 
 const MODES: readonly ChannelMode[] = ["broadcast", "competing", "direct"];
@@ -204,10 +204,12 @@ export async function takeNextMessage(ex: Executor, instanceId: string, channel:
   return rows[0] ? toChannelMessage(rows[0]) : null;
 }
 
-export async function setWaiting(ex: Executor, instanceId: string, channel: string, activityId: string, timeoutAt: Date | null): Promise<void> {
+/** `timeout`: an absolute time, or seconds from the database's clock. */
+export async function setWaiting(ex: Executor, instanceId: string, channel: string, activityId: string, timeout: Date | number | null): Promise<void> {
+  const timeoutSql = timeout === null ? sql`NULL` : typeof timeout === "number" ? dbNowPlus(timeout) : tsParam(timeout);
   const rows = await queryRows(
     ex,
-    sql`UPDATE channel_subscriptions SET activity_id = ${activityId}, timeout_at = ${timeoutAt ? tsParam(timeoutAt) : sql`NULL`}
+    sql`UPDATE channel_subscriptions SET activity_id = ${activityId}, timeout_at = ${timeoutSql}
         WHERE instance_id = ${instanceId} AND channel = ${channel} RETURNING 1 AS ok`,
   );
   if (rows.length === 0) throw new EddaError(`instance ${instanceId} is not subscribed to channel "${channel}"`);

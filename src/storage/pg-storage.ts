@@ -180,8 +180,8 @@ export class PgStorage implements Storage {
   takeNextMessage(instanceId: string, channel: string): Promise<ChannelMessageRecord | null> {
     return channels.takeNextMessage(this.executor, instanceId, channel);
   }
-  setWaiting(instanceId: string, channel: string, activityId: string, timeoutAt: Date | null): Promise<void> {
-    return channels.setWaiting(this.executor, instanceId, channel, activityId, timeoutAt);
+  setWaiting(instanceId: string, channel: string, activityId: string, timeout: Date | number | null): Promise<void> {
+    return channels.setWaiting(this.executor, instanceId, channel, activityId, timeout);
   }
   lockWaitingSubscription(instanceId: string, channel: string, activityId: string): Promise<boolean> {
     return channels.lockWaitingSubscription(this.executor, instanceId, channel, activityId);

@@ -331,8 +331,8 @@ export interface Storage {
    * LOCKED); direct / point-to-point messages only for their target.
    */
   takeNextMessage(instanceId: string, channel: string): Promise<ChannelMessageRecord | null>;
-  /** Mark the subscription as waiting (activity id + optional timeout). */
-  setWaiting(instanceId: string, channel: string, activityId: string, timeoutAt: Date | null): Promise<void>;
+  /** Mark the subscription as waiting (activity id + optional timeout: a time, or seconds from the database's now). */
+  setWaiting(instanceId: string, channel: string, activityId: string, timeout: Date | number | null): Promise<void>;
   /**
    * In a transaction: lock the subscription row if it still waits on
    * `activityId` (FOR UPDATE), so a delivery and a timeout never both win.

@@ -7,7 +7,7 @@ import type { InstanceRecord, Storage } from "../../../src/storage/types.ts";
 import { channelDeliveryCases } from "./channel-delivery.ts";
 import { ALL_BYTES, binary, count, json, newInstance, rows, sleep, uid, UNICODE_JSON, type ContractContext } from "./helpers.ts";
 
-async function waitingOn(storage: Storage, channel: string, mode: "broadcast" | "competing" | "direct", timeoutAt: Date | null = null): Promise<InstanceRecord> {
+async function waitingOn(storage: Storage, channel: string, mode: "broadcast" | "competing" | "direct", timeoutAt: Date | number | null = null): Promise<InstanceRecord> {
   const inst = await newInstance(storage);
   await storage.subscribe(inst.instanceId, channel, mode);
   const lease = (await storage.acquireLease(inst.instanceId, "w", 30))!;
@@ -188,7 +188,13 @@ export function channelCases(ctx: ContractContext): void {
       const channel = uid("slow");
       const expired = await waitingOn(ctx.storage, channel, "competing", new Date(Date.now() - 1000));
       const pending = await waitingOn(ctx.storage, channel, "competing", new Date(Date.now() + 3600_000));
+      // a timeout given in seconds counts from the database's clock
+      const bySeconds = await waitingOn(ctx.storage, channel, "competing", 0.2);
+      const notYet = await waitingOn(ctx.storage, channel, "competing", 3600);
+      await sleep(300);
       const ids = await ctx.storage.expireMessageWaits(1000);
+      expect(ids).toContain(bySeconds.instanceId);
+      expect(ids).not.toContain(notYet.instanceId);
       expect(ids).toContain(expired.instanceId);
       expect(ids).not.toContain(pending.instanceId);
       const [event] = await ctx.storage.loadHistory(expired.instanceId);
