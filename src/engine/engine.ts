@@ -14,6 +14,7 @@ import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispa
 import type { EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
 import { wakeChannel } from "./channels.ts";
+import { relayOutbox, type OutboxOptions } from "./outbox.ts";
 import { WarmRuns } from "./warm-runs.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 
@@ -31,6 +32,8 @@ export interface EngineOptions {
   hooks?: EngineHooks;
   /** Error classes restored by name when a recorded error is replayed. */
   errorClasses?: ErrorClass[];
+  /** Outbox relay settings; without a broker URL rows stay pending. */
+  outbox?: OutboxOptions;
 }
 
 export interface StartOptions {
@@ -62,6 +65,8 @@ export class Engine implements StepRunner {
   readonly retryPolicy: RetryPolicy | undefined;
   readonly hooks: EngineHooks;
   readonly errorClasses: Record<string, ErrorClass>;
+  /** Relay settings when a broker is configured, else null. */
+  readonly outbox: OutboxOptions | null;
   private readonly hashes = new Map<string, Promise<string>>();
   /** Runs kept in memory across in-process hand-offs (see warm-runs.ts). */
   readonly warmRuns = new WarmRuns();
@@ -79,6 +84,7 @@ export class Engine implements StepRunner {
     this.handoffLeaseSeconds = opts.handoffLeaseSeconds ?? 30;
     this.retryPolicy = opts.retryPolicy;
     this.hooks = opts.hooks ?? {};
+    this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
     this.errorClasses = Object.fromEntries((opts.errorClasses ?? []).map((C) => [new C("").name, C]));
     this.dispatcher.attach(this);
   }
@@ -215,13 +221,9 @@ export class Engine implements StepRunner {
 
   /** Post-commit: outbox rows were committed; relay them now rather than at the next sweep. */
   notifyOutbox(eventIds: string[], scope?: DispatchScope): void {
-    if (!this.outboxRelay || eventIds.length === 0) return;
-    const p = this.outboxRelay(eventIds, scope).catch((err: unknown) => console.error("edda: outbox relay failed (the sweeper will retry)", err));
-    scope?.waitUntil?.(p);
+    // relayOutbox never rejects and hands its work to scope.waitUntil itself.
+    if (this.outbox && eventIds.length > 0) void relayOutbox(this, { eventIds, ...(scope ? { scope } : {}) });
   }
-
-  /** Installed by the outbox module when a broker is configured. */
-  outboxRelay: ((eventIds: string[], scope?: DispatchScope) => Promise<unknown>) | null = null;
 
   sweep(opts?: SweepOptions, scope?: DispatchScope): Promise<SweepReport> {
     return sweep(this, opts, scope);

@@ -9,6 +9,7 @@
 import { ACTIVITY_INTERNALS, type ActivityContext } from "../core/context.ts";
 import { toJson, toPayload } from "../core/serialization.ts";
 import type { ActivityInternals } from "./execute.ts";
+import { postEvent, structuredMessage } from "./outbox.ts";
 
 export interface OutgoingEvent {
   type: string;
@@ -29,40 +30,22 @@ function check(e: OutgoingEvent) {
   for (const k of Object.keys(e.extensions ?? {})) if (!EXT_NAME.test(k)) throw new TypeError(`invalid CloudEvent extension name "${k}"`);
 }
 
-/** The structured-mode JSON body of an event. */
-export function structuredBody(e: OutgoingEvent & { id: string; time?: string }): string {
-  const body: Record<string, unknown> = {
-    specversion: "1.0",
-    id: e.id,
-    type: e.type,
-    source: e.source,
-    time: e.time ?? new Date().toISOString(),
-    ...(e.subject ? { subject: e.subject } : {}),
-    ...e.extensions,
-  };
-  if (e.data instanceof Uint8Array) {
-    let s = "";
-    for (const b of e.data) s += String.fromCharCode(b);
-    body.data_base64 = btoa(s);
-    body.datacontenttype = e.datacontenttype ?? "application/octet-stream";
-  } else if (e.data !== undefined) {
-    body.data = e.data;
-    body.datacontenttype = e.datacontenttype ?? "application/json";
-  }
-  return JSON.stringify(body);
-}
-
-/** POST an event to a broker now. Throws on a non-2xx answer. */
-export async function sendEvent(event: OutgoingEvent, opts: { brokerUrl: string; fetch?: typeof fetch }): Promise<string> {
+/** POST an event to a broker now, structured mode. Throws when the broker does not accept it. */
+export async function sendEvent(event: OutgoingEvent, opts: { brokerUrl: string; fetch?: typeof fetch; timeoutMs?: number }): Promise<string> {
   check(event);
   const id = event.id ?? crypto.randomUUID();
-  const res = await (opts.fetch ?? fetch)(opts.brokerUrl, {
-    method: "POST",
-    headers: { "content-type": "application/cloudevents+json; charset=utf-8" },
-    body: structuredBody({ ...event, id }),
+  const binary = event.data instanceof Uint8Array;
+  const message = structuredMessage({
+    id,
+    type: event.type,
+    source: event.source,
+    time: new Date().toISOString(),
+    datacontenttype: event.datacontenttype ?? (binary ? "application/octet-stream" : "application/json"),
+    data: event.data ?? null,
+    extensions: { ...event.extensions, ...(event.subject ? { subject: event.subject } : {}) },
   });
-  await res.arrayBuffer().catch(() => undefined);
-  if (!res.ok) throw new Error(`broker answered HTTP ${res.status} for event ${id}`);
+  const outcome = await postEvent(opts.brokerUrl, message, opts);
+  if (!outcome.ok) throw new Error(`event ${id} not accepted: ${outcome.error}`);
   return id;
 }
 

@@ -60,20 +60,6 @@ export interface RelayReport {
 
 const SEND_CONCURRENCY = 6;
 
-/** The relay settings of each engine (set by `installOutboxRelay`). */
-const relayConfigs = new WeakMap<Engine, OutboxOptions>();
-
-/**
- * Configure the relay for an engine: sweeps relay through it, and the
- * engine's post-commit hook (`engine.outboxRelay`) sends a step's rows at once.
- * Without a broker URL nothing is installed and rows wait, pending.
- */
-export function installOutboxRelay(engine: Engine, options: OutboxOptions): void {
-  if (!options.brokerUrl) return;
-  relayConfigs.set(engine, options);
-  engine.outboxRelay = (eventIds, scope) => relayOutbox(engine, { eventIds, ...(scope ? { scope } : {}) });
-}
-
 export function emptyRelayReport(): RelayReport {
   return { published: 0, invalid: 0, failed: 0, expired: 0 };
 }
@@ -97,7 +83,7 @@ export function relayOutbox(engine: Engine, opts: RelayOptions = {}): Promise<Re
 }
 
 async function relay(engine: Engine, opts: RelayOptions, report: RelayReport): Promise<void> {
-  const cfg = relayConfigs.get(engine);
+  const cfg = engine.outbox;
   if (!cfg?.brokerUrl) return;
   const { storage } = engine;
   const started = Date.now();
@@ -116,14 +102,14 @@ async function relay(engine: Engine, opts: RelayOptions, report: RelayReport): P
 
 async function deliver(engine: Engine, cfg: OutboxOptions, row: OutboxRecord, report: RelayReport): Promise<void> {
   const { storage } = engine;
-  let message: { headers: Record<string, string>; body: string };
+  let message: StructuredMessage;
   try {
     message = toStructuredMessage(row);
   } catch (err) {
     report.invalid++;
     return storage.markOutboxInvalid(row.eventId, `not a valid CloudEvent: ${errorText(err)}`);
   }
-  const outcome = await post(cfg, message);
+  const outcome = await postEvent(cfg.brokerUrl!, message, { ...(cfg.fetch ? { fetch: cfg.fetch } : {}), ...(cfg.timeoutMs ? { timeoutMs: cfg.timeoutMs } : {}) });
   if (outcome.ok) {
     report.published++;
     return storage.markOutboxPublished(row.eventId);
@@ -138,33 +124,53 @@ async function deliver(engine: Engine, cfg: OutboxOptions, row: OutboxRecord, re
   return storage.markOutboxFailed(row.eventId, outcome.error, backoff);
 }
 
+export interface StructuredMessage {
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface EventAttributes {
+  id: string;
+  type: string;
+  source: string;
+  time: string;
+  datacontenttype: string;
+  data: unknown;
+  /** Extension attributes and optional ones such as `subject`. */
+  extensions?: Record<string, unknown>;
+}
+
+/** A structured-mode CloudEvents HTTP message, through the SDK (validated; binary data as `data_base64`). */
+export function structuredMessage(a: EventAttributes): StructuredMessage {
+  const { extensions, ...attrs } = a;
+  const msg = HTTP.structured(new CloudEvent({ ...extensions, ...attrs }));
+  return { headers: msg.headers as Record<string, string>, body: String(msg.body) };
+}
+
 /** The row as a structured-mode CloudEvents HTTP message. Throws when it is not a valid CloudEvent. */
-export function toStructuredMessage(row: OutboxRecord): { headers: Record<string, string>; body: string } {
-  const extensions = row.extensions ? (JSON.parse(row.extensions) as Record<string, unknown>) : {};
-  const data = row.data.type === "binary" ? row.data.bytes : (JSON.parse(row.data.json) as unknown);
-  const event = new CloudEvent({
-    ...extensions,
+export function toStructuredMessage(row: OutboxRecord): StructuredMessage {
+  return structuredMessage({
     id: row.eventId,
     type: row.eventType,
     source: row.eventSource,
     time: row.createdAt.toISOString(),
     datacontenttype: row.data.type === "binary" && row.contentType === "application/json" ? "application/octet-stream" : row.contentType,
-    data,
+    data: row.data.type === "binary" ? row.data.bytes : (JSON.parse(row.data.json) as unknown),
+    ...(row.extensions ? { extensions: JSON.parse(row.extensions) as Record<string, unknown> } : {}),
   });
-  const msg = HTTP.structured(event);
-  return { headers: msg.headers as Record<string, string>, body: String(msg.body) };
 }
 
-type PostOutcome = { ok: true } | { ok: false; permanent: boolean; error: string };
+export type PostOutcome = { ok: true } | { ok: false; permanent: boolean; error: string };
 
-async function post(cfg: OutboxOptions, message: { headers: Record<string, string>; body: string }): Promise<PostOutcome> {
-  const fetchFn = cfg.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
+/** POST one message to a broker; 5xx, 408, 429 and network errors are retryable, other 4xx permanent. */
+export async function postEvent(brokerUrl: string, message: StructuredMessage, opts: { fetch?: typeof fetch; timeoutMs?: number } = {}): Promise<PostOutcome> {
+  const fetchFn = opts.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
   try {
-    const res = await fetchFn(cfg.brokerUrl!, {
+    const res = await fetchFn(brokerUrl, {
       method: "POST",
       headers: message.headers,
       body: message.body,
-      signal: AbortSignal.timeout(cfg.timeoutMs ?? 10_000),
+      signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000),
     });
     const text = await res.text().catch(() => "");
     if (res.ok) return { ok: true };

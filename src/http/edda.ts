@@ -15,7 +15,7 @@ import type { ErrorClass } from "../core/serialization.ts";
 import { Engine, type StartOptions } from "../engine/engine.ts";
 import { LocalDispatcher, type Dispatcher, type DispatchScope } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
-import { installOutboxRelay, type OutboxOptions } from "../engine/outbox.ts";
+import type { OutboxOptions } from "../engine/outbox.ts";
 import type { EngineHooks } from "../engine/hooks.ts";
 import type { SweepOptions } from "../engine/sweeper.ts";
 import type { Database } from "../storage/database.ts";
@@ -85,8 +85,8 @@ export function createEdda(opts: EddaOptions): Edda {
   const tokens = opts.apiToken === undefined ? undefined : Array.isArray(opts.apiToken) ? opts.apiToken : [opts.apiToken];
   const eventTokens = opts.eventsToken === undefined ? undefined : Array.isArray(opts.eventsToken) ? opts.eventsToken : [opts.eventsToken];
   const outbox: OutboxOptions = { ...opts.outbox, ...(opts.brokerUrl ? { brokerUrl: opts.brokerUrl } : {}) };
-  const engineFor = (database: Database) => {
-    const engine = new Engine({
+  const engineFor = (database: Database) =>
+    new Engine({
       storage: createStorage(database),
       workflows: opts.workflows,
       dispatcher,
@@ -96,10 +96,8 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.retryPolicy ? { retryPolicy: opts.retryPolicy } : {}),
       ...(opts.hooks ? { hooks: opts.hooks } : {}),
       ...(opts.errorClasses ? { errorClasses: opts.errorClasses } : {}),
+      outbox,
     });
-    installOutboxRelay(engine, outbox);
-    return engine;
-  };
 
   const perRequest = typeof opts.database === "function";
   let shared: Promise<{ database: Database; engine: Engine }> | null = null;

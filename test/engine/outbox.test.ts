@@ -9,6 +9,7 @@ import { createEdda } from "../../src/http/edda.ts";
 import { LocalDispatcher } from "../../src/engine/dispatcher.ts";
 import type { Engine } from "../../src/engine/engine.ts";
 import { relayOutbox, type OutboxOptions } from "../../src/engine/outbox.ts";
+import { sendEvent } from "../../src/engine/events.ts";
 import { toPayload } from "../../src/core/serialization.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
@@ -152,13 +153,17 @@ describe("relay", () => {
     const engine = await engineWith({ brokerUrl: broker.url });
     const mine = await addEvent(engine, "ok.mine");
     const other = await addEvent(engine, "ok.other");
-    expect(engine.outboxRelay).toBeTypeOf("function");
-    await engine.outboxRelay!([mine]);
+    const relayed: Promise<unknown>[] = [];
+    engine.notifyOutbox([mine], { waitUntil: (p) => void relayed.push(p) });
+    expect(relayed).toHaveLength(1);
+    await Promise.all(relayed);
     expect((await row(engine, mine)).status).toBe("published");
     expect((await row(engine, other)).status).toBe("pending");
 
     const unconfigured = await engineWith({});
-    expect(unconfigured.outboxRelay).toBeNull();
+    const none: Promise<unknown>[] = [];
+    unconfigured.notifyOutbox([other], { waitUntil: (p) => void none.push(p) });
+    expect(none).toHaveLength(0);
     expect(await relayOutbox(unconfigured)).toEqual({ published: 0, invalid: 0, failed: 0, expired: 0 });
     expect((await row(engine, other)).status).toBe("pending");
   });
@@ -175,4 +180,17 @@ it("two relays racing on separate connections send each of 200 rows exactly once
   for (const id of ids) expect(broker.deliveries(id)).toHaveLength(1);
   const [left] = await queryRows<{ n: number }>(a.storage.executor, sql`SELECT count(*)::int AS n FROM outbox_events WHERE event_type = 'ok.race' AND status <> 'published'`);
   expect(Number(left!.n)).toBe(0);
+});
+
+describe("sendEvent", () => {
+  it("posts one structured-mode CloudEvent now (JSON and binary); a rejecting broker throws", async () => {
+    const id = await sendEvent({ type: "ok.direct", source: "/test/send", data: { a: 1 }, subject: "s-1", extensions: { tenant: "acme" } }, { brokerUrl: broker.url });
+    const [req] = broker.deliveries(id);
+    expect(req!.headers["content-type"]).toMatch(/^application\/cloudevents\+json/);
+    expect(req!.body).toMatchObject({ specversion: "1.0", id, type: "ok.direct", source: "/test/send", subject: "s-1", tenant: "acme", datacontenttype: "application/json", data: { a: 1 } });
+    const bin = await sendEvent({ type: "ok.bytes", source: "/test/send", data: new Uint8Array([0, 255, 7]) }, { brokerUrl: broker.url });
+    expect(broker.deliveries(bin)[0]!.body).toMatchObject({ datacontenttype: "application/octet-stream", data_base64: Buffer.from([0, 255, 7]).toString("base64") });
+    await expect(sendEvent({ type: "bad.rejected", source: "/test/send", data: 1 }, { brokerUrl: broker.url })).rejects.toThrow(/HTTP 400/);
+    await expect(sendEvent({ type: "ok.x", source: "/s", extensions: { "Bad-Name": 1 } }, { brokerUrl: broker.url })).rejects.toThrow(/extension name/);
+  });
 });
