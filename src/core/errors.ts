@@ -54,11 +54,6 @@ export class ChannelModeConflictError extends EddaError {
   override name = "ChannelModeConflictError";
 }
 
-/** The workflow was cancelled (seen by compensations and hooks). */
-export class WorkflowCancelledError extends EddaError {
-  override name = "WorkflowCancelledError";
-}
-
 /** Input failed validation (zod) — maps to HTTP 422. */
 export class ValidationError extends EddaError {
   override name = "ValidationError";
@@ -68,6 +63,14 @@ export class ValidationError extends EddaError {
   ) {
     super(message);
   }
+}
+
+/**
+ * A malformed argument that is not a request body (e.g. a list cursor): a
+ * ValidationError that maps to HTTP 400 like the other query parameters.
+ */
+export class InvalidArgumentError extends ValidationError {
+  override name = "InvalidArgumentError";
 }
 
 /** Unknown workflow, instance… — maps to HTTP 404. */
@@ -95,7 +98,6 @@ export const BUILTIN_ERRORS: Record<string, new (message: string) => Error> = {
   MessageTimeoutError,
   EventTimeoutError,
   ChannelModeConflictError,
-  WorkflowCancelledError,
   NotFoundError,
   ConflictError,
   RetryExhaustedError: class extends RetryExhaustedError {

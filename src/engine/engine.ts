@@ -161,7 +161,7 @@ export class Engine implements StepRunner {
     let p = this.hashes.get(wf.workflowName);
     if (!p) {
       p = (async () => {
-        const hash = await sha256Hex(wf.source);
+        const hash = await sourceHash(wf);
         await this.storage.upsertWorkflowDefinition(wf.workflowName, hash, wf.source);
         return hash;
       })();
@@ -229,6 +229,14 @@ export class Engine implements StepRunner {
     return sweep(this, opts, scope);
   }
 
+}
+
+/** A workflow's source hash, computed once per process (engines may be built per request). */
+const sourceHashes = new WeakMap<Workflow, Promise<string>>();
+function sourceHash(wf: Workflow): Promise<string> {
+  let h = sourceHashes.get(wf);
+  if (!h) sourceHashes.set(wf, (h = sha256Hex(wf.source)));
+  return h;
 }
 
 export function toView(inst: InstanceRecord): InstanceView {

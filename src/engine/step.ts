@@ -11,7 +11,7 @@
  * commits nothing: the fenced conclusion matches no row and the transaction
  * rolls back, user writes included.
  */
-import type { WorkflowContext } from "../core/context.ts";
+import type { Transaction, WorkflowContext } from "../core/context.ts";
 import { REPLAY } from "../core/context.ts";
 import { LeaseLostError, NonDeterminismError } from "../core/errors.ts";
 import { findActivity } from "../core/registry.ts";
@@ -129,7 +129,7 @@ class Step {
         );
       case "failed":
       case "nondeterminism":
-        return this.fail(outcome.kind === "failed" ? outcome.error : outcome.error, compensations);
+        return this.fail(outcome.error, compensations);
       case "wait": {
         const w = outcome.wait;
         if (w.kind === "timer") {
@@ -282,7 +282,7 @@ class Step {
 
     try {
       return await storage.transaction(async (tx) => {
-        const txExecutor = tx.executor as unknown as import("../core/context.ts").Transaction;
+        const txExecutor = tx.executor as Transaction;
         if (inside.length === 1) {
           const p = inside[0]!;
           const outcome = await invoke(p, makeActivityContext(this.target, p, tx, txExecutor, this.notify, (cb) => tx.afterCommit(cb)));
@@ -293,7 +293,7 @@ class Step {
             let outcome: ActivityOutcome | null = null;
             try {
               await tx.transaction(async (sp) => {
-                const o = await invoke(p, makeActivityContext(this.target, p, sp, sp.executor as unknown as import("../core/context.ts").Transaction, this.notify, (cb) => sp.afterCommit(cb)));
+                const o = await invoke(p, makeActivityContext(this.target, p, sp, sp.executor as Transaction, this.notify, (cb) => sp.afterCommit(cb)));
                 outcome = o;
                 if (!o.ok) throw new ActivityRollback(o);
               });

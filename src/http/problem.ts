@@ -5,7 +5,7 @@
  */
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
+import { ConflictError, InvalidArgumentError, NotFoundError, ValidationError } from "../core/errors.ts";
 
 export class BadRequestError extends Error {
   override name = "BadRequestError";
@@ -25,6 +25,7 @@ export function problem(c: Context, status: number, error: string, errorType: st
 }
 
 export function onError(err: unknown, c: Context) {
+  if (err instanceof InvalidArgumentError) return problem(c, 400, err.message, "BadRequest", { issues: err.issues });
   if (err instanceof ValidationError) return problem(c, 422, err.message, "ValidationError", { issues: err.issues });
   if (err instanceof NotFoundError) return problem(c, 404, err.message, "NotFoundError");
   if (err instanceof ConflictError) return problem(c, 409, err.message, "ConflictError");

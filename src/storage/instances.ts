@@ -7,7 +7,7 @@
  * or repeat rows that share a millisecond).
  */
 import { sql, type SQL } from "drizzle-orm";
-import { ValidationError } from "../core/errors.ts";
+import { InvalidArgumentError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowDefinitions } from "./schema.ts";
 import { DB_NOW, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
@@ -71,7 +71,7 @@ function decodeCursor(cursor: string): [string, string] {
   } catch {
     // fall through
   }
-  throw new ValidationError("invalid instance list cursor", [{ path: ["cursor"], message: "invalid cursor" }]);
+  throw new InvalidArgumentError("invalid instance list cursor", [{ path: ["cursor"], message: "invalid cursor" }]);
 }
 
 export async function listInstances(ex: Executor, query: ListInstancesQuery): Promise<InstancePage> {
