@@ -48,6 +48,7 @@ export class LocalDispatcher implements Dispatcher {
   private running = 0;
   private closed = false;
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
+  private readonly wakeSlots = new Set<number>();
   private idleWaiters: (() => void)[] = [];
   private readonly concurrency: number;
   private readonly maxWakeSeconds: number;
@@ -69,10 +70,15 @@ export class LocalDispatcher implements Dispatcher {
 
   wakeIn(delaySeconds: number): void {
     if (this.closed || delaySeconds > this.maxWakeSeconds) return;
+    // One wake-up per 20 ms slot: a burst of sleeps due together needs one firing pass, not one each.
+    const slot = Math.ceil((Date.now() + Math.max(0, delaySeconds * 1000)) / 20) * 20;
+    if (this.wakeSlots.has(slot)) return;
+    this.wakeSlots.add(slot);
     const t = setTimeout(() => {
       this.timers.delete(t);
+      this.wakeSlots.delete(slot);
       if (!this.closed && this.runner) this.track(this.runner.fireDueTimers());
-    }, Math.max(0, delaySeconds * 1000) + 5);
+    }, slot - Date.now() + 5);
     (t as { unref?: () => void }).unref?.();
     this.timers.add(t);
   }
@@ -87,6 +93,7 @@ export class LocalDispatcher implements Dispatcher {
     this.closed = true;
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
+    this.wakeSlots.clear();
     this.queue.length = 0;
     await this.idle();
   }

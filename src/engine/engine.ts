@@ -208,9 +208,16 @@ export class Engine implements StepRunner {
 
   /** Fire due timers and expire due message waits; dispatch the instances they made runnable. */
   async fireDueTimers(scope?: DispatchScope): Promise<number> {
-    const ids = [...(await this.storage.fireExpiredTimers(500)), ...(await this.storage.expireMessageWaits(500))];
-    for (const instanceId of new Set(ids)) this.dispatcher.dispatch({ instanceId }, scope);
-    return ids.length;
+    let fired = 0;
+    // Bounded rounds: whatever is left after them waits for the sweeper.
+    for (let round = 0; round < 20; round++) {
+      const timers = await this.storage.fireExpiredTimers(500);
+      const waits = await this.storage.expireMessageWaits(500);
+      for (const instanceId of new Set([...timers, ...waits])) this.dispatcher.dispatch({ instanceId }, scope);
+      fired += timers.length + waits.length;
+      if (timers.length < 500 && waits.length < 500) break;
+    }
+    return fired;
   }
 
   /** Post-commit: a message was published on `channel`; deliver it to waiting subscribers. */
