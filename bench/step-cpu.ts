@@ -19,7 +19,7 @@
  */
 import { activity, workflow } from "../src/index.ts";
 import type { Dispatcher, StepRequest } from "../src/engine/dispatcher.ts";
-import { createEdda } from "../src/http/edda.ts";
+import { createEdda } from "../src/edda.ts";
 import { createPostgresJsDatabase } from "../src/storage/drivers/postgres-js.ts";
 import { migrate } from "../src/storage/migrate.ts";
 import { createDatabase, startPostgresCluster } from "../test/support/postgres-cluster.ts";

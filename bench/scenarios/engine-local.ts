@@ -5,7 +5,7 @@
  * release, wait for all to complete. Steps/s spans start → last completion.
  */
 import type { Workflow } from "../../src/core/definitions.ts";
-import { createEdda } from "../../src/http/edda.ts";
+import { createEdda } from "../../src/edda.ts";
 import type { Database } from "../../src/storage/database.ts";
 import { cpuMeter } from "../lib/cpu.ts";
 import { BenchDispatcher, completionTracker, migrateDatabase, openEngineDatabase } from "../lib/engine.ts";

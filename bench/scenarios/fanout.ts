@@ -7,7 +7,7 @@
  * until the last one was delivered to (dispatched by the wake-up).
  */
 import { sql } from "drizzle-orm";
-import { createEdda } from "../../src/http/edda.ts";
+import { createEdda } from "../../src/edda.ts";
 import { publish } from "../../src/index.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { BenchDispatcher, completionTracker, migrateDatabase, openEngineDatabase } from "../lib/engine.ts";

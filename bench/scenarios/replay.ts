@@ -11,7 +11,7 @@
  *    no history read, no replay — the steady state with the local dispatcher.
  * Nothing runs concurrently, so each figure is the step's own latency.
  */
-import { createEdda } from "../../src/http/edda.ts";
+import { createEdda } from "../../src/edda.ts";
 import { migrateDatabase, openEngineDatabase, RecordingDispatcher } from "../lib/engine.ts";
 import type { BenchPostgres } from "../lib/postgres.ts";
 import { median, nowMs, percentile } from "../lib/stats.ts";

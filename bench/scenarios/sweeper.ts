@@ -6,7 +6,7 @@
  * Figure: seconds until every instance has resumed and completed.
  */
 import { sql } from "drizzle-orm";
-import { createEdda } from "../../src/http/edda.ts";
+import { createEdda } from "../../src/edda.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { cloneInstance } from "../lib/clone.ts";
 import { BenchDispatcher, completionTracker, migrateDatabase, openEngineDatabase } from "../lib/engine.ts";

@@ -13,7 +13,7 @@
  * EDDA_PUBLIC_URL, the loopback `ctx.exports.default` (default since the
  * 2025-11-17 compatibility date), or a plain fetch to the request's own origin.
  */
-import { createEdda, type Edda, type EddaOptions } from "../http/edda.ts";
+import { createEdda, type Edda, type EddaOptions } from "../edda.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { readConfig, type EddaEnv } from "./env.ts";
 import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";

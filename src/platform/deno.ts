@@ -9,7 +9,7 @@
  * requests to EDDA_PUBLIC_URL (set it on Deno Deploy), by default this
  * server's own address. Nothing is migrated here: run `edda-edge migrate`.
  */
-import { createEdda, type Edda, type EddaOptions } from "../http/edda.ts";
+import { createEdda, type Edda, type EddaOptions } from "../edda.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import type { Database } from "../storage/database.ts";
 import { readConfig, type EddaConfig } from "./env.ts";

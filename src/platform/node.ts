@@ -5,7 +5,7 @@
  */
 import { mkdirSync } from "node:fs";
 import { serve, type ServerType } from "@hono/node-server";
-import { createEdda, type Edda, type EddaOptions } from "../http/edda.ts";
+import { createEdda, type Edda, type EddaOptions } from "../edda.ts";
 import type { Database } from "../storage/database.ts";
 import { createPostgresJsDatabase } from "../storage/drivers/postgres-js.ts";
 import { createNeonDatabase } from "../storage/drivers/neon-serverless.ts";

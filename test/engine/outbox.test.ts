@@ -5,7 +5,7 @@
 // twice.
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEdda } from "../../src/http/edda.ts";
+import { createEdda } from "../../src/edda.ts";
 import { LocalDispatcher } from "../../src/engine/dispatcher.ts";
 import type { Engine } from "../../src/engine/engine.ts";
 import { relayOutbox, type OutboxOptions } from "../../src/engine/outbox.ts";

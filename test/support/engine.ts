@@ -1,6 +1,6 @@
 // Builds an Edda app on a real database for engine tests, with helpers to
 // wait for instances to settle. No mocks: real drivers, real dispatcher.
-import { createEdda, type Edda, type EddaOptions } from "../../src/http/edda.ts";
+import { createEdda, type Edda, type EddaOptions } from "../../src/edda.ts";
 import { LocalDispatcher } from "../../src/engine/dispatcher.ts";
 import type { Database } from "../../src/storage/database.ts";
 import { createPgliteDatabase } from "../../src/storage/drivers/pglite.ts";

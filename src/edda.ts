@@ -9,20 +9,20 @@
  */
 import type { Context } from "hono";
 import type { Hono } from "hono";
-import type { Workflow } from "../core/definitions.ts";
-import type { RetryPolicy } from "../core/retry.ts";
-import type { ErrorClass } from "../core/serialization.ts";
-import { Engine, type StartOptions } from "../engine/engine.ts";
-import { LocalDispatcher, type Dispatcher, type DispatchScope } from "../engine/dispatcher.ts";
-import { HttpDispatcher } from "../engine/http-dispatcher.ts";
-import type { OutboxOptions } from "../engine/outbox.ts";
-import type { EngineHooks } from "../engine/hooks.ts";
-import type { SweepOptions } from "../engine/sweeper.ts";
-import type { Database } from "../storage/database.ts";
-import { migrate } from "../storage/migrate.ts";
-import { createStorage } from "../storage/pg-storage.ts";
-import type { ListInstancesQuery } from "../storage/types.ts";
-import { createApp, type RouteHelpers } from "./app.ts";
+import type { Workflow } from "./core/definitions.ts";
+import type { RetryPolicy } from "./core/retry.ts";
+import type { ErrorClass } from "./core/serialization.ts";
+import { Engine, type StartOptions } from "./engine/engine.ts";
+import { LocalDispatcher, type Dispatcher, type DispatchScope } from "./engine/dispatcher.ts";
+import { HttpDispatcher } from "./engine/http-dispatcher.ts";
+import type { OutboxOptions } from "./engine/outbox.ts";
+import type { EngineHooks } from "./engine/hooks.ts";
+import type { SweepOptions } from "./engine/sweeper.ts";
+import type { Database } from "./storage/database.ts";
+import { migrate } from "./storage/migrate.ts";
+import { createStorage } from "./storage/pg-storage.ts";
+import type { ListInstancesQuery } from "./storage/types.ts";
+import { createApp, type RouteHelpers } from "./http/app.ts";
 
 export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
