@@ -60,6 +60,8 @@ export function activity<A extends unknown[], R>(
 export interface WorkflowOptions<S extends z.ZodType | undefined> {
   /** zod schema for the input; failures are 422 at the API. */
   input?: S;
+  /** What the workflow does, for people and AI assistants (the MCP tool description, API docs). */
+  description?: string;
   /** Lease length for this workflow's steps (default: the app's, 300 s). */
   lockTimeoutSeconds?: number;
   /** Start this workflow when a CloudEvent of this type (default: the workflow name) arrives. */
