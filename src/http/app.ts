@@ -14,6 +14,7 @@ import type { InstanceStatus } from "../storage/types.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
 import { cloudEventRoutes } from "./cloudevents.ts";
 import { onError, problem, readJson } from "./problem.ts";
+import { viewer } from "./ui/index.tsx";
 
 export interface AppOptions {
   engine: (c: Context) => Engine | Promise<Engine>;
@@ -97,6 +98,8 @@ export function createApp(opts: AppOptions): Hono {
     const e = await engine(c);
     return c.json(await e.sweep({}, scope(c)));
   });
+
+  app.route("/ui", viewer({ engine, scope, tokens: opts.apiTokens, secret: opts.secret }));
 
   // Public API.
   const api = new Hono();

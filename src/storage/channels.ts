@@ -132,7 +132,7 @@ export async function getSubscription(ex: Executor, instanceId: string, channel:
 }
 
 /** Whether message `m` is deliverable to subscription `s` (the rules in the module comment). */
-function availableTo(m: string, s: string): SQL {
+export function availableTo(m: string, s: string): SQL {
   const [msg, sub] = [sql.raw(m), sql.raw(s)];
   const targetedToMe = sql`(${msg}.target_instance_id = ${sub}.instance_id
       AND NOT EXISTS (SELECT 1 FROM channel_message_claims cl WHERE cl.message_id = ${msg}.message_id))`;

@@ -11,7 +11,7 @@ import { InvalidArgumentError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowDefinitions } from "./schema.ts";
 import { DB_NOW, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
-import { CANCELLABLE_STATUSES, type InstancePage, type InstanceRecord, type InstanceStatus, type ListInstancesQuery, type NewInstance } from "./types.ts";
+import { CANCELLABLE_STATUSES, type InstancePage, type InstanceRecord, type InstanceFilter, type InstanceStatus, type ListInstancesQuery, type NewInstance } from "./types.ts";
 
 export async function upsertWorkflowDefinition(ex: Executor, workflowName: string, sourceHash: string, sourceCode: string): Promise<void> {
   await ex
@@ -74,6 +74,17 @@ function decodeCursor(cursor: string): [string, string] {
   throw new InvalidArgumentError("invalid instance list cursor", [{ path: ["cursor"], message: "invalid cursor" }]);
 }
 
+/** The WHERE conditions of a list query's filters (not its status, cursor or limit). */
+export function instanceFilter(query: InstanceFilter): SQL[] {
+  const where: SQL[] = [];
+  if (query.workflowName !== undefined) where.push(sql`workflow_name = ${query.workflowName}`);
+  if (query.startedAfter) where.push(sql`started_at > ${tsParam(query.startedAfter)}`);
+  if (query.startedBefore) where.push(sql`started_at < ${tsParam(query.startedBefore)}`);
+  // strpos, not LIKE: the search text is matched literally (no wildcards to escape).
+  if (query.search) where.push(sql`(strpos(instance_id, ${query.search}::text) > 0 OR strpos(input_data, ${query.search}::text) > 0)`);
+  return where;
+}
+
 export async function listInstances(ex: Executor, query: ListInstancesQuery): Promise<InstancePage> {
   const limit = Math.min(1000, Math.max(1, Math.trunc(query.limit ?? 50)));
   const where: SQL[] = [];
@@ -82,9 +93,7 @@ export async function listInstances(ex: Executor, query: ListInstancesQuery): Pr
     if (statuses.length === 0) return { instances: [], nextCursor: null };
     where.push(sql`status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})`);
   }
-  if (query.workflowName !== undefined) where.push(sql`workflow_name = ${query.workflowName}`);
-  if (query.startedAfter) where.push(sql`started_at > ${tsParam(query.startedAfter)}`);
-  if (query.startedBefore) where.push(sql`started_at < ${tsParam(query.startedBefore)}`);
+  where.push(...instanceFilter(query));
   if (query.cursor) {
     const [startedAt, instanceId] = decodeCursor(query.cursor);
     where.push(sql`(started_at, instance_id) < (${startedAt}::timestamptz, ${instanceId}::text)`);

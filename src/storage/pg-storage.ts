@@ -18,12 +18,19 @@ import * as channels from "./channels.ts";
 import { deliverBroadcast } from "./channel-delivery.ts";
 import type { Database, Executor } from "./database.ts";
 import * as history from "./history.ts";
+import * as inspect from "./inspect.ts";
 import * as instances from "./instances.ts";
 import * as leases from "./leases.ts";
 import * as locks from "./locks.ts";
 import * as outbox from "./outbox.ts";
 import type {
   ArchivedHistoryEvent,
+  ArchivedRunSummary,
+  ChannelSubscriber,
+  ChannelSummary,
+  GroupMembership,
+  InstanceFilter,
+  TimerRecord,
   ChannelMessageRecord,
   ChannelMode,
   CompensationRecord,
@@ -209,6 +216,32 @@ export class PgStorage implements Storage {
   }
   groupMembers(group: string): Promise<string[]> {
     return channels.groupMembers(this.executor, group);
+  }
+
+  // --- inspection (read-only) -----------------------------------------------
+  countInstancesByStatus(filter: InstanceFilter): Promise<Record<InstanceStatus, number>> {
+    return inspect.countInstancesByStatus(this.executor, filter);
+  }
+  listSubscriptions(instanceId: string): Promise<SubscriptionRecord[]> {
+    return inspect.listSubscriptions(this.executor, instanceId);
+  }
+  listTimers(instanceId: string): Promise<TimerRecord[]> {
+    return inspect.listTimers(this.executor, instanceId);
+  }
+  listGroups(instanceId: string): Promise<GroupMembership[]> {
+    return inspect.listGroups(this.executor, instanceId);
+  }
+  listArchivedRuns(instanceId: string): Promise<ArchivedRunSummary[]> {
+    return inspect.listArchivedRuns(this.executor, instanceId);
+  }
+  channelOverview(limit: number): Promise<ChannelSummary[]> {
+    return inspect.channelOverview(this.executor, limit);
+  }
+  channelSubscribers(channel: string, limit: number): Promise<ChannelSubscriber[]> {
+    return inspect.channelSubscribers(this.executor, channel, limit);
+  }
+  pendingMessages(channel: string, limit: number): Promise<ChannelMessageRecord[]> {
+    return inspect.pendingMessages(this.executor, channel, limit);
   }
 
   // --- outbox, dedupe, system locks -----------------------------------------

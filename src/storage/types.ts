@@ -80,11 +80,17 @@ export interface NewInstance {
   lockTimeoutSeconds?: number | null;
 }
 
-export interface ListInstancesQuery {
-  status?: InstanceStatus | InstanceStatus[];
+/** Filters shared by listing and counting instances. */
+export interface InstanceFilter {
   workflowName?: string;
   startedAfter?: Date;
   startedBefore?: Date;
+  /** Literal text contained in the instance id or the input JSON (case-sensitive). */
+  search?: string;
+}
+
+export interface ListInstancesQuery extends InstanceFilter {
+  status?: InstanceStatus | InstanceStatus[];
   /** 1..1000, default 50. */
   limit?: number;
   /** Opaque cursor from a previous page's `nextCursor`. */
@@ -233,6 +239,53 @@ export interface OutboxRecord extends Required<Omit<NewOutboxEvent, "contentType
   lastError: string | null;
 }
 
+// --- inspection (read-only views for operators: the viewer, tooling) ---------
+
+export interface TimerRecord {
+  timerId: string;
+  /** The history activity id the firing records. */
+  activityId: string;
+  expiresAt: Date;
+}
+
+export interface GroupMembership {
+  group: string;
+  joinedAt: Date;
+}
+
+/** One finished `recur` run whose history was archived. */
+export interface ArchivedRunSummary {
+  run: number;
+  events: number;
+  firstEventAt: Date;
+  archivedAt: Date;
+}
+
+export interface ChannelSummary {
+  channel: string;
+  /** Modes of the current subscriptions (empty when nobody subscribes). */
+  modes: ChannelMode[];
+  subscribers: number;
+  /** Subscribers currently suspended in a receive on this channel. */
+  waiting: number;
+  /** Messages stored (within the retention window). */
+  messages: number;
+  /**
+   * Messages not yet received: point-to-point ones nobody claimed, broadcast
+   * ones past some subscriber's cursor, and — on a channel without broadcast
+   * subscribers — queue messages nobody claimed.
+   */
+  pending: number;
+  lastPublishedAt: Date | null;
+}
+
+export interface ChannelSubscriber extends SubscriptionRecord {
+  workflowName: string;
+  status: InstanceStatus;
+  /** Messages this subscriber could take now. */
+  available: number;
+}
+
 export interface Storage {
   /** The executor this storage runs on (database, or the transaction it is bound to). */
   readonly executor: Executor;
@@ -378,6 +431,20 @@ export interface Storage {
   // --- CloudEvents dedupe ---------------------------------------------------
   /** True the first time `(source, id)` is seen. */
   recordCloudEvent(source: string, id: string): Promise<boolean>;
+
+  // --- inspection (read-only) ------------------------------------------------
+  /** Instances per status under the filter (statuses with none are 0). */
+  countInstancesByStatus(filter: InstanceFilter): Promise<Record<InstanceStatus, number>>;
+  listSubscriptions(instanceId: string): Promise<SubscriptionRecord[]>;
+  listTimers(instanceId: string): Promise<TimerRecord[]>;
+  listGroups(instanceId: string): Promise<GroupMembership[]>;
+  /** Archived `recur` runs, newest first. */
+  listArchivedRuns(instanceId: string): Promise<ArchivedRunSummary[]>;
+  /** Channels with messages or subscribers, most recently active first. */
+  channelOverview(limit: number): Promise<ChannelSummary[]>;
+  channelSubscribers(channel: string, limit: number): Promise<ChannelSubscriber[]>;
+  /** Pending messages of a channel (see ChannelSummary.pending), oldest first. */
+  pendingMessages(channel: string, limit: number): Promise<ChannelMessageRecord[]>;
 
   // --- system locks ---------------------------------------------------------
   tryAcquireSystemLock(name: string, holder: string, leaseSeconds: number): Promise<boolean>;

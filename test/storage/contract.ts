@@ -16,6 +16,7 @@ import { outboxAndLockCases } from "./cases/outbox-locks.ts";
 import { transactionCases } from "./cases/transactions.ts";
 import { concurrencyCases } from "./cases/concurrency.ts";
 import { migrationCases } from "./cases/migrations.ts";
+import { inspectCases } from "./cases/inspect.ts";
 
 export function storageContract(name: string, open: () => Promise<Database>): void {
   describe(`storage contract [${name}]`, () => {
@@ -39,6 +40,7 @@ export function storageContract(name: string, open: () => Promise<Database>): vo
     transactionCases(ctx);
     concurrencyCases(ctx);
     migrationCases(ctx);
+    inspectCases(ctx);
   });
 }
 

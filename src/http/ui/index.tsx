@@ -1,0 +1,299 @@
+/** @jsxImportSource hono/jsx */
+/**
+ * The viewer at /ui: server-rendered pages over the same engine as the JSON
+ * API, so it runs wherever the app runs (Node, Workers, Deno) with no build
+ * step and no client bundle. Actions are plain HTML forms answered with a
+ * redirect (post/redirect/get); a refused action re-renders its form with the
+ * problem and the typed values. Security (login, CSRF, CSP): session.ts.
+ */
+import { Hono, type Context } from "hono";
+import type { Child } from "hono/jsx";
+import { ConflictError, InvalidArgumentError, NotFoundError, ValidationError } from "../../core/errors.ts";
+import type { Engine } from "../../engine/engine.ts";
+import type { DispatchScope } from "../../engine/dispatcher.ts";
+import { ChannelPage, ChannelsPage } from "./channels.tsx";
+import { inputFields, readInput, StartForm } from "./forms.tsx";
+import { InstancePage, type InstancePageProps } from "./instance.tsx";
+import { Page, Problem } from "./layout.tsx";
+import { filterOf, ListPage, readListParams } from "./list.tsx";
+import { authRequired, endSession, hasSession, matchToken, sameOriginOnly, securityHeaders, startSession, type SessionKeys, type ViewerEnv } from "./session.ts";
+
+export interface ViewerOptions extends SessionKeys {
+  engine: (c: Context) => Promise<Engine>;
+  scope: (c: Context) => DispatchScope | undefined;
+}
+
+type C = Context<ViewerEnv>;
+
+const NOTICES: Record<string, string> = {
+  started: "Workflow started.",
+  cancelled: "Cancellation requested: compensations (if any) run, then the instance ends cancelled.",
+  sent: "Message sent to the instance.",
+  published: "Message published.",
+};
+
+const MAX_JSON_CHARS = 256 * 1024;
+
+async function formValues(c: C): Promise<Record<string, string>> {
+  const body = await c.req.parseBody();
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(body)) if (typeof v === "string") out[k] = v;
+  return out;
+}
+
+/** JSON typed into a form; blank → null. */
+function parseData(text: string | undefined): { ok: true; value: unknown } | { ok: false; message: string } {
+  const t = (text ?? "").trim();
+  if (t === "") return { ok: true, value: null };
+  if (t.length > MAX_JSON_CHARS) return { ok: false, message: `data is longer than ${MAX_JSON_CHARS} characters` };
+  try {
+    return { ok: true, value: JSON.parse(t) };
+  } catch {
+    return { ok: false, message: 'data is not valid JSON (write text in quotes: "hello")' };
+  }
+}
+
+export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
+  const ui = new Hono<ViewerEnv>();
+  const auth = () => authRequired(opts);
+
+  const render = (c: C, title: string, body: Child, status = 200) => {
+    const refresh = Number(c.req.query("refresh"));
+    const meta = Number.isInteger(refresh) && refresh >= 2 && refresh <= 300 ? refresh : undefined;
+    return c.html(
+      <Page title={title} nonce={c.get("nonce")} auth={auth()} refresh={meta}>
+        {body}
+      </Page>,
+      status as 200,
+    );
+  };
+  const errorPage = (c: C, status: number, message: string, issues?: { path?: PropertyKey[]; message: string }[]) =>
+    render(c, "Error", <Problem message={message} issues={issues} />, status);
+
+  ui.use("*", securityHeaders());
+  ui.use("*", sameOriginOnly());
+  ui.onError((err, c) => {
+    if (err instanceof NotFoundError) return errorPage(c, 404, err.message);
+    if (err instanceof ValidationError) return errorPage(c, 422, err.message, err.issues as never);
+    if (err instanceof InvalidArgumentError) return errorPage(c, 400, err.message);
+    if (err instanceof ConflictError) return errorPage(c, 409, err.message);
+    console.error("edda: viewer error", err);
+    return errorPage(c, 500, "internal error");
+  });
+
+  // --- login ------------------------------------------------------------------
+  const loginPage = (c: C, status = 200, problem?: string) =>
+    c.html(
+      <Page title="Log in" nonce={c.get("nonce")} auth={false} bare>
+        <h1>Log in</h1>
+        <form method="post" action="/ui/login" class="card form-grid" id="login-form">
+          {problem ? <Problem message={problem} /> : null}
+          <label>
+            API token (EDDA_API_TOKEN)
+            <input type="password" name="token" required autocomplete="current-password" autofocus />
+          </label>
+          <div>
+            <button type="submit">Log in</button>
+          </div>
+        </form>
+      </Page>,
+      status as 200,
+    );
+  ui.get("/login", (c) => (auth() ? loginPage(c) : c.redirect("/ui", 303)));
+  ui.post("/login", async (c) => {
+    if (!auth()) return c.redirect("/ui", 303);
+    const token = (await formValues(c)).token ?? "";
+    const matched = token ? await matchToken(opts, token) : null;
+    if (!matched) return loginPage(c, 401, "That token is not valid.");
+    await startSession(c, opts, matched);
+    return c.redirect("/ui", 303);
+  });
+  ui.post("/logout", (c) => {
+    endSession(c);
+    return c.redirect(auth() ? "/ui/login" : "/ui", 303);
+  });
+  ui.use("*", async (c, next) => {
+    if (!auth() || (await hasSession(c, opts))) return next();
+    if (c.req.method === "GET" || c.req.method === "HEAD") return c.redirect("/ui/login", 303);
+    return loginPage(c, 401, "Log in first.");
+  });
+
+  // --- instances -----------------------------------------------------------------
+  ui.get("/", async (c) => {
+    const e = await opts.engine(c);
+    const params = readListParams(c.req.query());
+    const now = new Date();
+    const filter = filterOf(params, now);
+    let page;
+    let problem: string | undefined;
+    try {
+      page = await e.storage.listInstances({ ...filter, ...(params.status.length ? { status: params.status } : {}), ...(params.cursor ? { cursor: params.cursor } : {}), limit: 50 });
+    } catch (err) {
+      if (!(err instanceof InvalidArgumentError)) throw err;
+      problem = "That page link is no longer valid; showing the newest instances.";
+      params.cursor = "";
+      page = await e.storage.listInstances({ ...filter, ...(params.status.length ? { status: params.status } : {}), limit: 50 });
+    }
+    const counts = await e.storage.countInstancesByStatus(filter);
+    return render(
+      c,
+      "Instances",
+      <>
+        {problem ? <Problem message={problem} /> : null}
+        <ListPage params={params} workflows={[...e.workflows.keys()].sort()} counts={counts} instances={page.instances} nextCursor={page.nextCursor} now={now} />
+      </>,
+    );
+  });
+
+  const instancePage = async (c: C, id: string, extra: Partial<InstancePageProps> = {}, status = 200) => {
+    const e = await opts.engine(c);
+    const s = e.storage;
+    const view = await e.getInstance(id);
+    if (!view) return errorPage(c, 404, `instance "${id}" not found`);
+    const runParam = Number(c.req.query("run"));
+    const [history, timers, subscriptions, groups, compensations, runs] = await Promise.all([
+      s.loadHistory(id),
+      s.listTimers(id),
+      s.listSubscriptions(id),
+      s.listGroups(id),
+      s.listCompensations(id),
+      s.listArchivedRuns(id),
+    ]);
+    const archived = Number.isInteger(runParam) && runs.some((r) => r.run === runParam) ? { run: runParam, history: await s.loadArchivedHistory(id, runParam) } : null;
+    const notice = NOTICES[c.req.query("notice") ?? ""];
+    return render(
+      c,
+      id,
+      <InstancePage view={view} history={history} timers={timers} subscriptions={subscriptions} groups={groups} compensations={compensations} runs={runs} archived={archived} now={new Date()} notice={notice} {...extra} />,
+      status,
+    );
+  };
+  const instanceUrl = (id: string, notice: string) => `/ui/instances/${encodeURIComponent(id)}?notice=${notice}`;
+
+  ui.get("/instances/:id", (c) => instancePage(c, c.req.param("id")));
+  ui.post("/instances/:id/cancel", async (c) => {
+    const id = c.req.param("id");
+    const e = await opts.engine(c);
+    try {
+      await e.cancel(id, "viewer", opts.scope(c));
+    } catch (err) {
+      if (err instanceof ConflictError) return instancePage(c, id, { problem: { message: err.message } }, 409);
+      throw err;
+    }
+    return c.redirect(instanceUrl(id, "cancelled"), 303);
+  });
+  ui.post("/instances/:id/messages", async (c) => {
+    const id = c.req.param("id");
+    const form = await formValues(c);
+    const channel = (form.channel ?? "").trim();
+    const data = parseData(form.data);
+    const values = { channel, data: form.data ?? "" };
+    if (!channel || channel.length > 255) return instancePage(c, id, { problem: { message: "channel must be 1–255 characters" }, message: values }, 422);
+    if (!data.ok) return instancePage(c, id, { problem: { message: data.message }, message: values }, 422);
+    const e = await opts.engine(c);
+    if (!(await e.storage.getInstance(id))) throw new NotFoundError(`instance "${id}" not found`);
+    await e.publish(channel, data.value, { targetInstanceId: id, metadata: { sent_by: "viewer" } }, opts.scope(c));
+    return c.redirect(instanceUrl(id, "sent"), 303);
+  });
+
+  // --- starting workflows -----------------------------------------------------------
+  ui.get("/workflows", async (c) => {
+    const e = await opts.engine(c);
+    const wfs = [...e.workflows.values()].sort((a, b) => a.workflowName.localeCompare(b.workflowName));
+    return render(
+      c,
+      "Start a workflow",
+      <>
+        <h1>Start a workflow</h1>
+        <div class="card">
+          <table>
+            <tbody>
+              {wfs.map((w) => (
+                <tr>
+                  <td>
+                    <a href={`/ui/workflows/${encodeURIComponent(w.workflowName)}/start`}>{w.workflowName}</a>
+                  </td>
+                  <td class="small muted">{inputFields(w)?.map((f) => `${f.name}${f.required ? "" : "?"}: ${f.options ? f.options.join(" | ") : f.kind}`).join(", ") ?? "JSON input"}</td>
+                  <td class="small">
+                    <a href={`/ui?workflow=${encodeURIComponent(w.workflowName)}`}>instances</a>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </>,
+    );
+  });
+  const startPage = async (c: C, values: Record<string, string>, problem?: { message: string; issues?: { path?: PropertyKey[]; message: string }[] }, status = 200) => {
+    const e = await opts.engine(c);
+    const wf = e.workflow(c.req.param("name") ?? "");
+    return render(
+      c,
+      `Start ${wf.workflowName}`,
+      <>
+        <p class="small">
+          <a href="/ui/workflows">← workflows</a>
+        </p>
+        <h1>Start {wf.workflowName}</h1>
+        <StartForm workflow={wf.workflowName} fields={inputFields(wf)} values={values} problem={problem} />
+      </>,
+      status,
+    );
+  };
+  ui.get("/workflows/:name/start", (c) => startPage(c, {}));
+  ui.post("/workflows/:name/start", async (c) => {
+    const e = await opts.engine(c);
+    const wf = e.workflow(c.req.param("name"));
+    const form = await formValues(c);
+    const read = readInput(inputFields(wf), form);
+    if ("issues" in read) return startPage(c, form, { message: "the input is invalid", issues: read.issues }, 422);
+    const instanceId = (form.instanceId ?? "").trim();
+    try {
+      const r = await e.start(wf, read.input, instanceId ? { instanceId } : {}, opts.scope(c));
+      return c.redirect(instanceUrl(r.instanceId, "started"), 303);
+    } catch (err) {
+      if (err instanceof ValidationError) return startPage(c, form, { message: err.message, issues: err.issues as never }, 422);
+      throw err;
+    }
+  });
+
+  // --- channels --------------------------------------------------------------------
+  ui.get("/channels", async (c) => {
+    const e = await opts.engine(c);
+    const notice = NOTICES[c.req.query("notice") ?? ""];
+    return render(c, "Channels", <ChannelsPage channels={await e.storage.channelOverview(200)} now={new Date()} notice={notice} />);
+  });
+  ui.post("/channels/publish", async (c) => {
+    const form = await formValues(c);
+    const channel = (form.channel ?? "").trim();
+    const data = parseData(form.data);
+    const values = { channel, data: form.data ?? "" };
+    const refuse = async (message: string) => {
+      const e = await opts.engine(c);
+      return render(c, "Channels", <ChannelsPage channels={await e.storage.channelOverview(200)} now={new Date()} problem={message} values={values} />, 422);
+    };
+    if (!channel || channel.length > 255) return refuse("channel must be 1–255 characters");
+    if (!data.ok) return refuse(data.message);
+    const e = await opts.engine(c);
+    await e.publish(channel, data.value, { metadata: { sent_by: "viewer" } }, opts.scope(c));
+    return c.redirect(`/ui/channels/${encodeURIComponent(channel)}?notice=published`, 303);
+  });
+  ui.get("/channels/:name{.+}", async (c) => {
+    const e = await opts.engine(c);
+    const channel = c.req.param("name");
+    const [subscribers, pending] = await Promise.all([e.storage.channelSubscribers(channel, 500), e.storage.pendingMessages(channel, 100)]);
+    const notice = NOTICES[c.req.query("notice") ?? ""];
+    return render(
+      c,
+      channel,
+      <>
+        {notice ? <div class="notice">{notice}</div> : null}
+        <ChannelPage channel={channel} subscribers={subscribers} pending={pending} now={new Date()} />
+      </>,
+    );
+  });
+
+  ui.all("*", (c) => errorPage(c, 404, "no such page"));
+  return ui;
+}

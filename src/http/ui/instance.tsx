@@ -1,0 +1,365 @@
+/** @jsxImportSource hono/jsx */
+/**
+ * The instance page: status, input/output/error (with its cause chain), what
+ * the instance waits on now, the timeline of its history, compensations,
+ * subscriptions, groups, archived `recur` runs, and the actions that apply
+ * (cancel, send a message).
+ */
+import type { Child } from "hono/jsx";
+import type { InstanceView } from "../../engine/engine.ts";
+import type { SerializedError } from "../../core/serialization.ts";
+import {
+  CANCELLABLE_STATUSES,
+  TERMINAL_STATUSES,
+  type ArchivedRunSummary,
+  type CompensationRecord,
+  type GroupMembership,
+  type HistoryEvent,
+  type SubscriptionRecord,
+  type TimerRecord,
+} from "../../storage/types.ts";
+import { formatDuration, formatTime, parseStored, prettyJson, preview, relative } from "./format.ts";
+import { Problem, StatusBadge } from "./layout.tsx";
+import { buildTimeline, causeChain, type TimelineEntry } from "./timeline.ts";
+
+export interface InstancePageProps {
+  view: InstanceView;
+  history: HistoryEvent[];
+  timers: TimerRecord[];
+  subscriptions: SubscriptionRecord[];
+  groups: GroupMembership[];
+  compensations: CompensationRecord[];
+  runs: ArchivedRunSummary[];
+  /** The archived run being shown, with its history. */
+  archived: { run: number; history: HistoryEvent[] } | null;
+  now: Date;
+  notice?: string | undefined;
+  problem?: { message: string; issues?: { path?: PropertyKey[]; message: string }[] | undefined } | undefined;
+  /** Values of the message form (kept after a refused send). */
+  message?: { channel: string; data: string } | undefined;
+}
+
+interface StoredError {
+  error_type?: string;
+  error_message?: string;
+  stack?: string;
+  cause?: SerializedError;
+}
+
+const iid = (id: string) => encodeURIComponent(id);
+
+function Json({ value }: { value: unknown }) {
+  return <pre>{prettyJson(value)}</pre>;
+}
+
+function ErrorChain({ chain }: { chain: SerializedError[] }) {
+  return (
+    <ol class="small">
+      {chain.map((e, i) => (
+        <li>
+          {i > 0 ? <span class="muted">caused by </span> : null}
+          <strong>{e.name}</strong>: {e.message}
+          {e.stack ? (
+            <details>
+              <summary class="muted">stack</summary>
+              <pre>{e.stack}</pre>
+            </details>
+          ) : null}
+        </li>
+      ))}
+    </ol>
+  );
+}
+
+/** The failure with its causes: the stored error, or the recorded activity error it came from (which keeps the chain). */
+function failureChain(error: StoredError, timeline: TimelineEntry[]): SerializedError[] {
+  const top: SerializedError = { name: error.error_type ?? "Error", message: error.error_message ?? "", ...(error.stack ? { stack: error.stack } : {}), ...(error.cause ? { cause: error.cause } : {}) };
+  if (top.cause) return causeChain(top);
+  const source = [...timeline].reverse().find((e) => e.kind === "failed" && e.error && e.error.name === top.name && e.error.message === top.message);
+  return source?.error ? causeChain(source.error) : [top];
+}
+
+function Timeline({ entries, now }: { entries: TimelineEntry[]; now?: Child }) {
+  return (
+    <ol class="timeline">
+      {entries.map((e) => (
+        <li class={e.bad ? "bad" : ""} data-kind={e.kind}>
+          <div class="small mono">{formatTime(e.at).slice(11)}</div>
+          <div class="small muted" title="time since the previous entry">
+            +{formatDuration(e.sinceMs)}
+          </div>
+          <div>
+            <span class={`badge k-${e.kind}`}>{e.kind.replace("-", " ")}</span> <strong>{e.name}</strong> <code class="muted">{e.activityId}</code>
+            {e.note ? <span class="small"> — {e.note}</span> : null}
+            {e.error ? (
+              <div class="small">
+                <strong>{e.error.name}</strong>: {e.error.message}
+              </div>
+            ) : null}
+            <details>
+              <summary class="small muted">{e.error ? "error record" : `recorded ${preview(e.detail, 80)}`}</summary>
+              <Json value={e.error ?? e.detail} />
+            </details>
+          </div>
+        </li>
+      ))}
+      {now ?? null}
+    </ol>
+  );
+}
+
+function WaitingNow(p: { view: InstanceView; timers: TimerRecord[]; subscriptions: SubscriptionRecord[]; now: Date }) {
+  const waits = p.subscriptions.filter((s) => s.activityId !== null);
+  const items: Child[] = [];
+  for (const t of p.timers) {
+    const retry = /#retry(\d+)$/.exec(t.timerId);
+    items.push(
+      <li>
+        {retry ? `retry backoff of ${t.timerId.replace(/#.*$/, "")}` : `timer ${t.timerId}`} due at <strong>{formatTime(t.expiresAt)}</strong>{" "}
+        <span class="muted">({relative(t.expiresAt, p.now)})</span>
+      </li>,
+    );
+  }
+  for (const s of waits) {
+    items.push(
+      <li>
+        message on channel <a href={`/ui/channels/${encodeURIComponent(s.channel)}`}>{s.channel}</a> <span class="muted">({s.mode}, at {s.activityId})</span>
+        {s.timeoutAt ? (
+          <>
+            {" "}
+            — times out at <strong>{formatTime(s.timeoutAt)}</strong> <span class="muted">({relative(s.timeoutAt, p.now)})</span>
+          </>
+        ) : (
+          " — no timeout"
+        )}
+      </li>,
+    );
+  }
+  if (items.length === 0) {
+    const s = p.view.status;
+    if (s === "running") items.push(<li>runnable{p.view.currentActivityId ? ` at ${p.view.currentActivityId}` : ""}: its next step is dispatched or in flight</li>);
+    else if (s === "compensating") items.push(<li>running its compensations, newest first</li>);
+    else return null;
+  }
+  return (
+    <li class="now" data-kind="now">
+      <div class="small mono">now</div>
+      <div class="small muted">{formatDuration(p.now.getTime() - new Date(p.view.updatedAt).getTime())}</div>
+      <div>
+        <span class="badge s-waiting_for_timer">waiting</span>
+        <ul class="small" id="waiting-now">
+          {items}
+        </ul>
+      </div>
+    </li>
+  );
+}
+
+function compensationState(c: CompensationRecord, history: HistoryEvent[], status: string): string {
+  const ev = history.find((h) => h.activityId === `compensate:${c.activityId}`);
+  if (ev) return ev.eventType === "CompensationExecuted" ? "done" : "failed";
+  if (status === "compensating") return "pending";
+  return status === "completed" ? "not needed" : "registered";
+}
+
+export function InstancePage(p: InstancePageProps) {
+  const { view } = p;
+  const timeline = buildTimeline(p.history, new Date(view.startedAt));
+  const terminal = TERMINAL_STATUSES.includes(view.status);
+  const cancellable = CANCELLABLE_STATUSES.includes(view.status);
+  const error = view.error as StoredError | null;
+  const waitingChannel = p.subscriptions.find((s) => s.activityId !== null)?.channel ?? "";
+  return (
+    <>
+      <p class="small">
+        <a href={`/ui?workflow=${encodeURIComponent(view.workflowName)}`}>← {view.workflowName} instances</a>
+      </p>
+      <h1>{view.instanceId}</h1>
+      {p.notice ? <div class="notice">{p.notice}</div> : null}
+      {p.problem ? <Problem message={p.problem.message} issues={p.problem.issues} /> : null}
+      <div data-live="summary">
+        {terminal ? <span data-final hidden /> : null}
+        <div class="grid">
+          <section class="card">
+            <dl class="kv">
+              <dt>status</dt>
+              <dd id="status">
+                <StatusBadge status={view.status} />
+              </dd>
+              <dt>workflow</dt>
+              <dd>{view.workflowName}</dd>
+              <dt>run</dt>
+              <dd>{view.run}</dd>
+              <dt>started</dt>
+              <dd>{formatTime(view.startedAt)} UTC</dd>
+              <dt>updated</dt>
+              <dd>
+                {formatTime(view.updatedAt)} UTC <span class="muted">({relative(new Date(view.updatedAt), p.now)})</span>
+              </dd>
+              {terminal ? (
+                <>
+                  <dt>took</dt>
+                  <dd>{formatDuration(new Date(view.updatedAt).getTime() - new Date(view.startedAt).getTime())}</dd>
+                </>
+              ) : null}
+              {view.currentActivityId ? (
+                <>
+                  <dt>current</dt>
+                  <dd>
+                    <code>{view.currentActivityId}</code>
+                  </dd>
+                </>
+              ) : null}
+            </dl>
+          </section>
+          <section class="card">
+            <h2>Input</h2>
+            <Json value={view.input} />
+            {view.status === "completed" ? (
+              <>
+                <h2>Output</h2>
+                <div id="output">
+                  <Json value={view.output} />
+                </div>
+              </>
+            ) : null}
+          </section>
+        </div>
+        {error ? (
+          <section class="card" id="error">
+            <h2>Error</h2>
+            <ErrorChain chain={failureChain(error, timeline)} />
+          </section>
+        ) : null}
+        {view.cancellation ? (
+          <section class="card" id="cancellation">
+            <h2>Cancellation</h2>
+            <Json value={view.cancellation} />
+          </section>
+        ) : null}
+      </div>
+
+      <h2>Timeline</h2>
+      <div class="card" data-live="timeline" id="timeline">
+        {timeline.length === 0 && terminal ? <p class="muted">No history.</p> : null}
+        <Timeline entries={timeline} now={terminal ? null : <WaitingNow view={view} timers={p.timers} subscriptions={p.subscriptions} now={p.now} />} />
+      </div>
+
+      {p.compensations.length ? (
+        <>
+          <h2>Compensations</h2>
+          <div class="card" data-live="compensations" id="compensations">
+            <p class="small muted">Newest first: the order they run in.</p>
+            <table>
+              <thead>
+                <tr>
+                  <th>compensation</th>
+                  <th>registered at</th>
+                  <th>arguments</th>
+                  <th>state</th>
+                </tr>
+              </thead>
+              <tbody>
+                {p.compensations.map((c) => (
+                  <tr>
+                    <td>{c.activityName}</td>
+                    <td>
+                      <code>{c.activityId}</code>
+                    </td>
+                    <td class="mono small">{preview(parseStored(c.args), 100)}</td>
+                    <td>{compensationState(c, p.history, view.status)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </>
+      ) : null}
+
+      <div class="grid" data-live="links">
+        <section class="card" id="subscriptions">
+          <h2>Subscriptions</h2>
+          {p.subscriptions.length === 0 ? (
+            <p class="muted small">None.</p>
+          ) : (
+            <table>
+              <tbody>
+                {p.subscriptions.map((s) => (
+                  <tr>
+                    <td>
+                      <a href={`/ui/channels/${encodeURIComponent(s.channel)}`}>{s.channel}</a>
+                    </td>
+                    <td>{s.mode}</td>
+                    <td class="small">{s.activityId ? `waiting (${s.activityId})` : "idle"}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+          <h2>Groups</h2>
+          {p.groups.length === 0 ? <p class="muted small">None.</p> : <ul>{p.groups.map((g) => <li>{g.group}</li>)}</ul>}
+        </section>
+        <section class="card" id="runs">
+          <h2>Archived runs</h2>
+          {p.runs.length === 0 ? (
+            <p class="muted small">None: this instance has not recurred.</p>
+          ) : (
+            <table>
+              <tbody>
+                {p.runs.map((r) => (
+                  <tr>
+                    <td>
+                      <a href={`/ui/instances/${iid(view.instanceId)}?run=${r.run}#archived`}>run {r.run}</a>
+                    </td>
+                    <td class="small">{r.events} events</td>
+                    <td class="small muted">archived {formatTime(r.archivedAt)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </section>
+      </div>
+
+      {p.archived ? (
+        <>
+          <h2 id="archived">Run {p.archived.run} (archived)</h2>
+          <div class="card">
+            <Timeline entries={buildTimeline(p.archived.history, p.archived.history[0]?.createdAt ?? new Date(view.startedAt))} />
+          </div>
+        </>
+      ) : null}
+
+      {terminal ? null : (
+        <>
+          <h2>Actions</h2>
+          <div class="actions">
+            <form method="post" action={`/ui/instances/${iid(view.instanceId)}/messages`} class="card form-grid" id="message-form">
+              <label>
+                channel
+                <input name="channel" required maxlength={255} value={p.message?.channel ?? waitingChannel} />
+              </label>
+              <label>
+                data (JSON)
+                <textarea name="data" rows={3}>
+                  {p.message?.data ?? ""}
+                </textarea>
+              </label>
+              <div>
+                <button type="submit">Send message</button>
+              </div>
+            </form>
+            {cancellable ? (
+              <form method="post" action={`/ui/instances/${iid(view.instanceId)}/cancel`} class="card" id="cancel-form">
+                <p class="small muted">Cancel: compensations run newest first, then the instance ends cancelled.</p>
+                <button type="submit" class="danger">
+                  Cancel instance
+                </button>
+              </form>
+            ) : null}
+          </div>
+        </>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,196 @@
+/** @jsxImportSource hono/jsx */
+/**
+ * The instance list: filters (status, workflow, time range, id/input search),
+ * counts per status under the other filters, keyset paging, live refresh.
+ * Filters are plain query parameters, so every view is a bookmarkable URL.
+ */
+import { INSTANCE_STATUSES } from "../../storage/schema.ts";
+import type { InstanceFilter, InstanceRecord, InstanceStatus } from "../../storage/types.ts";
+import { formatTime, relative } from "./format.ts";
+import { StatusBadge } from "./layout.tsx";
+
+const RANGES: Record<string, { label: string; ms: number }> = {
+  "15m": { label: "last 15 minutes", ms: 15 * 60_000 },
+  "1h": { label: "last hour", ms: 3600_000 },
+  "24h": { label: "last 24 hours", ms: 86_400_000 },
+  "7d": { label: "last 7 days", ms: 7 * 86_400_000 },
+};
+
+export interface ListParams {
+  status: InstanceStatus[];
+  workflow: string;
+  q: string;
+  range: string;
+  /** `datetime-local` values, read as UTC. */
+  from: string;
+  to: string;
+  cursor: string;
+}
+
+/** Query parameters → list params; unknown values are dropped rather than refused (it is a page, not an API). */
+export function readListParams(query: Record<string, string>): ListParams {
+  const status = (query.status ?? "")
+    .split(",")
+    .filter((s): s is InstanceStatus => (INSTANCE_STATUSES as readonly string[]).includes(s));
+  return {
+    status,
+    workflow: (query.workflow ?? "").slice(0, 255),
+    q: (query.q ?? "").slice(0, 200),
+    range: query.range && query.range in RANGES ? query.range : "",
+    from: validLocal(query.from),
+    to: validLocal(query.to),
+    cursor: (query.cursor ?? "").slice(0, 1000),
+  };
+}
+
+function validLocal(v: string | undefined): string {
+  return v && /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d)?$/.test(v) && !Number.isNaN(Date.parse(`${v}Z`)) ? v : "";
+}
+
+export function filterOf(p: ListParams, now: Date): InstanceFilter {
+  const f: InstanceFilter = {};
+  if (p.workflow) f.workflowName = p.workflow;
+  if (p.q) f.search = p.q;
+  const range = RANGES[p.range];
+  if (range) f.startedAfter = new Date(now.getTime() - range.ms);
+  if (p.from) f.startedAfter = new Date(`${p.from}Z`);
+  if (p.to) f.startedBefore = new Date(`${p.to}Z`);
+  return f;
+}
+
+/** The list URL for `p` with some parameters changed (empty ones left out). */
+export function listUrl(p: ListParams, change: Partial<Record<keyof ListParams, string>>): string {
+  const merged: Record<string, string> = { ...p, status: p.status.join(","), cursor: "", ...change };
+  const qs = new URLSearchParams(Object.entries(merged).filter(([, v]) => v !== ""));
+  const s = qs.toString();
+  return s ? `/ui?${s}` : "/ui";
+}
+
+export interface ListPageProps {
+  params: ListParams;
+  workflows: string[];
+  counts: Record<InstanceStatus, number>;
+  instances: InstanceRecord[];
+  nextCursor: string | null;
+  now: Date;
+}
+
+export function ListPage(p: ListPageProps) {
+  const { params } = p;
+  const total = Object.values(p.counts).reduce((a, b) => a + b, 0);
+  const only = params.status.length === 1 ? params.status[0] : undefined;
+  return (
+    <>
+      <h1>Instances</h1>
+      <form class="filters" method="get" action="/ui">
+        <label>
+          search id or input
+          <input type="search" name="q" value={params.q} placeholder="order-42" />
+        </label>
+        <label>
+          workflow
+          <select name="workflow">
+            <option value="">all</option>
+            {p.workflows.map((w) => (
+              <option value={w} selected={w === params.workflow}>
+                {w}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          status
+          <select name="status">
+            <option value="">all</option>
+            {INSTANCE_STATUSES.map((s) => (
+              <option value={s} selected={s === only}>
+                {s.replace(/_/g, " ")}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          started
+          <select name="range">
+            <option value="">any time</option>
+            {Object.entries(RANGES).map(([k, r]) => (
+              <option value={k} selected={k === params.range}>
+                {r.label}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          from (UTC)
+          <input type="datetime-local" name="from" value={params.from} />
+        </label>
+        <label>
+          to (UTC)
+          <input type="datetime-local" name="to" value={params.to} />
+        </label>
+        <button type="submit">Filter</button>
+        <a href="/ui" class="small">
+          reset
+        </a>
+      </form>
+      <div data-live="list">
+        <nav class="counts" aria-label="counts per status">
+          <a href={listUrl(params, { status: "" })} class={params.status.length === 0 ? "on" : ""}>
+            <b>{total}</b>all
+          </a>
+          {INSTANCE_STATUSES.map((s) => (
+            <a href={listUrl(params, { status: s })} class={only === s ? "on" : ""} data-status={s}>
+              <b>{p.counts[s]}</b>
+              <span class={`s-${s}`}>{s.replace(/_/g, " ")}</span>
+            </a>
+          ))}
+        </nav>
+        <div class="card">
+          <table class="instances">
+            <thead>
+              <tr>
+                <th>instance</th>
+                <th>workflow</th>
+                <th>status</th>
+                <th>started (UTC)</th>
+                <th>updated</th>
+              </tr>
+            </thead>
+            <tbody>
+              {p.instances.length === 0 ? (
+                <tr>
+                  <td colspan={5} class="muted">
+                    No instances match.
+                  </td>
+                </tr>
+              ) : (
+                p.instances.map((i) => (
+                  <tr>
+                    <td class="id">
+                      <a href={`/ui/instances/${encodeURIComponent(i.instanceId)}`}>{i.instanceId}</a>
+                      {i.run > 1 ? <span class="muted small"> run {i.run}</span> : null}
+                    </td>
+                    <td>{i.workflowName}</td>
+                    <td>
+                      <StatusBadge status={i.status} />
+                    </td>
+                    <td class="small">{formatTime(i.startedAt)}</td>
+                    <td class="small muted">{relative(i.updatedAt, p.now)}</td>
+                  </tr>
+                ))
+              )}
+            </tbody>
+          </table>
+          <div class="pager">
+            {params.cursor ? <a href={listUrl(params, {})}>← newest</a> : null}
+            {p.nextCursor ? (
+              <a href={listUrl(params, { cursor: p.nextCursor })} rel="next">
+                older →
+              </a>
+            ) : null}
+          </div>
+        </div>
+      </div>
+    </>
+  );
+}

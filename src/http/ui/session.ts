@@ -1,0 +1,97 @@
+/**
+ * Viewer security: the login session, the CSRF guard and per-response headers.
+ *
+ * - When an API token is configured the viewer asks for it once (POST
+ *   /ui/login) and keeps a session cookie: HttpOnly, Secure, SameSite=Strict,
+ *   path /ui, 12 h, whose value (its expiry) is HMAC-signed with a key derived
+ *   from the token and EDDA_SECRET — rotating either ends every session. The
+ *   token never travels in a URL. (Browsers accept Secure cookies from
+ *   http://localhost / 127.0.0.1; elsewhere the viewer needs HTTPS.)
+ * - Every non-GET request must come from the viewer's own origin
+ *   (`Sec-Fetch-Site: same-origin`, or an `Origin` equal to the request's);
+ *   with SameSite=Strict on the cookie that makes actions CSRF-safe.
+ * - Each page gets a fresh CSP nonce: only the viewer's own inline style and
+ *   script run, forms post only to the viewer, no framing.
+ */
+import type { Context, MiddlewareHandler } from "hono";
+import { getSignedCookie, setSignedCookie, deleteCookie } from "hono/cookie";
+import { timingSafeEqual } from "hono/utils/buffer";
+
+export const SESSION_COOKIE = "edda_ui";
+const SESSION_SECONDS = 12 * 3600;
+
+export interface SessionKeys {
+  tokens: () => string[] | undefined;
+  secret: () => string | undefined;
+}
+
+export type ViewerEnv = { Variables: { nonce: string } };
+
+function keyFor(token: string, secret: string | undefined): string {
+  return `edda-ui-session\u0000${secret ?? ""}\u0000${token}`;
+}
+
+export function authRequired(keys: SessionKeys): boolean {
+  return (keys.tokens() ?? []).length > 0;
+}
+
+/** The token that `candidate` matches, compared in constant time. */
+export async function matchToken(keys: SessionKeys, candidate: string): Promise<string | null> {
+  for (const t of keys.tokens() ?? []) if (await timingSafeEqual(t, candidate)) return t;
+  return null;
+}
+
+export async function startSession(c: Context, keys: SessionKeys, token: string): Promise<void> {
+  const expires = Math.floor(Date.now() / 1000) + SESSION_SECONDS;
+  await setSignedCookie(c, SESSION_COOKIE, String(expires), keyFor(token, keys.secret()), {
+    path: "/ui",
+    httpOnly: true,
+    secure: true,
+    sameSite: "Strict",
+    maxAge: SESSION_SECONDS,
+  });
+}
+
+export function endSession(c: Context): void {
+  deleteCookie(c, SESSION_COOKIE, { path: "/ui", httpOnly: true, secure: true, sameSite: "Strict" });
+}
+
+/** Whether the request carries a valid, unexpired session (or the bearer token itself). */
+export async function hasSession(c: Context, keys: SessionKeys): Promise<boolean> {
+  const bearer = /^Bearer\s+(.+)$/i.exec(c.req.header("authorization") ?? "");
+  if (bearer && (await matchToken(keys, bearer[1]!.trim()))) return true;
+  for (const t of keys.tokens() ?? []) {
+    const value = await getSignedCookie(c, keyFor(t, keys.secret()), SESSION_COOKIE);
+    if (typeof value === "string" && /^\d+$/.test(value) && Number(value) > Date.now() / 1000) return true;
+  }
+  return false;
+}
+
+/** Refuses state-changing requests that do not come from this origin. */
+export function sameOriginOnly(): MiddlewareHandler {
+  return async (c, next) => {
+    if (["GET", "HEAD", "OPTIONS"].includes(c.req.method)) return next();
+    const site = c.req.header("sec-fetch-site");
+    const origin = c.req.header("origin");
+    const ok = site === "same-origin" || (site === undefined && origin !== undefined && origin === new URL(c.req.url).origin);
+    if (!ok) return c.text("Forbidden: cross-origin request refused", 403);
+    return next();
+  };
+}
+
+/** A CSP nonce per response, plus the security headers of every viewer page. */
+export function securityHeaders(): MiddlewareHandler<ViewerEnv> {
+  return async (c, next) => {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    const nonce = btoa(String.fromCharCode(...bytes));
+    c.set("nonce", nonce);
+    await next();
+    c.res.headers.set(
+      "content-security-policy",
+      `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
+    );
+    c.res.headers.set("x-content-type-options", "nosniff");
+    c.res.headers.set("referrer-policy", "same-origin");
+    c.res.headers.set("cache-control", "no-store");
+  };
+}
