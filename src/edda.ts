@@ -23,6 +23,7 @@ import { migrate } from "./storage/migrate.ts";
 import { createStorage } from "./storage/pg-storage.ts";
 import type { ListInstancesQuery } from "./storage/types.ts";
 import { createApp, type RouteHelpers } from "./http/app.ts";
+import type { McpExposure } from "./http/mcp/index.ts";
 
 export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
@@ -55,6 +56,8 @@ export interface EddaOptions {
   autoMigrate?: boolean;
   /** Extra routes (e.g. CloudEvents, channels) on the public API. */
   routes?: (app: Hono, helpers: RouteHelpers) => void;
+  /** Serve workflows as MCP tools at /mcp (Streamable HTTP, stateless): all of them (`true`) or those named. */
+  mcp?: McpExposure;
 }
 
 export interface Edda {
@@ -133,6 +136,7 @@ export function createEdda(opts: EddaOptions): Edda {
     ...(opts.maxBodyBytes ? { maxBodyBytes: opts.maxBodyBytes } : {}),
     scope: (c: Context) => scopeOf(c),
     ...(opts.routes ? { extend: opts.routes } : {}),
+    ...(opts.mcp ? { mcp: opts.mcp } : {}),
   });
 
   function scopeOf(c: Context): DispatchScope | undefined {

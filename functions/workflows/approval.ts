@@ -9,7 +9,10 @@ const decision = z.object({ approved: z.boolean(), approver: z.string() });
 
 export const approval = workflow(
   "approval",
-  { input: z.object({ requestId: z.string().min(1), timeoutSeconds: z.number().positive() }) },
+  {
+    description: 'Waits for a human decision: send { "approved": true|false, "approver": "..." } to the instance on channel "approval"; ends "timeout" when none comes in time.',
+    input: z.object({ requestId: z.string().min(1), timeoutSeconds: z.number().positive().describe("How long to wait for the decision") }),
+  },
   async (ctx, { timeoutSeconds }) => {
     try {
       const msg = await waitMessage(ctx, "approval", { timeoutSeconds });

@@ -26,10 +26,11 @@ export const shipOrder = activity("ship_order", async (_ctx, orderId: string, fa
 export const orderSaga = workflow(
   "order_saga",
   {
+    description: "Order saga: reserves stock, charges the payment, ships. If a step fails for good, the steps done so far are undone (refund, then release).",
     input: z.object({
-      orderId: z.string().min(1),
-      amount: z.number().positive(),
-      failAt: z.enum(["payment", "shipping"]).optional(),
+      orderId: z.string().min(1).describe("The order to fulfil"),
+      amount: z.number().positive().describe("Amount to charge"),
+      failAt: z.enum(["payment", "shipping"]).optional().describe("Make this step fail, to see the compensations run"),
     }),
   },
   async (ctx, { orderId, amount, failAt }) => {

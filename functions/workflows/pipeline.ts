@@ -6,7 +6,7 @@ export const pipelineStep = activity("pipeline_step", async (ctx, n: number) => 
 
 export const pipeline = workflow(
   "pipeline",
-  { input: z.object({ steps: z.number().int().min(0).max(10_000) }) },
+  { description: "Runs the given number of activities one after another.", input: z.object({ steps: z.number().int().min(0).max(10_000) }) },
   async (ctx, { steps }) => {
     for (let i = 1; i <= steps; i++) await pipelineStep(ctx, i);
     return { completed: steps };

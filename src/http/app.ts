@@ -13,6 +13,7 @@ import { INSTANCE_STATUSES } from "../storage/schema.ts";
 import type { InstanceStatus } from "../storage/types.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
 import { cloudEventRoutes } from "./cloudevents.ts";
+import { mcpRoutes, type McpExposure } from "./mcp/index.ts";
 import { onError, problem, readJson } from "./problem.ts";
 import { viewer } from "./ui/index.tsx";
 
@@ -27,6 +28,8 @@ export interface AppOptions {
   scope?: (c: Context) => DispatchScope | undefined;
   /** Extra routes (CloudEvents, channels) mounted before the fallback. */
   extend?: (app: Hono, helpers: RouteHelpers) => void;
+  /** Serve workflows as MCP tools at /mcp: all of them (`true`) or those named. */
+  mcp?: McpExposure;
 }
 
 export interface RouteHelpers {
@@ -145,6 +148,7 @@ export function createApp(opts: AppOptions): Hono {
 
   const helpers: RouteHelpers = { engine, scope, parse };
   cloudEventRoutes(api, helpers);
+  if (opts.mcp) mcpRoutes(api, helpers, opts.mcp);
   opts.extend?.(api, helpers);
   app.route("/", api);
   return app;

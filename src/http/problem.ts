@@ -45,7 +45,7 @@ export function onError(err: unknown, c: Context) {
 }
 
 /** SQLSTATE class 22 ("data exception") anywhere in the cause chain (drizzle wraps driver errors). */
-function isDataException(err: unknown): boolean {
+export function isDataException(err: unknown): boolean {
   let e: unknown = err;
   for (let i = 0; i < 5 && typeof e === "object" && e !== null; i++, e = (e as { cause?: unknown }).cause) {
     const code = (e as { code?: unknown }).code;

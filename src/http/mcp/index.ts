@@ -1,0 +1,71 @@
+/**
+ * `/mcp`: the Model Context Protocol endpoint (Streamable HTTP transport,
+ * stateless). Every POST gets a fresh SDK server and transport built from
+ * the request's engine, answers with plain JSON, and keeps nothing: no
+ * session id, no stream to resume, so any Worker isolate, Deno isolate or
+ * Node process answers any request. There is no standalone server-to-client
+ * stream (GET) and no session to end (DELETE): both are 405, as the
+ * transport's stateless mode prescribes.
+ *
+ * The route sits behind the API's bearer token and body limit like every
+ * other public route. Requests a browser sends from another origin are
+ * refused (the transport's Origin check), so a page cannot drive a local
+ * server through DNS rebinding.
+ */
+import type { Context, Hono } from "hono";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import type { Workflow } from "../../core/definitions.ts";
+import type { Engine } from "../../engine/engine.ts";
+import type { RouteHelpers } from "../app.ts";
+import { jsonTooDeep, MAX_JSON_DEPTH } from "../problem.ts";
+import { createMcpServer } from "./server.ts";
+
+/** `true`: every workflow is a tool; a list: only these (unknown names are refused). */
+export type McpExposure = boolean | readonly string[];
+
+const SERVER_VERSION = "0.1.0";
+
+function exposedWorkflows(engine: Engine, exposure: McpExposure): Map<string, Workflow> {
+  if (exposure === true) return new Map(engine.workflows);
+  const exposed = new Map<string, Workflow>();
+  for (const name of exposure || []) {
+    const wf = engine.workflows.get(name);
+    if (!wf) throw new TypeError(`mcp: unknown workflow "${name}" in the list of exposed workflows`);
+    exposed.set(name, wf);
+  }
+  return exposed;
+}
+
+function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
+  return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status, headers });
+}
+
+export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): void {
+  app.post("/mcp", async (c: Context) => {
+    // Parsed here so the API's nesting limit holds for MCP too (the SDK parses without one).
+    const text = await c.req.text();
+    if (jsonTooDeep(text)) return rpcError(400, -32700, `Parse error: request body nests deeper than ${MAX_JSON_DEPTH} levels`);
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      return rpcError(400, -32700, "Parse error: Invalid JSON");
+    }
+    const engine = await h.engine(c);
+    const server = createMcpServer({ engine, exposed: exposedWorkflows(engine, exposure), scope: h.scope(c) }, { name: engine.serviceName, version: SERVER_VERSION });
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      enableJsonResponse: true,
+      enableDnsRebindingProtection: true,
+      allowedOrigins: [new URL(c.req.url).origin],
+    });
+    await server.connect(transport);
+    try {
+      return await transport.handleRequest(c.req.raw, { parsedBody: body });
+    } finally {
+      await server.close();
+    }
+  });
+  const notAllowed = () => rpcError(405, -32000, "Method not allowed: this MCP server is stateless (POST only).", { allow: "POST" });
+  app.get("/mcp", notAllowed);
+  app.delete("/mcp", notAllowed);
+}

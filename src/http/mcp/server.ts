@@ -1,0 +1,103 @@
+/**
+ * The MCP server for one request: the SDK's low-level `Server` with Edda's
+ * tools, resources and task store. It is built per request (stateless
+ * transport) from the request's engine; it holds nothing between requests.
+ *
+ * The low-level server, not `McpServer`: the tool set is derived from the
+ * registered workflows and their zod schemas at run time, and a workflow tool
+ * must answer at once with an instance id when called plainly and with a task
+ * when called as one — `McpServer` would block a plain call of a
+ * task-capable tool until the task ends.
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+} from "@modelcontextprotocol/sdk/types.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import { EddaError, ValidationError } from "../../core/errors.ts";
+import { isDataException } from "../problem.ts";
+import { InstanceTaskStore } from "./tasks.ts";
+import { buildToolTable, toToolError, type McpCallContext } from "./tools.ts";
+import { instanceTemplate, listResources, readResource } from "./resources.ts";
+import { formatIssues } from "./schema.ts";
+
+const INSTRUCTIONS =
+  "Each workflow tool starts a durable workflow and returns its instance_id at once; the run continues on the server " +
+  "and may wait for timers or messages for a long time. Follow it with {workflow}_status (mind suggested_poll_interval_ms), " +
+  "read the outcome with {workflow}_result, stop it with {workflow}_cancel (its compensations run). " +
+  "Workflow tools may also be called as MCP tasks: the task id is the instance id. " +
+  "Instances are readable as resources at edda://instances/{instance_id}.";
+
+// The SDK's validator only serves elicitation, which these tools never use; one instance, not one per request.
+let validator: AjvJsonSchemaValidator | undefined;
+
+export function createMcpServer(ctx: McpCallContext, info: { name: string; version: string }): Server {
+  const tools = buildToolTable(ctx.exposed.values());
+  const server = new Server(info, {
+    capabilities: {
+      tools: {},
+      resources: {},
+      tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+    },
+    instructions: INSTRUCTIONS,
+    taskStore: guarded(new InstanceTaskStore(ctx)),
+    jsonSchemaValidator: (validator ??= new AjvJsonSchemaValidator()),
+  });
+
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...tools.values()].map((t) => t.tool) }));
+
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const entry = tools.get(request.params.name);
+    if (!entry) throw new McpError(ErrorCode.InvalidParams, `unknown tool "${request.params.name}"`);
+    if (request.params.task) {
+      // A task-augmented call answers with the task or a JSON-RPC error: a client waiting for a task cannot read a tool error.
+      if (!entry.starts || !extra.taskStore) throw new McpError(ErrorCode.MethodNotFound, `tool "${request.params.name}" cannot run as a task`);
+      try {
+        return { task: await extra.taskStore.createTask({}) };
+      } catch (err) {
+        if (err instanceof ValidationError) throw new McpError(ErrorCode.InvalidParams, `${err.message}:\n${formatIssues(err.issues)}`, { issues: err.issues });
+        throw err;
+      }
+    }
+    try {
+      return await entry.call(request.params.arguments, ctx);
+    } catch (err) {
+      return toToolError(err);
+    }
+  });
+
+  server.setRequestHandler(ListResourcesRequestSchema, (request) => listResources(ctx, request.params?.cursor).catch(rethrowSafely));
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [instanceTemplate] }));
+  server.setRequestHandler(ReadResourceRequestSchema, (request) => readResource(ctx, request.params.uri).catch(rethrowSafely));
+  return server;
+}
+
+/**
+ * The SDK sends a handler's error message to the client: a failure that is
+ * not Edda's own (not found, not cancellable, invalid input: what the caller
+ * can fix) becomes a generic internal error, logged here, never a driver's
+ * message.
+ */
+function rethrowSafely(err: unknown): never {
+  if (err instanceof McpError || err instanceof EddaError) throw err;
+  if (isDataException(err)) throw new McpError(ErrorCode.InvalidParams, "a value in the request is not acceptable");
+  console.error("edda: MCP request failed", err);
+  throw new McpError(ErrorCode.InternalError, "internal error");
+}
+
+/** The task store with every method's failures passed through rethrowSafely (the SDK calls it from its own handlers). */
+function guarded<T extends object>(store: T): T {
+  return new Proxy(store, {
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver) as unknown;
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args).catch(rethrowSafely);
+    },
+  });
+}
