@@ -8,5 +8,5 @@
 import { serveDeno } from "../src/platform/deno.ts";
 import { workflows } from "./workflows/index.ts";
 
-const server = serveDeno({ workflows });
+const server = serveDeno({ workflows, mcp: true });
 console.log(`edda-edge (Deno) listening on ${server.url} — Postgres via ${server.database.driver}`);

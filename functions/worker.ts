@@ -8,4 +8,4 @@
 import { createWorker } from "../src/platform/cloudflare.ts";
 import { workflows } from "./workflows/index.ts";
 
-export default createWorker({ workflows });
+export default createWorker({ workflows, mcp: true });

@@ -1,0 +1,28 @@
+// The MCP endpoint of the Worker entry (functions/worker.ts, MCP on) in real
+// workerd under `wrangler dev`, against a fresh migrated database on the test
+// Postgres (postgres.js over TCP), with an API token set. Every request opens
+// its own database client, and the task flow reads tasks from fresh
+// connections: nothing depends on isolate memory.
+import { describe, afterAll, beforeAll } from "vitest";
+import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
+import { migrate } from "../../src/storage/migrate.ts";
+import { freshDatabase } from "../support/db.ts";
+import { startWrangler, type Server } from "../runtime/processes.ts";
+import { mcpFlows } from "./flows.ts";
+
+const token = "mcp-workerd-token";
+let worker: Server | undefined;
+
+beforeAll(async () => {
+  const url = await freshDatabase("mcp_workerd");
+  const db = createPostgresJsDatabase({ url, max: 1 });
+  await migrate(db.db);
+  await db.close();
+  worker = await startWrangler({ DATABASE_URL: url, EDDA_SECRET: "mcp-workerd-secret", EDDA_API_TOKEN: token, EDDA_MAX_WAKE_SECONDS: "0" });
+}, 90_000);
+
+afterAll(async () => worker?.stop());
+
+describe("MCP on wrangler dev (workerd)", { timeout: 30_000 }, () => {
+  mcpFlows({ base: () => worker!.url, token });
+});
