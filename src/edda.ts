@@ -23,7 +23,7 @@ import { migrate } from "./storage/migrate.ts";
 import { createStorage } from "./storage/pg-storage.ts";
 import type { ListInstancesQuery } from "./storage/types.ts";
 import { createApp, type RouteHelpers } from "./http/app.ts";
-import type { McpExposure } from "./http/mcp/index.ts";
+import { checkMcpExposure, type McpExposure } from "./http/mcp/index.ts";
 
 export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
@@ -84,6 +84,7 @@ function makeDispatcher(opt: DispatcherOption | undefined, secret: string | unde
 }
 
 export function createEdda(opts: EddaOptions): Edda {
+  if (opts.mcp) checkMcpExposure(opts.workflows, opts.mcp);
   const dispatcher = makeDispatcher(opts.dispatcher, opts.secret);
   const tokens = opts.apiToken === undefined ? undefined : Array.isArray(opts.apiToken) ? opts.apiToken : [opts.apiToken];
   const eventTokens = opts.eventsToken === undefined ? undefined : Array.isArray(opts.eventsToken) ? opts.eventsToken : [opts.eventsToken];

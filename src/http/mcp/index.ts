@@ -15,25 +15,30 @@
 import type { Context, Hono } from "hono";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import type { Workflow } from "../../core/definitions.ts";
-import type { Engine } from "../../engine/engine.ts";
 import type { RouteHelpers } from "../app.ts";
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../problem.ts";
 import { createMcpServer } from "./server.ts";
+import { buildToolTable } from "./tools.ts";
 
 /** `true`: every workflow is a tool; a list: only these (unknown names are refused). */
 export type McpExposure = boolean | readonly string[];
 
 const SERVER_VERSION = "0.1.0";
 
-function exposedWorkflows(engine: Engine, exposure: McpExposure): Map<string, Workflow> {
-  if (exposure === true) return new Map(engine.workflows);
+function exposedWorkflows(all: ReadonlyMap<string, Workflow>, exposure: McpExposure): Map<string, Workflow> {
+  if (exposure === true) return new Map(all);
   const exposed = new Map<string, Workflow>();
   for (const name of exposure || []) {
-    const wf = engine.workflows.get(name);
+    const wf = all.get(name);
     if (!wf) throw new TypeError(`mcp: unknown workflow "${name}" in the list of exposed workflows`);
     exposed.set(name, wf);
   }
   return exposed;
+}
+
+/** Refuses, when the app is built, an exposure naming unknown workflows or producing clashing tool names. */
+export function checkMcpExposure(workflows: readonly Workflow[], exposure: McpExposure): void {
+  buildToolTable(exposedWorkflows(new Map(workflows.map((wf) => [wf.workflowName, wf])), exposure).values());
 }
 
 function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
@@ -52,7 +57,7 @@ export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): vo
       return rpcError(400, -32700, "Parse error: Invalid JSON");
     }
     const engine = await h.engine(c);
-    const server = createMcpServer({ engine, exposed: exposedWorkflows(engine, exposure), scope: h.scope(c) }, { name: engine.serviceName, version: SERVER_VERSION });
+    const server = createMcpServer({ engine, exposed: exposedWorkflows(engine.workflows, exposure), scope: h.scope(c) }, { name: engine.serviceName, version: SERVER_VERSION });
     const transport = new WebStandardStreamableHTTPServerTransport({
       enableJsonResponse: true,
       enableDnsRebindingProtection: true,

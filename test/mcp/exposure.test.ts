@@ -1,0 +1,94 @@
+// Which workflows the MCP endpoint serves, and how their inputs become tool
+// arguments: the official client in process, its transport's fetch wired to
+// app.fetch (no server), on PGlite.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workflow } from "../../src/index.ts";
+import { createEdda } from "../../src/edda.ts";
+import { orderSaga } from "../../functions/workflows/order-saga.ts";
+import { pipeline } from "../../functions/workflows/pipeline.ts";
+import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+import type { Database } from "../../src/storage/database.ts";
+
+const echoText = workflow("echo_text", { input: z.string().min(2), description: "Returns its text." }, async (_ctx, text) => ({ text }));
+const noSchema = workflow("no_schema", async (_ctx, input: unknown) => ({ got: input }));
+
+let database: Database;
+let exposed: TestApp;
+let hidden: TestApp;
+
+function client(t: TestApp): Promise<Client> {
+  const c = new Client({ name: "exposure-test", version: "1.0.0" });
+  const transport = new StreamableHTTPClientTransport(new URL("http://edda.test/mcp"), { fetch: (url, init) => t.edda.fetch(new Request(url, init)) });
+  return c.connect(transport).then(() => c);
+}
+
+const structured = (r: unknown) => (r as CallToolResult).structuredContent as Record<string, unknown>;
+
+beforeAll(async () => {
+  database = await openTestDatabase("pglite", "mcp_exposure");
+  exposed = makeTestApp(database, { workflows: [orderSaga, pipeline, echoText, noSchema], mcp: ["order_saga", "echo_text", "no_schema"] });
+  hidden = makeTestApp(database, { workflows: [orderSaga] });
+});
+afterAll(async () => {
+  await exposed.edda.close();
+  await hidden.edda.close();
+  await database.close();
+});
+
+describe("mcp: a list of workflows", () => {
+  it("serves only the listed workflows' tools; instances of the others do not exist for MCP clients", async () => {
+    const c = await client(exposed);
+    const names = (await c.listTools()).tools.map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining(["order_saga", "order_saga_status", "echo_text_cancel", "no_schema_result", "list_instances"]));
+    expect(names.filter((n) => n.startsWith("pipeline"))).toEqual([]);
+
+    const { instanceId } = await exposed.edda.start(pipeline, { steps: 1 });
+    await exposed.waitFor(instanceId);
+    const status = (await c.callTool({ name: "order_saga_status", arguments: { instance_id: instanceId } })) as CallToolResult;
+    expect(status.isError).toBe(true);
+    expect(JSON.stringify(status.content)).toContain("not found");
+    const listed = structured(await c.callTool({ name: "list_instances", arguments: {} })).instances as { instance_id: string }[];
+    expect(listed.map((i) => i.instance_id)).not.toContain(instanceId);
+    const byWorkflow = (await c.callTool({ name: "list_instances", arguments: { workflow: "pipeline" } })) as CallToolResult;
+    expect(byWorkflow.isError).toBe(true);
+    await expect(c.experimental.tasks.getTask(instanceId)).rejects.toThrow(/not found/i);
+    await expect(c.readResource({ uri: `edda://instances/${instanceId}` })).rejects.toMatchObject({ code: -32002 });
+    await expect(c.callTool({ name: "send_message", arguments: { instance_id: instanceId, channel: "x" } })).resolves.toMatchObject({ isError: true });
+    await c.close();
+  });
+
+  it("a non-object input travels in an `input` argument; a workflow without a schema takes any `input`", async () => {
+    const c = await client(exposed);
+    const tools = new Map((await c.listTools()).tools.map((t) => [t.name, t]));
+    expect(tools.get("echo_text")!.inputSchema).toEqual({ type: "object", properties: { input: { type: "string", minLength: 2 } }, required: ["input"] });
+    expect(tools.get("echo_text")!.description).toMatch(/^Returns its text\./);
+    expect(tools.get("no_schema")!.inputSchema).toEqual({ type: "object", properties: { input: {} } });
+
+    const echo = structured(await c.callTool({ name: "echo_text", arguments: { input: "hello" } }));
+    expect((await exposed.waitFor(echo.instance_id as string)).output).toEqual({ text: "hello" });
+    const short = (await c.callTool({ name: "echo_text", arguments: { input: "h" } })) as CallToolResult;
+    expect(short.isError).toBe(true);
+    expect((short.content[0] as { text: string }).text).toMatch(/- Too small/);
+    const any = structured(await c.callTool({ name: "no_schema", arguments: { input: [1, { two: 2 }] } }));
+    expect((await exposed.waitFor(any.instance_id as string)).output).toEqual({ got: [1, { two: 2 }] });
+    await c.close();
+  });
+});
+
+describe("mcp option", () => {
+  it("without it there is no /mcp route", async () => {
+    const res = await hidden.edda.app.request("/mcp", { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+    expect(res.status).toBe(404);
+  });
+
+  it("unknown workflow names and clashing tool names are refused when the app is built", () => {
+    const clash = workflow("order_saga_status", async () => null);
+    expect(() => createEdda({ workflows: [orderSaga], database, mcp: ["order_sagas"] })).toThrow(/unknown workflow "order_sagas"/);
+    expect(() => createEdda({ workflows: [orderSaga, clash], database, mcp: true })).toThrow(/tool name "order_saga_status" .* already taken/);
+    expect(() => createEdda({ workflows: [workflow("publish", async () => null)], database, mcp: true })).toThrow(/tool name "publish"/);
+  });
+});
