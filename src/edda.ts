@@ -132,6 +132,7 @@ export function createEdda(opts: EddaOptions): Edda {
   const app = createApp({
     engine: async (c: Context) => (perRequest ? (await requestEngine(c.req.raw)).engine : sharedEngine()),
     secret: () => opts.secret,
+    workflows: () => opts.workflows,
     apiTokens: () => tokens,
     eventsTokens: () => eventTokens,
     ...(opts.maxBodyBytes ? { maxBodyBytes: opts.maxBodyBytes } : {}),

@@ -6,6 +6,7 @@
 import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
+import type { Workflow } from "../core/definitions.ts";
 import { ValidationError } from "../core/errors.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { DispatchScope, StepRequest } from "../engine/dispatcher.ts";
@@ -16,6 +17,10 @@ import { cloudEventRoutes } from "./cloudevents.ts";
 import { mcpRoutes, type McpExposure } from "./mcp/index.ts";
 import { onError, problem, readJson } from "./problem.ts";
 import { viewer } from "./ui/index.tsx";
+import { documented } from "./openapi.ts";
+import { referenceRoutes } from "./reference.ts";
+import { onError, problem } from "./problem.ts";
+import { instancePage, instanceView, started, instanceStatus } from "./schemas.ts";
 
 export interface AppOptions {
   engine: (c: Context) => Engine | Promise<Engine>;
@@ -26,6 +31,8 @@ export interface AppOptions {
   /** Default 1 MiB. */
   maxBodyBytes?: number;
   scope?: (c: Context) => DispatchScope | undefined;
+  /** Registered workflows (their input schemas are in the OpenAPI document). */
+  workflows?: () => Iterable<Workflow>;
   /** Extra routes (CloudEvents, channels) mounted before the fallback. */
   extend?: (app: Hono, helpers: RouteHelpers) => void;
   /** Serve workflows as MCP tools at /mcp: all of them (`true`) or those named. */
@@ -38,10 +45,13 @@ export interface RouteHelpers {
   parse: <T extends z.ZodType>(schema: T, value: unknown, what: string) => z.output<T>;
 }
 
-const startBody = z.object({
-  input: z.unknown().optional(),
-  instanceId: z.string().min(1).max(200).optional(),
-});
+const startBody = (input: z.ZodType = z.unknown()) =>
+  z.object({
+    input: input.optional(),
+    instanceId: z.string().min(1).max(200).optional().describe("idempotency: starting the same id again returns the existing instance (200)"),
+  });
+const nameParam = z.object({ name: z.string().describe("a registered workflow") });
+const idParam = z.object({ id: z.string().describe("instance id") });
 
 const listQuery = z.object({
   status: z
@@ -51,7 +61,7 @@ const listQuery = z.object({
     .optional(),
   workflow: z.string().min(1).max(255).optional(),
   limit: z.coerce.number().int().min(1).max(1000).optional(),
-  cursor: z.string().min(1).max(1000).optional(),
+  cursor: z.string().min(1).max(1000).optional().describe("nextCursor of the previous page"),
   started_after: z.iso.datetime({ offset: true }).optional(),
   started_before: z.iso.datetime({ offset: true }).optional(),
 });
@@ -61,8 +71,9 @@ const stepRequest = z.object({
   lease: z.object({ workerId: z.string().min(1).max(255), token: z.number().int().nonnegative() }).optional(),
 });
 const stepBody = z.union([stepRequest, z.object({ steps: z.array(stepRequest).min(1).max(500) })]);
+const stepResult = z.object({ instanceId: z.string(), status: z.enum(["skipped", "lease_lost", "concluded"]) }).loose();
 
-function parse<T extends z.ZodType>(schema: T, value: unknown, what: string): z.output<T> {
+export function parse<T extends z.ZodType>(schema: T, value: unknown, what: string): z.output<T> {
   const r = schema.safeParse(value);
   if (!r.success) throw new ValidationError(`${what} is invalid`, r.error.issues);
   return r.data;
@@ -78,29 +89,64 @@ export function createApp(opts: AppOptions): Hono {
   app.notFound((c) => problem(c, 404, `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "NotFound"));
   app.use("*", bodyLimit({ maxSize: maxBytes, onError: (c) => problem(c, 413, `request body exceeds ${maxBytes} bytes`, "PayloadTooLarge") }));
 
-  app.get("/healthz", async (c) => {
-    try {
-      const e = await engine(c);
-      await e.storage.getInstance("__healthz__");
-      return c.json({ status: "ok", database: "ok" });
-    } catch {
-      return c.json({ status: "degraded", database: "unreachable" }, 503);
-    }
-  });
+  const health = z.object({ status: z.enum(["ok", "degraded"]), database: z.enum(["ok", "unreachable"]) });
+  app.get(
+    "/healthz",
+    documented({
+      operationId: "health",
+      summary: "Liveness and database reachability",
+      tags: ["operations"],
+      auth: "none",
+      responses: { 200: { description: "healthy", schema: health }, 503: { description: "the database is unreachable", schema: health } },
+    }),
+    async (c) => {
+      try {
+        const e = await engine(c);
+        await e.storage.getInstance("__healthz__");
+        return c.json({ status: "ok", database: "ok" });
+      } catch {
+        return c.json({ status: "degraded", database: "unreachable" }, 503);
+      }
+    },
+  );
 
   // Internal routes: signed by EDDA_SECRET.
-  app.post("/_edda/step", signedOnly(opts.secret), async (c) => {
-    const body = parse(stepBody, await readJson(c), "step request");
-    const steps: StepRequest[] = "steps" in body ? body.steps : [body];
-    const e = await engine(c);
-    const results = [];
-    for (const s of steps) results.push({ instanceId: s.instanceId, ...(await e.runStep(s, scope(c))) });
-    return c.json(steps.length === 1 ? results[0] : { results });
-  });
-  app.post("/_edda/sweep", signedOnly(opts.secret), async (c) => {
-    const e = await engine(c);
-    return c.json(await e.sweep({}, scope(c)));
-  });
+  app.post(
+    "/_edda/step",
+    signedOnly(opts.secret),
+    documented({
+      operationId: "runStep",
+      summary: "Run one step of each given instance (follow-ups, queue consumers)",
+      tags: ["internal"],
+      auth: "internal",
+      body: stepBody,
+      bodyName: "step request",
+      responses: { 200: { description: "the step result (one request) or `{ results }` (a batch)", schema: z.union([stepResult, z.object({ results: z.array(stepResult) })]) } },
+    }),
+    async (c) => {
+      const body = c.var.valid.body;
+      const steps: StepRequest[] = "steps" in body ? body.steps : [body];
+      const e = await engine(c);
+      const results = [];
+      for (const s of steps) results.push({ instanceId: s.instanceId, ...(await e.runStep(s, scope(c))) });
+      return c.json(steps.length === 1 ? results[0] : { results });
+    },
+  );
+  app.post(
+    "/_edda/sweep",
+    signedOnly(opts.secret),
+    documented({
+      operationId: "sweep",
+      summary: "Sweep expired timers, waits, leases and outbox rows (cron)",
+      tags: ["internal"],
+      auth: "internal",
+      responses: { 200: { description: "what the sweep did", schema: z.record(z.string(), z.unknown()) } },
+    }),
+    async (c) => {
+      const e = await engine(c);
+      return c.json(await e.sweep({}, scope(c)));
+    },
+  );
 
   app.route("/ui", viewer({ engine, scope, tokens: opts.apiTokens, secret: opts.secret }));
 
@@ -109,46 +155,101 @@ export function createApp(opts: AppOptions): Hono {
   const isIngestion = (c: Context) => c.req.method === "POST" && ["/", "/events"].includes(new URL(c.req.url).pathname);
   api.use("*", bearerAuth(opts.apiTokens, (c) => (isIngestion(c) ? opts.eventsTokens?.() : undefined)));
 
-  api.post("/workflows/:name/instances", async (c) => {
-    const e = await engine(c);
-    const wf = e.workflow(c.req.param("name"));
-    const body = parse(startBody, await readJson(c), "request body");
-    const r = await e.start(wf, body.input, body.instanceId ? { instanceId: body.instanceId } : {}, scope(c));
-    return c.json({ instanceId: r.instanceId, status: r.status }, r.created ? 201 : 200);
-  });
+  api.post(
+    "/workflows/:name/instances",
+    documented({
+      operationId: "startInstance",
+      summary: "Start a workflow instance",
+      tags: ["instances"],
+      auth: "api",
+      params: nameParam,
+      body: startBody(),
+      perWorkflow: (wf) => startBody(wf.options.input ?? z.unknown()),
+      responses: {
+        201: { description: "created", schema: started },
+        200: { description: "an instance with this instanceId already exists", schema: started },
+        404: { description: "unknown workflow" },
+      },
+    }),
+    async (c) => {
+      const e = await engine(c);
+      const wf = e.workflow(c.var.valid.params.name);
+      const body = c.var.valid.body;
+      const r = await e.start(wf, body.input, body.instanceId ? { instanceId: body.instanceId } : {}, scope(c));
+      return c.json({ instanceId: r.instanceId, status: r.status }, r.created ? 201 : 200);
+    },
+  );
 
-  api.get("/instances/:id", async (c) => {
-    const e = await engine(c);
-    const withHistory = ["1", "true"].includes(c.req.query("history") ?? "");
-    const view = await e.getInstance(c.req.param("id"), { history: withHistory });
-    if (!view) return problem(c, 404, `instance "${c.req.param("id")}" not found`, "NotFoundError");
-    return c.json(view);
-  });
+  api.get(
+    "/instances/:id",
+    documented({
+      operationId: "getInstance",
+      summary: "An instance's status, input, output and error",
+      tags: ["instances"],
+      auth: "api",
+      params: idParam,
+      query: z.object({ history: z.enum(["1", "true", "0", "false"]).optional().describe("include the history") }),
+      responses: { 200: { description: "the instance", schema: instanceView }, 404: { description: "unknown instance" } },
+    }),
+    async (c) => {
+      const e = await engine(c);
+      const { params, query } = c.var.valid;
+      const view = await e.getInstance(params.id, { history: query.history === "1" || query.history === "true" });
+      if (!view) return problem(c, 404, `instance "${params.id}" not found`, "NotFoundError");
+      return c.json(view);
+    },
+  );
 
-  api.get("/instances", async (c) => {
-    const q = listQuery.safeParse(c.req.query());
-    if (!q.success) return problem(c, 400, "invalid query parameters", "BadRequest", { issues: q.error.issues });
-    const e = await engine(c);
-    const page = await e.findInstances({
-      ...(q.data.status ? { status: q.data.status as InstanceStatus[] } : {}),
-      ...(q.data.workflow ? { workflowName: q.data.workflow } : {}),
-      ...(q.data.limit ? { limit: q.data.limit } : {}),
-      ...(q.data.cursor ? { cursor: q.data.cursor } : {}),
-      ...(q.data.started_after ? { startedAfter: new Date(q.data.started_after) } : {}),
-      ...(q.data.started_before ? { startedBefore: new Date(q.data.started_before) } : {}),
-    });
-    return c.json(page);
-  });
+  api.get(
+    "/instances",
+    documented({
+      operationId: "listInstances",
+      summary: "List instances, newest first, with filters and paging",
+      tags: ["instances"],
+      auth: "api",
+      query: listQuery,
+      responses: { 200: { description: "a page of instances", schema: instancePage } },
+    }),
+    async (c) => {
+      const q = c.var.valid.query;
+      const e = await engine(c);
+      const page = await e.findInstances({
+        ...(q.status ? { status: q.status as InstanceStatus[] } : {}),
+        ...(q.workflow ? { workflowName: q.workflow } : {}),
+        ...(q.limit ? { limit: q.limit } : {}),
+        ...(q.cursor ? { cursor: q.cursor } : {}),
+        ...(q.started_after ? { startedAfter: new Date(q.started_after) } : {}),
+        ...(q.started_before ? { startedBefore: new Date(q.started_before) } : {}),
+      });
+      return c.json(page);
+    },
+  );
 
-  api.post("/instances/:id/cancel", async (c) => {
-    const e = await engine(c);
-    const r = await e.cancel(c.req.param("id"), "api", scope(c));
-    return c.json(r);
-  });
+  api.post(
+    "/instances/:id/cancel",
+    documented({
+      operationId: "cancelInstance",
+      summary: "Cancel a running or waiting instance (compensations run first)",
+      tags: ["instances"],
+      auth: "api",
+      params: idParam,
+      responses: {
+        200: { description: "cancelled, or compensating before it ends cancelled", schema: z.object({ status: instanceStatus }) },
+        404: { description: "unknown instance" },
+        409: { description: "the instance has already finished" },
+      },
+    }),
+    async (c) => {
+      const e = await engine(c);
+      const r = await e.cancel(c.var.valid.params.id, "api", scope(c));
+      return c.json(r);
+    },
+  );
 
   const helpers: RouteHelpers = { engine, scope, parse };
   cloudEventRoutes(api, helpers);
   if (opts.mcp) mcpRoutes(api, helpers, opts.mcp);
+  referenceRoutes(app, api, { workflows: opts.workflows ?? (() => []), tokenRequired: () => (opts.apiTokens() ?? []).length > 0 });
   opts.extend?.(api, helpers);
   app.route("/", api);
   return app;

@@ -17,7 +17,9 @@ import type { Workflow } from "../core/definitions.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { DispatchScope } from "../engine/dispatcher.ts";
 import type { RouteHelpers } from "./app.ts";
-import { jsonTooDeep, MAX_JSON_DEPTH, problem, readJson } from "./problem.ts";
+import { documented } from "./openapi.ts";
+import { jsonTooDeep, MAX_JSON_DEPTH, problem } from "./problem.ts";
+import { accepted } from "./schemas.ts";
 
 interface PreparedEvent {
   event: CloudEvent;
@@ -119,24 +121,73 @@ export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
     const batch = /cloudevents-batch/i.test(contentType);
     return c.json(batch ? { status: "accepted", events: results } : { status: "accepted", ...results[0] }, 202);
   };
-  app.post("/", receive);
-  app.post("/events", receive);
+  const ingestion = (operationId: string) =>
+    documented({
+      operationId,
+      summary: "Ingest CloudEvents (binary, structured or batch mode)",
+      description:
+        "Each event is published on the channel named by its type (the `eddainstanceid` extension makes it point-to-point) and starts the workflow registered as its handler. A repeated `(source, id)` is accepted and ignored. A batch with one invalid event is rejected whole.",
+      tags: ["events"],
+      auth: "events",
+      rawBody: {
+        description: "a CloudEvent (binary mode: `ce-*` headers and any body; structured: application/cloudevents+json; batch: application/cloudevents-batch+json)",
+        content: {
+          "application/cloudevents+json": { schema: { type: "object", required: ["specversion", "id", "source", "type"] } },
+          "application/cloudevents-batch+json": { schema: { type: "array", items: { type: "object", required: ["specversion", "id", "source", "type"] }, maxItems: 1000 } },
+          "*/*": { schema: {} },
+        },
+      },
+      responses: {
+        202: {
+          description: "accepted (one event: its result; a batch: `events`)",
+          schema: z.object({ status: z.literal("accepted"), id: z.string().optional(), duplicate: z.boolean().optional(), messageId: z.string().optional(), instanceId: z.string().optional(), events: z.array(z.unknown()).optional() }),
+        },
+      },
+    });
+  app.post("/", ingestion("ingestEvent"), receive);
+  app.post("/events", ingestion("ingestEventAt"), receive);
 
-  app.post("/instances/:id/messages", async (c) => {
-    const body = h.parse(instanceMessage, await readJson(c), "message");
-    const engine = await h.engine(c);
-    const id = c.req.param("id");
-    if (!(await engine.storage.getInstance(id))) throw new NotFoundError(`instance "${id}" not found`);
-    const messageId = await engine.publish(body.channel, body.data ?? null, { targetInstanceId: id, ...(body.metadata ? { metadata: body.metadata } : {}) }, h.scope(c));
-    return c.json({ status: "accepted", messageId }, 202);
-  });
+  app.post(
+    "/instances/:id/messages",
+    documented({
+      operationId: "sendMessage",
+      summary: "Send a point-to-point message to an instance, on a channel",
+      tags: ["messages"],
+      auth: "api",
+      params: z.object({ id: z.string() }),
+      body: instanceMessage,
+      bodyName: "message",
+      responses: { 202: { description: "persisted; the instance wakes if it waits on the channel", schema: accepted }, 404: { description: "unknown instance" } },
+    }),
+    async (c) => {
+      const body = c.var.valid.body;
+      const engine = await h.engine(c);
+      const id = c.var.valid.params.id;
+      if (!(await engine.storage.getInstance(id))) throw new NotFoundError(`instance "${id}" not found`);
+      const messageId = await engine.publish(body.channel, body.data ?? null, { targetInstanceId: id, ...(body.metadata ? { metadata: body.metadata } : {}) }, h.scope(c));
+      return c.json({ status: "accepted", messageId }, 202);
+    },
+  );
 
-  app.post("/channels/:channel/messages", async (c) => {
-    const channel = c.req.param("channel");
-    if (channel.length > 255) throw new ValidationError("channel name too long", [{ path: ["channel"], message: "at most 255 characters" }]);
-    const body = h.parse(channelMessage, await readJson(c), "message");
-    const engine = await h.engine(c);
-    const messageId = await engine.publish(channel, body.data ?? null, body.metadata ? { metadata: body.metadata } : {}, h.scope(c));
-    return c.json({ status: "accepted", messageId }, 202);
-  });
+  app.post(
+    "/channels/:channel/messages",
+    documented({
+      operationId: "publish",
+      summary: "Publish a message on a channel",
+      tags: ["messages"],
+      auth: "api",
+      params: z.object({ channel: z.string() }),
+      body: channelMessage,
+      bodyName: "message",
+      responses: { 202: { description: "persisted; waiting subscribers wake after the commit", schema: accepted } },
+    }),
+    async (c) => {
+      const channel = c.var.valid.params.channel;
+      if (channel.length > 255) throw new ValidationError("channel name too long", [{ path: ["channel"], message: "at most 255 characters" }]);
+      const body = c.var.valid.body;
+      const engine = await h.engine(c);
+      const messageId = await engine.publish(channel, body.data ?? null, body.metadata ? { metadata: body.metadata } : {}, h.scope(c));
+      return c.json({ status: "accepted", messageId }, 202);
+    },
+  );
 }

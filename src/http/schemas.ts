@@ -1,0 +1,53 @@
+/**
+ * Response shapes of the HTTP API, as zod schemas for the OpenAPI document
+ * (responses are built by the engine's typed views; these describe them).
+ * Request schemas live beside the routes they validate.
+ */
+import { z } from "zod";
+import { INSTANCE_STATUSES } from "../storage/schema.ts";
+
+export const instanceStatus = z.enum(INSTANCE_STATUSES);
+
+export const instanceId = z.string().min(1).max(200).describe("instance id (A-Z a-z 0-9 _ . : -)");
+
+export const storedError = z
+  .object({ error_type: z.string(), error_message: z.string() })
+  .loose()
+  .describe("the recorded error (type and message; what else is revealed depends on the server's settings)");
+
+export const instanceView = z.object({
+  instanceId: z.string(),
+  workflowName: z.string(),
+  status: instanceStatus,
+  run: z.number().int().describe("recur generation (0 for the first run)"),
+  input: z.unknown(),
+  output: z.unknown().describe("the workflow's return value once completed, else null"),
+  error: z.union([storedError, z.null()]),
+  cancellation: z.unknown().describe("{ cancelled_by, cancelled_at, previous_status } once cancelled, else null"),
+  currentActivityId: z.string().nullable(),
+  startedAt: z.iso.datetime(),
+  updatedAt: z.iso.datetime(),
+  history: z
+    .array(z.object({ id: z.number(), activityId: z.string(), eventType: z.string(), data: z.unknown(), createdAt: z.iso.datetime() }))
+    .optional()
+    .describe("with ?history=1"),
+});
+
+export const instancePage = z.object({ instances: z.array(instanceView), nextCursor: z.string().nullable() });
+
+export const started = z.object({ instanceId: z.string(), status: instanceStatus });
+
+export const accepted = z.object({ status: z.literal("accepted"), messageId: z.string() });
+
+export const TERMINAL_STATUSES = ["completed", "failed", "cancelled"] as const;
+
+export const instanceResult = z.object({
+  instanceId: z.string(),
+  workflowName: z.string(),
+  status: z.enum(TERMINAL_STATUSES),
+  output: z.unknown(),
+  error: z.union([storedError, z.null()]),
+  cancellation: z.unknown(),
+});
+
+export const instancePending = z.object({ instanceId: z.string(), workflowName: z.string(), status: instanceStatus });
