@@ -146,7 +146,16 @@ export function openApiDocument(app: Hono, opts: DocumentOptions): Record<string
     if (spec.perWorkflow) {
       for (const wf of workflows) {
         const concrete = path.replace("{name}", encodeURIComponent(wf.workflowName));
-        const op = operation({ ...spec, operationId: `${spec.operationId}_${wf.workflowName}`, summary: `${spec.summary}: ${wf.workflowName}` }, opts, spec.perWorkflow(wf));
+        const op = operation(
+          {
+            ...spec,
+            operationId: `${spec.operationId}_${wf.workflowName}`,
+            summary: `${spec.summary}: ${wf.workflowName}`,
+            ...(wf.options.description ? { description: wf.options.description } : {}),
+          },
+          opts,
+          spec.perWorkflow(wf),
+        );
         op.parameters = (op.parameters as { name: string }[]).filter((p) => p.name !== "name");
         (paths[concrete] ??= {})[method] = op;
       }

@@ -63,5 +63,14 @@ export const MIGRATIONS: BundledMigration[] = [
       "CREATE INDEX \"idx_timer_subscriptions_expires\" ON \"workflow_timer_subscriptions\" USING btree (\"expires_at\");",
       "CREATE INDEX \"idx_timer_subscriptions_instance\" ON \"workflow_timer_subscriptions\" USING btree (\"instance_id\");"
     ]
+  },
+  {
+    "version": 2,
+    "tag": "0001_instance_trace_and_finish_notify",
+    "statements": [
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"trace_context\" varchar(512);",
+      "-- A NOTIFY when an instance reaches a terminal status, sent at commit: long-poll\n-- result requests LISTEN for it instead of polling. Whatever path finishes an\n-- instance (a step, a cancel, the sweeper) goes through this UPDATE.\nCREATE OR REPLACE FUNCTION edda_notify_instance_finished() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  PERFORM pg_notify('edda_instance_finished', NEW.instance_id);\n  RETURN NULL;\nEND $$;",
+      "CREATE TRIGGER edda_instance_finished AFTER UPDATE OF status ON workflow_instances\n  FOR EACH ROW WHEN (NEW.status IN ('completed', 'failed', 'cancelled') AND OLD.status IS DISTINCT FROM NEW.status)\n  EXECUTE FUNCTION edda_notify_instance_finished();"
+    ]
   }
 ];

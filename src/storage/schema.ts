@@ -91,6 +91,8 @@ export const workflowInstances = pgTable(
     lockToken: bigint("lock_token", { mode: "number" }).notNull().default(0),
     lockTimeoutSeconds: integer("lock_timeout_seconds"),
     lockExpiresAt: tz("lock_expires_at"),
+    /** W3C traceparent of the span that started the instance: every step of every run joins that trace. */
+    traceContext: varchar("trace_context", { length: 512 }),
   },
   (t) => [
     foreignKey({ columns: [t.workflowName, t.sourceHash], foreignColumns: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] }).onDelete("restrict"),

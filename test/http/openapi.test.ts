@@ -45,8 +45,7 @@ describe("/openapi.json", () => {
   });
 
   it("reports a route added without a spec, and documents one added with its schemas", async () => {
-    const database = await openTestDatabase("pglite", "openapi-extra");
-    const extra = makeTestApp(database, {
+    const extra = makeTestApp(t.database, {
       workflows,
       routes: (api) => {
         api.get("/undescribed", (c) => c.text("x"));
@@ -79,7 +78,6 @@ describe("/openapi.json", () => {
       await expect(SwaggerParser.validate(structuredClone(d) as never)).resolves.toBeTruthy();
     } finally {
       await extra.edda.close();
-      await database.close();
     }
   });
 
