@@ -15,7 +15,6 @@ import type { InstanceStatus } from "../storage/types.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
 import { cloudEventRoutes } from "./cloudevents.ts";
 import { mcpRoutes, type McpExposure } from "./mcp/index.ts";
-import { onError, problem, readJson } from "./problem.ts";
 import { viewer } from "./ui/index.tsx";
 import { documented } from "./openapi.ts";
 import { referenceRoutes } from "./reference.ts";

@@ -19,7 +19,7 @@ const auth = { authorization: `Bearer ${TOKEN}` };
 
 beforeAll(async () => {
   const database = await openTestDatabase("pglite", "openapi");
-  t = makeTestApp(database, { workflows, apiToken: TOKEN });
+  t = makeTestApp(database, { workflows, apiToken: TOKEN, mcp: true });
   const r = await t.edda.app.request("/openapi.json", { headers: auth });
   expect(r.status).toBe(200);
   doc = (await r.json()) as Doc;
