@@ -61,7 +61,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     const refresh = Number(c.req.query("refresh"));
     const meta = Number.isInteger(refresh) && refresh >= 2 && refresh <= 300 ? refresh : undefined;
     return c.html(
-      <Page title={title} nonce={c.get("nonce")} auth={auth()} refresh={meta}>
+      <Page title={title} nonce={c.get("nonce")} auth={auth()} refresh={meta} fragment={c.req.header("x-edda-live") === "1"}>
         {body}
       </Page>,
       status as 200,
@@ -84,7 +84,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   // --- login ------------------------------------------------------------------
   const loginPage = (c: C, status = 200, problem?: string) =>
     c.html(
-      <Page title="Log in" nonce={c.get("nonce")} auth={false} bare>
+      <Page title="Log in" nonce={c.get("nonce")} auth={false} bare fragment={c.req.header("x-edda-live") === "1"}>
         <h1>Log in</h1>
         <form method="post" action="/ui/login" class="card form-grid" id="login-form">
           {problem ? <Problem message={problem} /> : null}

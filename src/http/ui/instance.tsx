@@ -245,36 +245,38 @@ export function InstancePage(p: InstancePageProps) {
         <Timeline entries={timeline} now={terminal ? null : <WaitingNow view={view} timers={p.timers} subscriptions={p.subscriptions} now={p.now} />} />
       </div>
 
-      {p.compensations.length ? (
-        <>
-          <h2>Compensations</h2>
-          <div class="card" data-live="compensations" id="compensations">
-            <p class="small muted">Newest first: the order they run in.</p>
-            <table>
-              <thead>
-                <tr>
-                  <th>compensation</th>
-                  <th>registered at</th>
-                  <th>arguments</th>
-                  <th>state</th>
-                </tr>
-              </thead>
-              <tbody>
-                {p.compensations.map((c) => (
+      <div data-live="compensations">
+        {p.compensations.length ? (
+          <>
+            <h2>Compensations</h2>
+            <div class="card" id="compensations">
+              <p class="small muted">Newest first: the order they run in.</p>
+              <table>
+                <thead>
                   <tr>
-                    <td>{c.activityName}</td>
-                    <td>
-                      <code>{c.activityId}</code>
-                    </td>
-                    <td class="mono small">{preview(parseStored(c.args), 100)}</td>
-                    <td>{compensationState(c, p.history, view.status)}</td>
+                    <th>compensation</th>
+                    <th>registered at</th>
+                    <th>arguments</th>
+                    <th>state</th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        </>
-      ) : null}
+                </thead>
+                <tbody>
+                  {p.compensations.map((c) => (
+                    <tr>
+                      <td>{c.activityName}</td>
+                      <td>
+                        <code>{c.activityId}</code>
+                      </td>
+                      <td class="mono small">{preview(parseStored(c.args), 100)}</td>
+                      <td>{compensationState(c, p.history, view.status)}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          </>
+        ) : null}
+      </div>
 
       <div class="grid" data-live="links">
         <section class="card" id="subscriptions">
@@ -330,6 +332,7 @@ export function InstancePage(p: InstancePageProps) {
         </>
       ) : null}
 
+      <div data-live="actions">
       {terminal ? null : (
         <>
           <h2>Actions</h2>
@@ -360,6 +363,7 @@ export function InstancePage(p: InstancePageProps) {
           </div>
         </>
       )}
+      </div>
     </>
   );
 }

@@ -7,8 +7,8 @@
  * Live refresh is progressive enhancement: without JavaScript every page is
  * complete and the "auto-refresh" link reloads it with a meta refresh. With
  * JavaScript the script re-fetches the page every 2 s and swaps the regions
- * marked `data-live` — never one that holds the focus, so a form being typed
- * in is left alone — and stops once the page says it is final.
+ * marked `data-live` — never one that holds the focus or a field the user has
+ * typed into — and stops once the page says it is final.
  */
 import type { Child } from "hono/jsx";
 import { raw } from "hono/html";
@@ -25,7 +25,8 @@ header.top nav{display:flex;gap:.9rem;flex-wrap:wrap}
 header.top .right{margin-left:auto;display:flex;gap:.8rem;align-items:center;color:var(--muted);font-size:13px}
 main{max-width:1200px;margin:0 auto;padding:1rem}
 h1{font-size:1.35rem;margin:.2rem 0 .8rem;word-break:break-all}h2{font-size:1.05rem;margin:1.4rem 0 .5rem}
-.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.8rem 1rem;margin-bottom:1rem}
+.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.8rem 1rem;margin-bottom:1rem;overflow-x:auto}
+.card>h2:first-child{margin-top:0}
 table{width:100%;border-collapse:collapse}th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
 th{font-weight:600;color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.03em}
 td.id,code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
@@ -73,7 +74,8 @@ setInterval(async()=>{if(!box.checked||busy||document.hidden||final())return;bus
 try{const r=await fetch(location.href,{credentials:"same-origin",headers:{"x-edda-live":"1"}});
 if(r.ok&&!r.redirected){const doc=new DOMParser().parseFromString(await r.text(),"text/html");
 for(const el of document.querySelectorAll("[data-live]")){const next=doc.querySelector('[data-live="'+el.dataset.live+'"]');
-if(next&&!el.contains(document.activeElement))el.replaceWith(document.importNode(next,true));}}}catch(e){}finally{busy=false}},2000);})();`;
+const typed=[...el.querySelectorAll("input,textarea")].some((i)=>i.value!==i.defaultValue);
+if(next&&!typed&&!el.contains(document.activeElement))el.replaceWith(document.importNode(next,true));}}}catch(e){}finally{busy=false}},2000);})();`;
 
 export interface PageProps {
   title: string;
@@ -84,6 +86,12 @@ export interface PageProps {
   refresh?: number | undefined;
   /** No navigation (the login page). */
   bare?: boolean;
+  /**
+   * A live-refresh fetch: the script parses the page into a document that
+   * inherits this page's CSP, where a new nonce would not match — so the
+   * response leaves the style and script out (the regions are all it needs).
+   */
+  fragment?: boolean;
   children?: Child;
 }
 
@@ -96,9 +104,10 @@ export function Page(p: PageProps) {
           <meta charset="utf-8" />
           <meta name="viewport" content="width=device-width, initial-scale=1" />
           <meta name="referrer" content="same-origin" />
+          <link rel="icon" href="data:," />
           {p.refresh ? <meta http-equiv="refresh" content={String(p.refresh)} /> : null}
           <title>{`${p.title} · Edda Edge`}</title>
-          <style nonce={p.nonce} dangerouslySetInnerHTML={{ __html: CSS }} />
+          {p.fragment ? null : <style nonce={p.nonce} dangerouslySetInnerHTML={{ __html: CSS }} />}
         </head>
         <body>
           <header class="top">
@@ -113,12 +122,16 @@ export function Page(p: PageProps) {
               </nav>
             )}
             <div class="right">
-              <label class="check small">
-                <input type="checkbox" id="live" /> live
-              </label>
-              <noscript>
-                <a href="?refresh=5">auto-refresh</a>
-              </noscript>
+              {p.bare ? null : (
+                <>
+                  <label class="check small">
+                    <input type="checkbox" id="live" /> live
+                  </label>
+                  <noscript>
+                    <a href="?refresh=5">auto-refresh</a>
+                  </noscript>
+                </>
+              )}
               {p.auth ? (
                 <form method="post" action="/ui/logout">
                   <button class="secondary" type="submit">
@@ -129,7 +142,7 @@ export function Page(p: PageProps) {
             </div>
           </header>
           <main>{p.children}</main>
-          <script nonce={p.nonce} dangerouslySetInnerHTML={{ __html: LIVE_JS }} />
+          {p.fragment || p.bare ? null : <script nonce={p.nonce} dangerouslySetInnerHTML={{ __html: LIVE_JS }} />}
         </body>
       </html>
     </>

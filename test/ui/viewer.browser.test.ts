@@ -1,0 +1,196 @@
+// The viewer in a real browser: Debian's Chromium driven by playwright-core,
+// against the Node server (serveNode) on a fresh Postgres database. One server
+// without a token (the walk-through), one with a token (login). Screenshots of
+// the main pages go to test-artifacts/ui/ (git-ignored). Any console error
+// fails a test: a CSP violation of the viewer's own style or script would show
+// up there.
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { serveNode, type NodeServer } from "../../src/platform/node.ts";
+import { workflows } from "../../functions/workflows/index.ts";
+import { freshPostgres } from "../support/engine.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const TOKEN = "browser-token-4a7c1e9b";
+const ARTIFACTS = join(import.meta.dirname, "../../test-artifacts/ui");
+const HOSTILE = `<img src=x onerror="document.title='pwned'"><script>document.title='pwned'</script>`;
+
+let open: NodeServer;
+let guarded: NodeServer;
+let context: BrowserContext;
+let profile: string;
+let page: Page;
+let problems: string[] = [];
+
+const url = (s: NodeServer, path: string) => `http://127.0.0.1:${s.port}${path}`;
+// caret "initial": hiding the caret injects a style, which the viewer's CSP (rightly) refuses
+const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true, caret: "initial" });
+
+beforeAll(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const db = await freshPostgres("viewer_browser");
+  const env = { DATABASE_URL: db.url, EDDA_SWEEP_INTERVAL_MS: "500" };
+  open = await serveNode({ workflows, env, port: 0 });
+  guarded = await serveNode({ workflows, env: { ...env, EDDA_API_TOKEN: TOKEN }, port: 0 });
+  profile = mkdtempSync(join(tmpdir(), "edda-chromium-"));
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    chromiumSandbox: false,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1280, height: 860 },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await context?.close();
+  await open?.close();
+  await guarded?.close();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+});
+
+beforeEach(async () => {
+  problems = [];
+  page = await context.newPage();
+  page.on("console", (m) => {
+    if (m.type() === "error") problems.push(m.text());
+  });
+  page.on("pageerror", (e) => problems.push(e.message));
+  page.on("dialog", (d) => {
+    problems.push(`dialog: ${d.message()}`);
+    void d.dismiss();
+  });
+});
+
+afterEach(async () => {
+  await page.close();
+  expect(problems).toEqual([]);
+});
+
+async function startFromForm(server: NodeServer, fields: Record<string, string>, failAt = ""): Promise<string> {
+  await page.goto(url(server, "/ui/workflows/order_saga/start"));
+  for (const [name, value] of Object.entries(fields)) await page.fill(`#f-${name}`, value);
+  if (failAt) await page.selectOption("#f-failAt", failAt);
+  await Promise.all([page.waitForURL(/\/ui\/instances\/[^/?]+\?notice=started$/), page.click("#start-form button[type=submit]")]);
+  return decodeURIComponent(new URL(page.url()).pathname.split("/").pop()!);
+}
+
+describe("viewer in Chromium", () => {
+  it("starts an order_saga from the form and watches it complete", async () => {
+    await page.goto(url(open, "/ui/workflows"));
+    await page.click("text=order_saga");
+    // the CSP admits the viewer's own style and script: styled header, live toggle switched on by the script
+    expect(await page.evaluate(() => getComputedStyle(document.querySelector("header.top")!).display)).toBe("flex");
+    expect(await page.isChecked("#live")).toBe(true);
+    await shot("start-form");
+    const id = await startFromForm(open, { orderId: "browser-1", amount: "42" });
+    await expect.poll(() => page.textContent("#status"), { timeout: 15_000 }).toContain("completed");
+    expect(await page.textContent("#output")).toContain('"shipped"');
+    expect(await page.locator("ol.timeline li[data-kind=activity]").count()).toBe(3);
+    await shot("instance-completed");
+
+    await page.goto(url(open, "/ui"));
+    await expect.poll(() => page.locator(`a[href="/ui/instances/${encodeURIComponent(id)}"]`).count()).toBe(1);
+  });
+
+  it("refreshes a waiting instance's page in place until it completes (no reload)", async () => {
+    await page.goto(url(open, "/ui/workflows/reminder/start"));
+    await page.fill("#f-seconds", "3");
+    await Promise.all([page.waitForURL(/notice=started/), page.click("#start-form button[type=submit]")]);
+    await expect.poll(() => page.textContent("#status"), { timeout: 5_000 }).toContain("waiting for timer");
+    expect(await page.textContent("#waiting-now")).toContain("timer sleep:1 due at");
+    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 42));
+    await expect.poll(() => page.textContent("#status"), { timeout: 15_000 }).toContain("completed");
+    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
+    expect(await page.locator("ol.timeline li[data-kind=timer]").count()).toBe(1);
+  });
+
+  it("opens a failed saga and shows both compensations in the timeline, newest first", async () => {
+    await startFromForm(open, { orderId: "browser-2", amount: "7" }, "shipping");
+    await expect.poll(() => page.textContent("#status"), { timeout: 15_000 }).toContain("failed");
+    const comps = page.locator("ol.timeline li[data-kind=compensation] strong");
+    expect(await comps.allTextContents()).toEqual(["refund_payment", "release_inventory"]);
+    expect(await page.textContent("#error")).toContain("TerminalError: no carrier available for browser-2");
+    expect(await page.locator("ol.timeline li[data-kind=failed]").count()).toBe(1);
+    expect(await page.locator("#compensations td:last-child").allTextContents()).toEqual(["done", "done"]);
+    await shot("instance-failed");
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.emulateMedia({ colorScheme: "dark" });
+    await shot("instance-failed-phone-dark");
+  });
+
+  it("cancels an approval from its page", async () => {
+    await page.goto(url(open, "/ui/workflows/approval/start"));
+    await page.fill("#f-requestId", "req-browser");
+    await page.fill("#f-timeoutSeconds", "600");
+    await Promise.all([page.waitForURL(/notice=started/), page.click("#start-form button[type=submit]")]);
+    await expect.poll(() => page.textContent("#status"), { timeout: 15_000 }).toContain("waiting for message");
+    expect(await page.textContent("#waiting-now")).toContain("message on channel approval");
+    // the action forms refresh too (while nobody types in them): the channel is prefilled with the one waited on
+    await expect.poll(() => page.inputValue("#message-form input[name=channel]")).toBe("approval");
+    await shot("instance-waiting");
+    await Promise.all([page.waitForURL(/notice=cancelled/), page.click("#cancel-form button")]);
+    expect(await page.textContent("#status")).toContain("cancelled");
+    expect(await page.textContent("#cancellation")).toContain('"cancelled_by": "viewer"');
+    await expect.poll(() => page.locator("#message-form").count()).toBe(0);
+    expect(await page.locator("#cancel-form").count()).toBe(0);
+  });
+
+  it("renders a hostile payload as text, running nothing", async () => {
+    await startFromForm(open, { orderId: HOSTILE, amount: "1" });
+    await expect.poll(() => page.textContent("#status"), { timeout: 15_000 }).toContain("completed");
+    expect(await page.textContent("#output")).toContain(HOSTILE.replace(/"/g, '\\"'));
+    expect(await page.locator("img").count()).toBe(0);
+    expect(await page.title()).not.toBe("pwned");
+    await page.goto(url(open, `/ui?q=${encodeURIComponent(HOSTILE)}`));
+    expect(await page.inputValue("input[name=q]")).toBe(HOSTILE);
+    expect(await page.title()).not.toBe("pwned");
+  });
+
+  it("publishes to a channel and lists it with its pending message", async () => {
+    await page.goto(url(open, "/ui/channels"));
+    await page.fill("#publish-form input[name=channel]", "browser.news");
+    await page.fill("#publish-form textarea[name=data]", '{"headline":"hello"}');
+    await Promise.all([page.waitForURL(/\/ui\/channels\/browser\.news\?notice=published/), page.click("#publish-form button")]);
+    expect(await page.textContent("main")).toContain('{"headline":"hello"}');
+    await page.goto(url(open, "/ui/channels"));
+    const row = page.locator("tr", { has: page.locator('a[href="/ui/channels/browser.news"]') });
+    expect(await row.locator("td").allTextContents()).toEqual(["browser.news", "—", "0", "0", "1", "1", expect.stringMatching(/ago$/)]);
+    await shot("channels");
+    await page.goto(url(open, "/ui"));
+    await shot("instances");
+  });
+
+  it("asks for the token once, refuses none or a wrong one, and keeps it out of URLs", async () => {
+    await page.goto(url(guarded, "/ui"));
+    expect(new URL(page.url()).pathname).toBe("/ui/login");
+    await shot("login");
+    // without logging in nothing is shown, and actions are refused
+    const anon = await page.request.post(url(guarded, "/ui/channels/publish"), { form: { channel: "x", data: "1" }, headers: { origin: url(guarded, "") }, maxRedirects: 0 });
+    expect(anon.status()).toBe(401);
+    await page.fill("input[name=token]", "wrong-token");
+    await page.click("#login-form button");
+    expect(await page.textContent("main")).toContain("That token is not valid.");
+    // the refused login is a 401, which Chromium logs: expected here
+    problems = problems.filter((p) => !p.includes("status of 401"));
+    await page.goto(url(guarded, "/ui/channels"));
+    expect(new URL(page.url()).pathname).toBe("/ui/login");
+
+    await page.fill("input[name=token]", TOKEN);
+    await Promise.all([page.waitForURL(url(guarded, "/ui")), page.click("#login-form button")]);
+    expect(await page.textContent("h1")).toBe("Instances");
+    const [cookie] = await context.cookies(url(guarded, "/ui"));
+    expect(cookie).toMatchObject({ name: "edda_ui", httpOnly: true, secure: true, sameSite: "Strict", path: "/ui" });
+    expect(cookie!.value).not.toContain(TOKEN);
+    expect(page.url()).not.toContain(TOKEN);
+    await page.goto(url(guarded, "/ui/channels"));
+    expect(await page.textContent("h1")).toBe("Channels");
+
+    await page.click("header form button"); // log out
+    await page.goto(url(guarded, "/ui"));
+    expect(new URL(page.url()).pathname).toBe("/ui/login");
+  });
+});
