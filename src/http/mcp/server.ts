@@ -9,7 +9,7 @@
  * when called as one — `McpServer` would block a plain call of a
  * task-capable tool until the task ends.
  */
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { Server } from "@modelcontextprotocol/sdk/server";
 import {
   CallToolRequestSchema,
   ErrorCode,
