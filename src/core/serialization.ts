@@ -3,15 +3,27 @@
  *
  * A top-level Uint8Array is stored as bytes (bytea); anything else as JSON text.
  * Nested Uint8Arrays and Dates inside JSON are tagged so they round-trip
- * exactly (`{"$bytes": base64}`, `{"$date": iso}`). Errors keep their name,
- * message, stack, cause and own enumerable fields, and are restored as the same
- * class when the name is a known one (built-in or registered).
+ * exactly: `{"$bytes": base64}`, `{"$date": iso}`.
+ *
+ * User data can never be mistaken for a tag: every object key of user data
+ * that starts with `$` is stored with one more `$` (`$bytes` → `$$bytes`,
+ * `$$x` → `$$$x`), so a one-key object whose key is exactly `$bytes` or
+ * `$date` is always ours. Decoding strips the extra `$`. Decoding never
+ * throws on what the database holds: a tag whose content does not decode
+ * (data written before escaping existed, or damaged) stays a plain object.
+ * Keys such as `__proto__` and `constructor` are own data properties on both
+ * sides (JSON.parse and `Object.fromEntries` define, never assign).
+ *
+ * Errors are stored as name, message, stack and an allow-listed cause chain
+ * (see `serializeError`); they are restored as the same class when the name
+ * is a known one (built-in or registered, looked up by own property only).
  */
 import type { Payload } from "../storage/types.ts";
 import { BUILTIN_ERRORS } from "./errors.ts";
 
 const BYTES = "$bytes";
 const DATE = "$date";
+const DOLLAR = 36; // "$"
 
 export function toBase64(bytes: Uint8Array): string {
   let s = "";
@@ -26,29 +38,87 @@ export function fromBase64(b64: string): Uint8Array {
   return out;
 }
 
+const isPlainRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array) && !(v instanceof Date);
+
+function hasDollarKey(o: object): boolean {
+  for (const k of Object.keys(o)) if (k.charCodeAt(0) === DOLLAR) return true;
+  return false;
+}
+
+/** The object with every `$`-prefixed key given one more `$` (order kept, own data properties only). */
+function escapeKeys(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.keys(o).map((k) => [k.charCodeAt(0) === DOLLAR ? `$${k}` : k, o[k]]));
+}
+
 export function toJson(value: unknown): string {
   return JSON.stringify(value === undefined ? null : value, function (this: unknown, key, v: unknown) {
     const raw = (this as Record<string, unknown>)[key];
     if (raw instanceof Uint8Array) return { [BYTES]: toBase64(raw) };
     if (raw instanceof Date) return { [DATE]: raw.toISOString() };
+    if (isPlainRecord(v) && hasDollarKey(v)) return escapeKeys(v);
     return v;
   });
 }
 
+/** A tag object's value, or `undefined` when `o` is not a well-formed tag. */
+function decodeTag(o: Record<string, unknown>): Uint8Array | Date | undefined {
+  const keys = Object.keys(o);
+  if (keys.length !== 1) return undefined;
+  const v = o[keys[0]!];
+  if (typeof v !== "string") return undefined;
+  if (keys[0] === BYTES) {
+    try {
+      return fromBase64(v);
+    } catch {
+      return undefined;
+    }
+  }
+  if (keys[0] === DATE) {
+    const d = new Date(v);
+    return Number.isNaN(d.getTime()) ? undefined : d;
+  }
+  return undefined;
+}
+
+/** Strip the escape `$` from user keys (`$$x` → `$x`); legacy single-`$` keys are kept as they are. */
+function unescapeKeys(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.keys(o).map((k) => [k.charCodeAt(0) === DOLLAR && k.charCodeAt(1) === DOLLAR ? k.slice(1) : k, o[k]]));
+}
+
+/** Decode one parsed value: a tag becomes its value; an object with escaped keys is rebuilt. */
+function revive(v: unknown): unknown {
+  if (!isPlainRecord(v) || !hasDollarKey(v)) return v;
+  return decodeTag(v) ?? unescapeKeys(v);
+}
+
 export function fromJson(text: string): unknown {
-  // The reviver is the costly part of replay; skip it when nothing is tagged.
-  if (!text.includes(`"${BYTES}"`) && !text.includes(`"${DATE}"`)) return JSON.parse(text);
-  return JSON.parse(text, (_key, v: unknown) => {
-    if (v && typeof v === "object" && !Array.isArray(v)) {
-      const o = v as Record<string, unknown>;
-      const keys = Object.keys(o);
-      if (keys.length === 1) {
-        if (typeof o[BYTES] === "string") return fromBase64(o[BYTES]);
-        if (typeof o[DATE] === "string") return new Date(o[DATE]);
+  const parsed: unknown = JSON.parse(text);
+  // Decoding is on the replay path; skip the walk when no key can be tagged or escaped.
+  if (!text.includes('"$')) return parsed;
+  // An explicit stack, not a reviver: JSON.parse accepts nesting deeper than a recursive walk survives.
+  const root = revive(parsed);
+  const stack: unknown[] = [root];
+  while (stack.length) {
+    const node = stack.pop();
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) {
+        const child: unknown = node[i];
+        if (typeof child !== "object" || child === null) continue;
+        const next = revive(child);
+        if (next !== child) node[i] = next;
+        stack.push(next);
+      }
+    } else if (isPlainRecord(node)) {
+      for (const k of Object.keys(node)) {
+        const child = node[k];
+        if (typeof child !== "object" || child === null) continue;
+        const next = revive(child);
+        if (next !== child) Object.defineProperty(node, k, { value: next, writable: true, enumerable: true, configurable: true });
+        stack.push(next);
       }
     }
-    return v;
-  });
+  }
+  return root;
 }
 
 export function toPayload(value: unknown): Payload {
@@ -91,18 +161,32 @@ export function serializeError(err: unknown, depth = 0): SerializedError {
 
 export type ErrorClass = new (message: string) => Error;
 
+/** An error class by name: own properties only, so `constructor` or `__proto__` never resolve to Object. */
+function errorClassFor(name: string, registry: Record<string, ErrorClass>): ErrorClass {
+  if (Object.hasOwn(registry, name)) return registry[name]!;
+  if (Object.hasOwn(BUILTIN_ERRORS, name)) return BUILTIN_ERRORS[name]!;
+  return Error;
+}
+
 export function deserializeError(s: SerializedError, registry: Record<string, ErrorClass> = {}): Error {
-  const Cls = registry[s.name] ?? BUILTIN_ERRORS[s.name] ?? Error;
+  const name = typeof s.name === "string" ? s.name : "Error";
+  const message = typeof s.message === "string" ? s.message : safeString(s.message);
   let err: Error;
   try {
-    err = new Cls(s.message);
+    err = new (errorClassFor(name, registry))(message);
+    if (!(err instanceof Error)) err = new Error(message);
   } catch {
-    err = new Error(s.message);
+    err = new Error(message);
   }
-  if (s.fields) Object.assign(err, s.fields);
-  Object.defineProperty(err, "name", { value: s.name, writable: true, configurable: true, enumerable: false });
-  if (s.stack) err.stack = s.stack;
-  if (s.cause) Object.defineProperty(err, "cause", { value: deserializeError(s.cause, registry), writable: true, configurable: true });
+  if (isPlainRecord(s.fields)) {
+    for (const k of Object.keys(s.fields)) {
+      if (k === "name" || k === "message" || k === "stack" || k === "cause") continue;
+      Object.defineProperty(err, k, { value: s.fields[k], writable: true, enumerable: true, configurable: true });
+    }
+  }
+  Object.defineProperty(err, "name", { value: name, writable: true, configurable: true, enumerable: false });
+  if (typeof s.stack === "string") err.stack = s.stack;
+  if (isPlainRecord(s.cause)) Object.defineProperty(err, "cause", { value: deserializeError(s.cause as unknown as SerializedError, registry), writable: true, configurable: true });
   return err;
 }
 

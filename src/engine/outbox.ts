@@ -19,6 +19,7 @@
  * that step wrote) and in every sweep (for everything due).
  */
 import { CloudEvent, HTTP } from "cloudevents";
+import { fromJson } from "../core/serialization.ts";
 import type { OutboxRecord } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
@@ -155,8 +156,8 @@ export function toStructuredMessage(row: OutboxRecord): StructuredMessage {
     source: row.eventSource,
     time: row.createdAt.toISOString(),
     datacontenttype: row.data.type === "binary" && row.contentType === "application/json" ? "application/octet-stream" : row.contentType,
-    data: row.data.type === "binary" ? row.data.bytes : (JSON.parse(row.data.json) as unknown),
-    ...(row.extensions ? { extensions: JSON.parse(row.extensions) as Record<string, unknown> } : {}),
+    data: row.data.type === "binary" ? row.data.bytes : fromJson(row.data.json),
+    ...(row.extensions ? { extensions: fromJson(row.extensions) as Record<string, unknown> } : {}),
   });
 }
 

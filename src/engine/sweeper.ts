@@ -60,7 +60,15 @@ export interface SweepReport {
   skipped: SweepTask[];
   /** Tasks not started because the budget ran out. */
   deferred: SweepTask[];
+  /** Tasks that failed (the others still ran), with the error's type and message. */
+  failures: SweepFailure[];
   durationMs: number;
+}
+
+export interface SweepFailure {
+  task: SweepTask;
+  errorType: string;
+  message: string;
 }
 
 const DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600;
@@ -83,6 +91,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     channelMessagesDeleted: 0,
     skipped: [],
     deferred: [],
+    failures: [],
     durationMs: 0,
   };
 
@@ -95,8 +104,21 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     }
   };
 
-  /** Run `task` under its system lock; `batchOnce` returns how many rows it handled. */
+  /**
+   * Run `task` under its system lock; `batchOnce` returns how many rows it
+   * handled. A task that throws is reported and the sweep goes on with the
+   * next one: one failing task never starves the others.
+   */
   const task = async (name: SweepTask, batchOnce: () => Promise<number>, repeat = true) => {
+    try {
+      await runTask(name, batchOnce, repeat);
+    } catch (err) {
+      const e = err instanceof Error ? err : new Error(String(err));
+      report.failures.push({ task: name, errorType: e.name, message: e.message.slice(0, 500) });
+      console.error(`edda: sweep task ${name} failed (the other tasks ran)`, e);
+    }
+  };
+  const runTask = async (name: SweepTask, batchOnce: () => Promise<number>, repeat: boolean) => {
     if (!inBudget()) return void report.deferred.push(name);
     const lock = `edda.sweep.${name}`;
     if (!(await storage.tryAcquireSystemLock(lock, holder, lockSeconds))) return void report.skipped.push(name);

@@ -67,12 +67,17 @@ async function ingest(engine: Engine, p: PreparedEvent, scope: DispatchScope | u
   return result;
 }
 
+// Not z.record: it drops a `__proto__` key, and metadata round-trips unchanged.
+const metadataObject = z
+  .unknown()
+  .refine((v) => typeof v === "object" && v !== null && !Array.isArray(v), "metadata must be a JSON object")
+  .meta({ type: "object" } as never);
 const instanceMessage = z.object({
   channel: z.string().min(1).max(255),
   data: z.unknown().optional(),
-  metadata: z.record(z.string(), z.unknown()).optional(),
+  metadata: metadataObject.optional(),
 });
-const channelMessage = z.object({ data: z.unknown().optional(), metadata: z.record(z.string(), z.unknown()).optional() });
+const channelMessage = z.object({ data: z.unknown().optional(), metadata: metadataObject.optional() });
 
 export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
   const receive = async (c: Context) => {
@@ -164,7 +169,7 @@ export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
       const engine = await h.engine(c);
       const id = c.var.valid.params.id;
       if (!(await engine.storage.getInstance(id))) throw new NotFoundError(`instance "${id}" not found`);
-      const messageId = await engine.publish(body.channel, body.data ?? null, { targetInstanceId: id, ...(body.metadata ? { metadata: body.metadata } : {}) }, h.scope(c));
+      const messageId = await engine.publish(body.channel, body.data ?? null, { targetInstanceId: id, ...(body.metadata ? { metadata: body.metadata as Record<string, unknown> } : {}) }, h.scope(c));
       return c.json({ status: "accepted", messageId }, 202);
     },
   );
@@ -186,7 +191,7 @@ export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
       if (channel.length > 255) throw new ValidationError("channel name too long", [{ path: ["channel"], message: "at most 255 characters" }]);
       const body = c.var.valid.body;
       const engine = await h.engine(c);
-      const messageId = await engine.publish(channel, body.data ?? null, body.metadata ? { metadata: body.metadata } : {}, h.scope(c));
+      const messageId = await engine.publish(channel, body.data ?? null, body.metadata ? { metadata: body.metadata as Record<string, unknown> } : {}, h.scope(c));
       return c.json({ status: "accepted", messageId }, 202);
     },
   );
