@@ -4,6 +4,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import fc from "fast-check";
 import { z } from "zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workflow } from "../../src/index.ts";
@@ -75,6 +76,41 @@ describe("mcp: a list of workflows", () => {
     expect((short.content[0] as { text: string }).text).toMatch(/- Too small/);
     const any = structured(await c.callTool({ name: "no_schema", arguments: { input: [1, { two: 2 }] } }));
     expect((await exposed.waitFor(any.instance_id as string)).output).toEqual({ got: [1, { two: 2 }] });
+    await c.close();
+  });
+});
+
+describe("the start tool and the HTTP API", () => {
+  it("agree on which inputs are valid and on the issues they report (property)", { timeout: 120_000 }, async () => {
+    const c = await client(exposed);
+    const field = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
+    const input = fc.record(
+      {
+        orderId: field(fc.oneof(fc.string({ maxLength: 4 }), fc.integer(), fc.constant(null))),
+        amount: field(fc.oneof(fc.double({ noNaN: true, min: -10, max: 10 }), fc.string({ maxLength: 2 }))),
+        failAt: field(fc.constantFrom("payment", "shipping", "weather", 3)),
+      },
+      { requiredKeys: [] },
+    );
+    await fc.assert(
+      fc.asyncProperty(input, async (args) => {
+        const viaMcp = (await c.callTool({ name: "order_saga", arguments: args as Record<string, unknown> })) as CallToolResult;
+        const viaApi = await exposed.edda.app.request("/workflows/order_saga/instances", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ input: args }),
+        });
+        const apiBody = (await viaApi.json()) as { issues?: { path: unknown[]; message: string }[] };
+        expect(viaMcp.isError === true, JSON.stringify(args)).toBe(viaApi.status === 422);
+        if (viaApi.status === 422) {
+          const mcpIssues = (viaMcp.structuredContent as { issues: { path: unknown[]; message: string }[] }).issues;
+          expect(mcpIssues.map((i) => [i.path, i.message])).toEqual(apiBody.issues!.map((i) => [i.path, i.message]));
+        } else {
+          expect(viaApi.status).toBe(201);
+        }
+      }),
+      { numRuns: 40 },
+    );
     await c.close();
   });
 });
