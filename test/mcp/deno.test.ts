@@ -2,9 +2,7 @@
 // (the `deno` npm package), against a fresh migrated database on the test
 // Postgres, with an API token set.
 import { describe, afterAll, beforeAll } from "vitest";
-import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
-import { migrate } from "../../src/storage/migrate.ts";
-import { freshDatabase } from "../support/db.ts";
+import { freshPostgres } from "../support/engine.ts";
 import { startDeno, type Server } from "../runtime/processes.ts";
 import { mcpFlows } from "./flows.ts";
 
@@ -12,10 +10,7 @@ const token = "mcp-deno-token";
 let deno: Server | undefined;
 
 beforeAll(async () => {
-  const url = await freshDatabase("mcp_deno");
-  const db = createPostgresJsDatabase({ url, max: 1 });
-  await migrate(db.db);
-  await db.close();
+  const { url } = await freshPostgres("mcp_deno");
   deno = await startDeno({ DATABASE_URL: url, EDDA_SECRET: "mcp-deno-secret", EDDA_API_TOKEN: token, EDDA_SWEEP_INTERVAL_MS: "500" });
 }, 90_000);
 

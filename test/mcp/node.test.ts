@@ -2,9 +2,7 @@
 // example workflow) as a real Node process on a free port, against a fresh
 // migrated database on the test Postgres, with an API token set.
 import { describe, afterAll, beforeAll } from "vitest";
-import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
-import { migrate } from "../../src/storage/migrate.ts";
-import { freshDatabase } from "../support/db.ts";
+import { freshPostgres } from "../support/engine.ts";
 import { freePort } from "../support/postgres-cluster.ts";
 import { spawnServer, type Server } from "../runtime/processes.ts";
 import { mcpFlows } from "./flows.ts";
@@ -13,10 +11,7 @@ const token = "mcp-node-token";
 let server: Server | undefined;
 
 beforeAll(async () => {
-  const url = await freshDatabase("mcp_node");
-  const db = createPostgresJsDatabase({ url, max: 1 });
-  await migrate(db.db);
-  await db.close();
+  const { url } = await freshPostgres("mcp_node");
   const port = await freePort();
   server = await spawnServer({
     command: "npm",

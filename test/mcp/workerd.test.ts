@@ -4,9 +4,7 @@
 // its own database client, and the task flow reads tasks from fresh
 // connections: nothing depends on isolate memory.
 import { describe, afterAll, beforeAll } from "vitest";
-import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
-import { migrate } from "../../src/storage/migrate.ts";
-import { freshDatabase } from "../support/db.ts";
+import { freshPostgres } from "../support/engine.ts";
 import { startWrangler, type Server } from "../runtime/processes.ts";
 import { mcpFlows } from "./flows.ts";
 
@@ -14,10 +12,7 @@ const token = "mcp-workerd-token";
 let worker: Server | undefined;
 
 beforeAll(async () => {
-  const url = await freshDatabase("mcp_workerd");
-  const db = createPostgresJsDatabase({ url, max: 1 });
-  await migrate(db.db);
-  await db.close();
+  const { url } = await freshPostgres("mcp_workerd");
   worker = await startWrangler({ DATABASE_URL: url, EDDA_SECRET: "mcp-workerd-secret", EDDA_API_TOKEN: token, EDDA_MAX_WAKE_SECONDS: "0" });
 }, 90_000);
 
