@@ -13,7 +13,7 @@ import type { Workflow } from "./core/definitions.ts";
 import type { RetryPolicy } from "./core/retry.ts";
 import type { ErrorClass } from "./core/serialization.ts";
 import { Engine, type StartOptions } from "./engine/engine.ts";
-import { LocalDispatcher, type Dispatcher, type DispatchScope } from "./engine/dispatcher.ts";
+import { LocalDispatcher, SubrequestBudget, type Dispatcher, type DispatchScope } from "./engine/dispatcher.ts";
 import { HttpDispatcher } from "./engine/http-dispatcher.ts";
 import type { OutboxOptions } from "./engine/outbox.ts";
 import type { EngineHooks } from "./engine/hooks.ts";
@@ -29,7 +29,7 @@ export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
 }
 
-export type DispatcherOption = "local" | { http: { baseUrl: string; fetch?: typeof fetch; maxFetchesPerScope?: number } } | Dispatcher;
+export type DispatcherOption = "local" | { http: { baseUrl: string; fetch?: typeof fetch; maxHops?: number; maxWakeSeconds?: number } } | Dispatcher;
 
 export interface EddaOptions {
   workflows: Workflow[];
@@ -52,6 +52,12 @@ export interface EddaOptions {
   handoffLeaseSeconds?: number;
   errorClasses?: ErrorClass[];
   maxBodyBytes?: number;
+  /**
+   * Outgoing fetches one invocation (request, sweep, queue batch) may make:
+   * follow-ups, outbox deliveries, queue sends (default unlimited; the
+   * Workers adapter sets the platform's number).
+   */
+  subrequestLimit?: number;
   /** Apply migrations before first use (embedded / development). */
   autoMigrate?: boolean;
   /** Extra routes (e.g. CloudEvents, channels) on the public API. */
@@ -70,6 +76,13 @@ export interface Edda {
   findInstances(query?: ListInstancesQuery): ReturnType<Engine["findInstances"]>;
   cancel(instanceId: string, cancelledBy?: string): ReturnType<Engine["cancel"]>;
   sweep(opts?: SweepOptions, ctx?: ExecutionContextLike): ReturnType<Engine["sweep"]>;
+  /**
+   * Run `fn` as one invocation (a queue batch, a cron run): an engine — on its
+   * own database in per-request mode — and one scope with one subrequest
+   * budget. Background work is awaited (or handed to `ctx.waitUntil`) before
+   * that database closes.
+   */
+  run<T>(fn: (engine: Engine, scope: DispatchScope) => Promise<T>, o?: { ctx?: ExecutionContextLike; budget?: SubrequestBudget }): Promise<T>;
   readonly dispatcher: Dispatcher;
   close(): Promise<void>;
 }
@@ -78,9 +91,18 @@ function makeDispatcher(opt: DispatcherOption | undefined, secret: string | unde
   if (!opt || opt === "local") return new LocalDispatcher();
   if ("http" in opt) {
     if (!secret) throw new TypeError("the http dispatcher needs a secret (EDDA_SECRET) to sign follow-up requests");
-    return new HttpDispatcher({ baseUrl: opt.http.baseUrl, secret, ...(opt.http.fetch ? { fetch: opt.http.fetch } : {}), ...(opt.http.maxFetchesPerScope ? { maxFetchesPerScope: opt.http.maxFetchesPerScope } : {}) });
+    const { baseUrl, fetch, maxHops, maxWakeSeconds } = opt.http;
+    return new HttpDispatcher({ baseUrl, secret, ...(fetch ? { fetch } : {}), ...(maxHops !== undefined ? { maxHops } : {}), ...(maxWakeSeconds !== undefined ? { maxWakeSeconds } : {}) });
   }
   return opt;
+}
+
+function executionCtxOf(c: Context): ExecutionContextLike | undefined {
+  try {
+    return c.executionCtx as ExecutionContextLike;
+  } catch {
+    return undefined; // no execution context (Node, Deno)
+  }
 }
 
 export function createEdda(opts: EddaOptions): Edda {
@@ -141,16 +163,40 @@ export function createEdda(opts: EddaOptions): Edda {
     ...(opts.mcp ? { mcp: opts.mcp } : {}),
   });
 
-  function scopeOf(c: Context): DispatchScope | undefined {
-    try {
-      const ctx = c.executionCtx as ExecutionContextLike;
-      return { waitUntil: (p) => ctx.waitUntil(p) };
-    } catch {
-      return undefined;
+  // One scope per request: every step of a batch, every CloudEvent of a batch and the outbox share its budget.
+  const scopes = new WeakMap<Request, DispatchScope>();
+  function scopeOf(c: Context): DispatchScope {
+    let scope = scopes.get(c.req.raw);
+    if (!scope) {
+      scope = invocationScope(executionCtxOf(c));
+      scopes.set(c.req.raw, scope);
     }
+    return scope;
   }
+  const invocationScope = (ctx: ExecutionContextLike | undefined, hop = 0): DispatchScope => ({
+    ...(ctx ? { waitUntil: (p: Promise<unknown>) => ctx.waitUntil(p) } : {}),
+    budget: new SubrequestBudget(opts.subrequestLimit ?? Infinity),
+    hop,
+  });
 
   const client = async () => sharedEngine();
+
+  async function run<T>(fn: (engine: Engine, scope: DispatchScope) => Promise<T>, o: { ctx?: ExecutionContextLike; budget?: SubrequestBudget } = {}): Promise<T> {
+    const withBudget = (scope: DispatchScope) => (o.budget ? { ...scope, budget: o.budget } : scope);
+    if (!perRequest) return fn(await client(), withBudget(invocationScope(o.ctx)));
+    const database = await (opts.database as () => Database | Promise<Database>)();
+    const pending: Promise<unknown>[] = [];
+    try {
+      return await fn(engineFor(database), withBudget(invocationScope({ waitUntil: (p) => pending.push(p) })));
+    } finally {
+      const done = (async () => {
+        for (let i = 0; i < pending.length; i++) await pending[i]!.catch(() => undefined);
+        await database.close().catch(() => undefined);
+      })();
+      if (o.ctx) o.ctx.waitUntil(done);
+      else await done;
+    }
+  }
 
   return {
     app,
@@ -181,21 +227,8 @@ export function createEdda(opts: EddaOptions): Edda {
     getInstance: async (id, o) => (await client()).getInstance(id, o),
     findInstances: async (q = {}) => (await client()).findInstances(q),
     cancel: async (id, by) => (await client()).cancel(id, by),
-    async sweep(o, ctx) {
-      if (!perRequest) return (await client()).sweep(o, ctx ? { waitUntil: (p) => ctx.waitUntil(p) } : undefined);
-      const database = await (opts.database as () => Database | Promise<Database>)();
-      const pending: Promise<unknown>[] = [];
-      try {
-        return await engineFor(database).sweep(o, { waitUntil: (p) => pending.push(p) });
-      } finally {
-        const done = (async () => {
-          for (let i = 0; i < pending.length; i++) await pending[i]!.catch(() => undefined);
-          await database.close().catch(() => undefined);
-        })();
-        if (ctx) ctx.waitUntil(done);
-        else await done;
-      }
-    },
+    sweep: (o, ctx) => run((engine, scope) => engine.sweep(o, scope), ctx ? { ctx } : {}),
+    run,
     /** Stops the dispatcher. The database stays open: whoever opened it closes it. */
     async close() {
       await dispatcher.close?.();

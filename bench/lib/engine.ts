@@ -5,7 +5,7 @@
  * completion tracker fed by the engine hooks (no polling load on the database).
  */
 import { LocalDispatcher, type LocalDispatcherOptions } from "../../src/engine/dispatcher.ts";
-import type { Dispatcher, StepRequest, StepRunner } from "../../src/engine/dispatcher.ts";
+import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "../../src/engine/dispatcher.ts";
 import type { EngineHooks } from "../../src/engine/hooks.ts";
 import type { Database } from "../../src/storage/database.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
@@ -35,33 +35,28 @@ export class BenchDispatcher extends LocalDispatcher {
   /** Dispatches without a handed lease (wake-ups, starts) and when the last one came. */
   fresh = 0;
   lastFreshMs = 0;
-  private held: StepRequest[] | null = null;
+  private held: [StepRequest, DispatchScope | undefined][] | null = null;
 
   constructor(opts: LocalDispatcherOptions = {}) {
     super(opts);
   }
 
-  override attach(runner: StepRunner): void {
-    super.attach({
-      runStep: async (req, scope) => {
-        const t0 = nowMs();
-        const r = (await runner.runStep(req, scope)) as { status?: string };
-        this.stepMs.push(nowMs() - t0);
-        if (r?.status === "concluded") this.concluded++;
-        else this.skipped++;
-        return r;
-      },
-      fireDueTimers: (scope) => runner.fireDueTimers(scope),
-    });
+  protected override async runOne(runner: StepRunner, req: StepRequest, scope?: DispatchScope): Promise<unknown> {
+    const t0 = nowMs();
+    const r = (await runner.runStep(req, scope)) as { status?: string };
+    this.stepMs.push(nowMs() - t0);
+    if (r?.status === "concluded") this.concluded++;
+    else this.skipped++;
+    return r;
   }
 
-  override dispatch(req: StepRequest): void {
+  override dispatch(req: StepRequest, scope?: DispatchScope): void {
     if (!req.lease) {
       this.fresh++;
       this.lastFreshMs = nowMs();
     }
-    if (this.held) this.held.push(req);
-    else super.dispatch(req);
+    if (this.held) this.held.push([req, scope]);
+    else super.dispatch(req, scope);
   }
 
   /** Queue dispatches instead of running them, until `release()`. */
@@ -72,7 +67,7 @@ export class BenchDispatcher extends LocalDispatcher {
   release(): void {
     const held = this.held ?? [];
     this.held = null;
-    for (const req of held) super.dispatch(req);
+    for (const [req, scope] of held) super.dispatch(req, scope);
   }
 
   resetStats(): void {

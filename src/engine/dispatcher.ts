@@ -5,8 +5,18 @@
  *
  * - `LocalDispatcher`: an in-process queue (Node, embedded PGlite, tests).
  * - `HttpDispatcher` (http-dispatcher.ts): a signed request to the app's own
- *   `POST /_edda/step`, so no worker is pinned (Workers, Deno Deploy).
+ *   `POST /_edda/step` (Workers without a queue, Deno without KV).
+ * - `QueueDispatcher` (queue-dispatcher.ts): messages on a platform queue
+ *   (Cloudflare Queues, Deno KV queues), consumed by top-level invocations.
+ *
+ * Every call carries the invocation's `DispatchScope`: the engine that
+ * dispatches (per-request engines each pass themselves, so none replaces
+ * another), the invocation's subrequest budget and how many follow-up hops
+ * led to it.
  */
+import { SubrequestBudget } from "./budget.ts";
+
+export { SubrequestBudget };
 
 export interface StepRequest {
   instanceId: string;
@@ -14,18 +24,31 @@ export interface StepRequest {
   lease?: { workerId: string; token: number };
 }
 
-/** Per-request scope: Workers' `ctx.waitUntil` keeps post-response work alive. */
+/** What one invocation (request, cron run, queue batch) shares across everything it dispatches. */
 export interface DispatchScope {
+  /** Workers' `ctx.waitUntil`: keeps post-response work alive. */
   waitUntil?(promise: Promise<unknown>): void;
+  /** Outgoing fetches this invocation may still make (follow-ups, outbox, queue sends). */
+  budget?: SubrequestBudget;
+  /** Follow-up hops that led to this invocation: 0 for a client request, a cron run or a queue batch. */
+  hop?: number;
+  /** The engine dispatching; its steps run on it (and its database). */
+  runner?: StepRunner;
 }
 
 export interface StepRunner {
   runStep(req: StepRequest, scope?: DispatchScope): Promise<unknown>;
   /** Fire due timers and dispatch what they woke. */
   fireDueTimers(scope?: DispatchScope): Promise<number>;
+  /**
+   * A follow-up that will not be sent (hop bound, budget spent): give its
+   * handed lease back so the instance is runnable for the next sweep at once.
+   */
+  deferStep?(req: StepRequest): Promise<void>;
 }
 
 export interface Dispatcher {
+  /** Default runner for dispatches whose scope names none (the first attached wins). */
   attach(runner: StepRunner): void;
   /** Trigger a step soon. Never throws. */
   dispatch(req: StepRequest, scope?: DispatchScope): void;
@@ -35,6 +58,14 @@ export interface Dispatcher {
   close?(): Promise<void>;
 }
 
+/** Hand a follow-up that will not be sent back to the database (logged, never thrown). */
+export function deferStep(req: StepRequest, scope: DispatchScope | undefined, why: string): void {
+  const runner = scope?.runner;
+  if (!scope || !runner?.deferStep) return;
+  const p = runner.deferStep(req).catch((err: unknown) => console.error(`edda: could not release ${req.instanceId} (${why}); its lease expires instead`, err));
+  scope.waitUntil?.(p);
+}
+
 export interface LocalDispatcherOptions {
   /** Steps run at once (default 8). */
   concurrency?: number;
@@ -42,13 +73,20 @@ export interface LocalDispatcherOptions {
   maxWakeSeconds?: number;
 }
 
+interface Queued {
+  req: StepRequest;
+  scope: DispatchScope | undefined;
+  runner: StepRunner;
+  done: () => void;
+}
+
 export class LocalDispatcher implements Dispatcher {
   private runner: StepRunner | null = null;
-  private readonly queue: StepRequest[] = [];
+  private readonly queue: Queued[] = [];
   private running = 0;
   private closed = false;
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
-  private readonly wakeSlots = new Set<number>();
+  private readonly wakeSlots = new Map<number, Set<StepRunner>>();
   private idleWaiters: (() => void)[] = [];
   private readonly concurrency: number;
   private readonly maxWakeSeconds: number;
@@ -59,25 +97,35 @@ export class LocalDispatcher implements Dispatcher {
   }
 
   attach(runner: StepRunner): void {
-    this.runner = runner;
+    this.runner ??= runner;
   }
 
-  dispatch(req: StepRequest): void {
-    if (this.closed) return;
-    this.queue.push(req);
+  dispatch(req: StepRequest, scope?: DispatchScope): void {
+    const runner = scope?.runner ?? this.runner;
+    if (this.closed || !runner) return;
+    // A per-request engine closes its database once the request's background work is done: the step is part of it.
+    // The step runs in the dispatching invocation's scope, so what it dispatches in turn is part of that work too.
+    scope?.waitUntil?.(new Promise<void>((done) => this.queue.push({ req, scope, runner, done })));
+    if (!scope?.waitUntil) this.queue.push({ req, scope, runner, done: () => {} });
     this.pump();
   }
 
-  wakeIn(delaySeconds: number): void {
-    if (this.closed || delaySeconds > this.maxWakeSeconds) return;
+  wakeIn(delaySeconds: number, scope?: DispatchScope): void {
+    const runner = scope?.runner ?? this.runner;
+    if (this.closed || !runner || delaySeconds > this.maxWakeSeconds) return;
     // One wake-up per 20 ms slot: a burst of sleeps due together needs one firing pass, not one each.
     const slot = Math.ceil((Date.now() + Math.max(0, delaySeconds * 1000)) / 20) * 20;
-    if (this.wakeSlots.has(slot)) return;
-    this.wakeSlots.add(slot);
+    const runners = this.wakeSlots.get(slot);
+    if (runners) {
+      runners.add(runner);
+      return;
+    }
+    this.wakeSlots.set(slot, new Set([runner]));
     const t = setTimeout(() => {
       this.timers.delete(t);
+      const due = this.wakeSlots.get(slot) ?? new Set<StepRunner>();
       this.wakeSlots.delete(slot);
-      if (!this.closed && this.runner) this.track(this.runner.fireDueTimers());
+      if (!this.closed) for (const r of due) this.track(r.fireDueTimers());
     }, slot - Date.now() + 5);
     (t as { unref?: () => void }).unref?.();
     this.timers.add(t);
@@ -94,21 +142,27 @@ export class LocalDispatcher implements Dispatcher {
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     this.wakeSlots.clear();
-    this.queue.length = 0;
+    for (const q of this.queue.splice(0)) q.done();
     await this.idle();
   }
 
+  /** Runs one queued step (a subclass may measure it). */
+  protected runOne(runner: StepRunner, req: StepRequest, scope?: DispatchScope): Promise<unknown> {
+    return runner.runStep(req, scope);
+  }
+
   private pump(): void {
-    while (this.runner && this.running < this.concurrency && this.queue.length) {
-      const req = this.queue.shift()!;
-      this.track(this.runner.runStep(req));
+    while (this.running < this.concurrency && this.queue.length) {
+      const q = this.queue.shift()!;
+      this.track(this.runOne(q.runner, q.req, q.scope), q.done);
     }
   }
 
-  private track(p: Promise<unknown>): void {
+  private track(p: Promise<unknown>, done?: () => void): void {
     this.running++;
     p.catch((err: unknown) => console.error("edda: step failed", err)).finally(() => {
       this.running--;
+      done?.();
       this.pump();
       if (this.running === 0 && this.queue.length === 0) {
         const waiters = this.idleWaiters;

@@ -50,6 +50,11 @@ export interface InstanceView {
   error: unknown;
   cancellation: unknown;
   currentActivityId: string | null;
+  /**
+   * No step holds the instance and it is ready to run: a dispatch or the next
+   * sweep will run its next step (e.g. a follow-up chain stopped at its hop bound).
+   */
+  runnable: boolean;
   startedAt: string;
   updatedAt: string;
 }
@@ -73,7 +78,7 @@ export class Engine implements StepRunner {
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;
-    this.dispatcher = opts.dispatcher;
+    this.dispatcher = dispatchingAs(opts.dispatcher, this);
     for (const wf of opts.workflows) {
       if (this.workflows.has(wf.workflowName)) throw new TypeError(`workflow "${wf.workflowName}" registered twice`);
       this.workflows.set(wf.workflowName, wf);
@@ -86,7 +91,7 @@ export class Engine implements StepRunner {
     this.hooks = opts.hooks ?? {};
     this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
     this.errorClasses = Object.fromEntries((opts.errorClasses ?? []).map((C) => [new C("").name, C]));
-    this.dispatcher.attach(this);
+    opts.dispatcher.attach(this);
   }
 
   workflow(name: string): Workflow {
@@ -175,6 +180,13 @@ export class Engine implements StepRunner {
     return runStep(this, req, scope);
   }
 
+  /** A follow-up that will not be sent: release its handed lease so the next sweep resumes the instance. */
+  async deferStep(req: StepRequest): Promise<void> {
+    if (!req.lease) return;
+    this.warmRuns.take(req.instanceId, req.lease);
+    await this.storage.releaseLease({ instanceId: req.instanceId, ...req.lease });
+  }
+
   async cancel(instanceId: string, cancelledBy = "api", scope?: DispatchScope): Promise<{ status: InstanceStatus }> {
     const r = await this.storage.cancelInstance(instanceId, cancelledBy);
     if (!r) throw new NotFoundError(`instance "${instanceId}" not found`);
@@ -238,6 +250,21 @@ export class Engine implements StepRunner {
 
 }
 
+/**
+ * The engine's view of a shared dispatcher: every dispatch names this engine
+ * as its runner, so engines built per request never take each other's steps
+ * (nor use each other's closed databases).
+ */
+function dispatchingAs(d: Dispatcher, runner: StepRunner): Dispatcher {
+  const as = (scope?: DispatchScope): DispatchScope => (scope?.runner === runner ? scope : { ...scope, runner });
+  return {
+    attach: () => {},
+    dispatch: (req, scope) => d.dispatch(req, as(scope)),
+    ...(d.wakeIn ? { wakeIn: (s: number, scope?: DispatchScope) => d.wakeIn!(s, as(scope)) } : {}),
+    ...(d.close ? { close: () => d.close!() } : {}),
+  };
+}
+
 /** A workflow's source hash, computed once per process (engines may be built per request). */
 const sourceHashes = new WeakMap<Workflow, Promise<string>>();
 function sourceHash(wf: Workflow): Promise<string> {
@@ -257,6 +284,7 @@ export function toView(inst: InstanceRecord): InstanceView {
     error: inst.errorData === null ? null : fromJson(inst.errorData),
     cancellation: inst.cancelData === null ? null : fromJson(inst.cancelData),
     currentActivityId: inst.currentActivityId,
+    runnable: (inst.status === "running" || inst.status === "compensating") && (inst.lockedBy === null || (inst.lockExpiresAt !== null && inst.lockExpiresAt.getTime() <= Date.now())),
     startedAt: inst.startedAt.toISOString(),
     updatedAt: inst.updatedAt.toISOString(),
   };

@@ -21,6 +21,7 @@
 import { CloudEvent, HTTP } from "cloudevents";
 import { fromJson } from "../core/serialization.ts";
 import type { OutboxRecord } from "../storage/types.ts";
+import { isSubrequestLimitError, type SubrequestBudget } from "./budget.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 
@@ -57,12 +58,14 @@ export interface RelayReport {
   invalid: number;
   failed: number;
   expired: number;
+  /** Claimed but not sent: the invocation hit its subrequest limit (no attempt counted). */
+  deferred: number;
 }
 
 const SEND_CONCURRENCY = 6;
 
 export function emptyRelayReport(): RelayReport {
-  return { published: 0, invalid: 0, failed: 0, expired: 0 };
+  return { published: 0, invalid: 0, failed: 0, expired: 0, deferred: 0 };
 }
 
 /**
@@ -92,16 +95,20 @@ async function relay(engine: Engine, opts: RelayOptions, report: RelayReport): P
   const budgetMs = opts.budgetMs ?? 10_000;
   if (!opts.eventIds) report.expired += await storage.expireOutboxEvents(cfg.maxAgeSeconds ?? 86_400, cfg.maxRetries ?? 10);
 
+  const subrequests = opts.scope?.budget;
   while (Date.now() - started < budgetMs) {
-    const rows = await storage.claimOutboxEvents(batchSize, opts.eventIds);
+    // Claim no more rows than the invocation may still send: the rest stay due for a later one.
+    const limit = Math.min(batchSize, subrequests?.remaining ?? batchSize);
+    if (limit === 0) break;
+    const rows = await storage.claimOutboxEvents(limit, opts.eventIds);
     for (let i = 0; i < rows.length; i += SEND_CONCURRENCY) {
-      await Promise.all(rows.slice(i, i + SEND_CONCURRENCY).map((row) => deliver(engine, cfg, row, report)));
+      await Promise.all(rows.slice(i, i + SEND_CONCURRENCY).map((row) => deliver(engine, cfg, row, report, subrequests)));
     }
-    if (opts.eventIds || rows.length < batchSize) break;
+    if (opts.eventIds || rows.length < limit) break;
   }
 }
 
-async function deliver(engine: Engine, cfg: OutboxOptions, row: OutboxRecord, report: RelayReport): Promise<void> {
+async function deliver(engine: Engine, cfg: OutboxOptions, row: OutboxRecord, report: RelayReport, subrequests?: SubrequestBudget): Promise<void> {
   const { storage } = engine;
   let message: StructuredMessage;
   try {
@@ -110,7 +117,14 @@ async function deliver(engine: Engine, cfg: OutboxOptions, row: OutboxRecord, re
     report.invalid++;
     return storage.markOutboxInvalid(row.eventId, `not a valid CloudEvent: ${errorText(err)}`);
   }
+  // Another task of this invocation may have spent the budget since the claim.
+  if (subrequests && !subrequests.take()) return storage.releaseOutboxClaim(row.eventId);
   const outcome = await postEvent(cfg.brokerUrl!, message, { ...(cfg.fetch ? { fetch: cfg.fetch } : {}), ...(cfg.timeoutMs ? { timeoutMs: cfg.timeoutMs } : {}) });
+  if (!outcome.ok && outcome.limitReached) {
+    // The platform refused to send it: not a delivery attempt, the broker never saw it.
+    report.deferred++;
+    return storage.releaseOutboxClaim(row.eventId);
+  }
   if (outcome.ok) {
     report.published++;
     return storage.markOutboxPublished(row.eventId);
@@ -161,7 +175,7 @@ export function toStructuredMessage(row: OutboxRecord): StructuredMessage {
   });
 }
 
-export type PostOutcome = { ok: true } | { ok: false; permanent: boolean; error: string };
+export type PostOutcome = { ok: true } | { ok: false; permanent: boolean; error: string; limitReached?: boolean };
 
 /** POST one message to a broker; 5xx, 408, 429 and network errors are retryable, other 4xx permanent. */
 export async function postEvent(brokerUrl: string, message: StructuredMessage, opts: { fetch?: typeof fetch; timeoutMs?: number } = {}): Promise<PostOutcome> {
@@ -179,7 +193,7 @@ export async function postEvent(brokerUrl: string, message: StructuredMessage, o
     const retryable = res.status >= 500 || res.status === 408 || res.status === 429;
     return { ok: false, permanent: !retryable, error };
   } catch (err) {
-    return { ok: false, permanent: false, error: `broker unreachable: ${errorText(err)}` };
+    return { ok: false, permanent: false, error: `broker unreachable: ${errorText(err)}`, ...(isSubrequestLimitError(err) ? { limitReached: true } : {}) };
   }
 }
 

@@ -177,7 +177,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     "outbox",
     async () => {
       // Kept within the lock's lease; were it to run over, claims (SKIP LOCKED) still keep rows from being sent twice.
-      const r = await relayOutbox(engine, { budgetMs: Math.max(0, Math.min(budget - (Date.now() - started), (lockSeconds * 1000) / 2)) });
+      const r = await relayOutbox(engine, { ...(scope ? { scope } : {}), budgetMs: Math.max(0, Math.min(budget - (Date.now() - started), (lockSeconds * 1000) / 2)) });
       for (const k of Object.keys(r) as (keyof RelayReport)[]) report.outbox[k] += r[k];
       return 0;
     },

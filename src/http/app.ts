@@ -69,8 +69,8 @@ const stepRequest = z.object({
   instanceId: z.string().min(1).max(255),
   lease: z.object({ workerId: z.string().min(1).max(255), token: z.number().int().nonnegative() }).optional(),
 });
-const stepBody = z.union([stepRequest, z.object({ steps: z.array(stepRequest).min(1).max(500) })]);
-const stepResult = z.object({ instanceId: z.string(), status: z.enum(["skipped", "lease_lost", "concluded"]) }).loose();
+const hop = z.number().int().min(0).max(1000).optional();
+const stepBody = z.union([stepRequest.extend({ hop }), z.object({ steps: z.array(stepRequest).min(1).max(500), hop })]);
 
 export function parse<T extends z.ZodType>(schema: T, value: unknown, what: string): z.output<T> {
   const r = schema.safeParse(value);
@@ -115,20 +115,26 @@ export function createApp(opts: AppOptions): Hono {
     signedOnly(opts.secret),
     documented({
       operationId: "runStep",
-      summary: "Run one step of each given instance (follow-ups, queue consumers)",
+      summary: "Accept follow-up steps; they run in this request's background work (fetch follow-ups)",
       tags: ["internal"],
       auth: "internal",
       body: stepBody,
       bodyName: "step request",
-      responses: { 200: { description: "the step result (one request) or `{ results }` (a batch)", schema: z.union([stepResult, z.object({ results: z.array(stepResult) })]) } },
+      responses: { 202: { description: "accepted: the steps run after the response", schema: z.object({ accepted: z.number().int() }) } },
     }),
     async (c) => {
       const body = c.var.valid.body;
-      const steps: StepRequest[] = "steps" in body ? body.steps : [body];
+      const steps: StepRequest[] = "steps" in body ? body.steps : [{ instanceId: body.instanceId, ...(body.lease ? { lease: body.lease } : {}) }];
       const e = await engine(c);
-      const results = [];
-      for (const s of steps) results.push({ instanceId: s.instanceId, ...(await e.runStep(s, scope(c))) });
-      return c.json(steps.length === 1 ? results[0] : { results });
+      const s = scope(c);
+      if (s) s.hop = body.hop ?? 0;
+      // Acknowledge at once and run the steps in this invocation's own background
+      // work: the sender's invocation does not stay open for the chain behind it.
+      const work = (async () => {
+        for (const step of steps) await e.runStep(step, s);
+      })().catch((err: unknown) => console.error("edda: follow-up step failed (the sweeper will resume it)", err));
+      s?.waitUntil?.(work);
+      return c.json({ accepted: steps.length }, 202);
     },
   );
   app.post(

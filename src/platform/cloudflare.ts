@@ -1,21 +1,30 @@
 /**
  * Cloudflare Workers adapter: `createWorker({ workflows })` is the module
- * worker — `fetch` serves the app, `scheduled` (the cron trigger) sweeps.
+ * worker — `fetch` serves the app, `queue` runs follow-up steps, `scheduled`
+ * (the cron trigger) sweeps.
  *
- * Database clients live for one request (Workers forbid sharing I/O objects
- * across requests): each invocation opens one (postgres.js over TCP with
+ * Database clients live for one invocation (Workers forbid sharing I/O
+ * objects across requests): each opens one (postgres.js over TCP with
  * `nodejs_compat`, through Hyperdrive when bound, or Neon's WebSocket driver)
- * and closes it in `ctx.waitUntil` once its background work is done. Nothing
- * is migrated here; run `edda-edge migrate` against the deployed database.
+ * and closes it once its background work is done. Nothing is migrated here;
+ * run `edda-edge migrate` against the deployed database.
  *
- * Follow-up steps are signed requests to this same worker, sent inside
- * `ctx.waitUntil`, through the first of: a `SELF` service binding,
- * EDDA_PUBLIC_URL, the loopback `ctx.exports.default` (default since the
- * 2025-11-17 compatibility date), or a plain fetch to the request's own origin.
+ * Follow-up transport, the first available:
+ * 1. `EDDA_QUEUE` (a Queues producer bound to a queue this worker consumes):
+ *    every follow-up is a message run by a top-level `queue()` invocation;
+ *    short timers are delayed messages.
+ * 2. A signed request to this same worker, acknowledged at once, through a
+ *    `SELF` service binding, EDDA_PUBLIC_URL, the `ctx.exports` loopback or
+ *    the request's own origin — bounded by EDDA_MAX_HOPS (Workers refuse a
+ *    chain of 16) and left to the cron sweep beyond it.
+ * Every invocation has one subrequest budget (EDDA_SUBREQUEST_LIMIT, 40 by
+ * default: the Free plan allows 50).
  */
 import { createEdda, type Edda, type EddaOptions } from "../edda.ts";
+import { SubrequestBudget, type Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
-import { readConfig, type EddaEnv } from "./env.ts";
+import { QueueDispatcher, runFollowUp, type FollowUpQueue, type OutgoingMessage } from "../engine/queue-dispatcher.ts";
+import { readConfig, type EddaConfig, type EddaEnv } from "./env.ts";
 import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";
 
 /** The parts of the Workers runtime types this adapter uses (no @cloudflare/workers-types). */
@@ -31,35 +40,69 @@ export interface ScheduledController {
   readonly cron: string;
   readonly scheduledTime: number;
 }
+/** A Queues producer binding. */
+export interface Queue {
+  send(body: unknown, options?: { delaySeconds?: number; contentType?: "json" }): Promise<void>;
+  sendBatch(messages: Iterable<{ body: unknown; delaySeconds?: number; contentType?: "json" }>): Promise<void>;
+}
+export interface QueueMessage {
+  readonly id: string;
+  readonly body: unknown;
+  readonly attempts: number;
+  ack(): void;
+  retry(options?: { delaySeconds?: number }): void;
+}
+export interface MessageBatch {
+  readonly queue: string;
+  readonly messages: readonly QueueMessage[];
+}
 export interface WorkerEnv extends EddaEnv {
   /** Optional Hyperdrive binding: its connection string replaces DATABASE_URL. */
   HYPERDRIVE?: { connectionString: string };
   /** Optional service binding to this worker itself, for follow-ups. */
   SELF?: Fetcher;
+  /** Optional Queues producer for follow-ups; this worker must consume that queue. */
+  EDDA_QUEUE?: Queue;
 }
+
+/**
+ * Outgoing fetches per invocation by default: the Free plan allows 50
+ * subrequests per request; 10 are left for the database connections and the
+ * application's own fetches. Paid plans raise it with EDDA_SUBREQUEST_LIMIT.
+ */
+export const WORKERS_SUBREQUEST_BUDGET = 40;
+/** Queues limits: 100 messages per sendBatch, delaySeconds up to 24 h. */
+const QUEUES_MAX_BATCH = 100;
+const QUEUES_MAX_DELAY_SECONDS = 24 * 3600;
+/** Messages of one batch run at once (the database pool holds 5 connections). */
+const BATCH_CONCURRENCY = 5;
 
 export type WorkerOptions = Omit<EddaOptions, "database" | "dispatcher" | "secret" | "apiToken" | "brokerUrl" | "autoMigrate">;
 
 export interface EddaWorker {
   fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext): Promise<Response>;
+  queue(batch: MessageBatch, env: WorkerEnv, ctx: ExecutionContext): Promise<void>;
   scheduled(controller: ScheduledController, env: WorkerEnv, ctx: ExecutionContext): Promise<void>;
 }
 
+/** What this isolate ran since it started, by invocation kind (`GET /_edda/invocations`). */
+export interface InvocationCounts {
+  requests: number;
+  /** `POST /_edda/step` requests: follow-ups that arrived as nested fetches. */
+  fetchFollowUps: number;
+  queueBatches: number;
+  queueMessages: number;
+  scheduled: number;
+}
+
 export function createWorker(opts: WorkerOptions): EddaWorker {
+  const counts: InvocationCounts = { requests: 0, fetchFollowUps: 0, queueBatches: 0, queueMessages: 0, scheduled: 0 };
+
   // One Edda per invocation: it is cheap (routes compile lazily) and its dispatcher may use this invocation's loopback.
-  function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null): Edda {
+  function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null): { edda: Edda; config: EddaConfig } {
     const config = readConfig(env);
     if (!config.secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)");
-    const self = env.SELF ?? (config.publicUrl ? undefined : ctx.exports?.default);
-    const baseUrl = config.publicUrl ?? origin ?? "https://edda.internal";
-    if (!self && !config.publicUrl && !origin) console.warn("edda: no EDDA_PUBLIC_URL, SELF binding or ctx.exports loopback: cron follow-ups cannot be sent");
-    const dispatcher = new HttpDispatcher({
-      baseUrl,
-      secret: config.secret,
-      ...(self ? { fetch: (input, init) => self.fetch(input, init) } : {}),
-      ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}),
-    });
-    return createEdda({
+    const edda = createEdda({
       serviceName: config.serviceName,
       ...opts,
       database: () => openServerlessDatabase(config, { ...(env.HYPERDRIVE ? { connectionString: env.HYPERDRIVE.connectionString } : {}), max: 5 }),
@@ -67,23 +110,84 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
       ...(config.apiToken ? { apiToken: config.apiToken } : {}),
       ...(config.eventsToken ? { eventsToken: config.eventsToken } : {}),
       ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
-      dispatcher,
+      ...(config.leaseSeconds !== undefined ? { leaseSeconds: config.leaseSeconds } : {}),
+      ...(config.handoffLeaseSeconds !== undefined ? { handoffLeaseSeconds: config.handoffLeaseSeconds } : {}),
+      dispatcher: dispatcherFor(env, ctx, origin, config, config.secret),
+      subrequestLimit: config.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET,
+      routes: (app, helpers) => {
+        app.get("/_edda/invocations", (c) => c.json(counts));
+        opts.routes?.(app, helpers);
+      },
     });
+    return { edda, config };
   }
 
   return {
     async fetch(request, env, ctx) {
+      counts.requests++;
+      if (request.method === "POST" && new URL(request.url).pathname === "/_edda/step") counts.fetchFollowUps++;
       let edda: Edda;
       try {
-        edda = eddaFor(env, ctx, new URL(request.url).origin);
+        edda = eddaFor(env, ctx, new URL(request.url).origin).edda;
       } catch (err) {
         return Response.json({ error: (err as Error).message, error_type: "ConfigurationError" }, { status: 500 });
       }
       return edda.fetch(request, env, ctx);
     },
+
+    async queue(batch, env, ctx) {
+      counts.queueBatches++;
+      counts.queueMessages += batch.messages.length;
+      const { edda, config } = eddaFor(env, ctx, null);
+      const budget = new SubrequestBudget(config.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET);
+      // The whole batch is one invocation: one database client, one budget; each message is acked once its work is done.
+      await edda.run(async (engine, scope) => {
+        const queue = [...batch.messages];
+        const worker = async () => {
+          for (let msg = queue.shift(); msg; msg = queue.shift()) {
+            try {
+              const outcome = await runFollowUp(engine, msg.body, scope);
+              if (outcome.ack) msg.ack();
+              else msg.retry({ delaySeconds: outcome.retryInSeconds });
+            } catch (err) {
+              // A lease that is still held, a database hiccup: redelivery is harmless (steps are fenced).
+              console.error("edda: follow-up message failed, retrying", err);
+              msg.retry({ delaySeconds: Math.min(60, 2 ** Math.min(msg.attempts, 6)) });
+            }
+          }
+        };
+        await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, batch.messages.length) }, worker));
+      }, { budget, ctx });
+    },
+
     async scheduled(controller, env, ctx) {
-      const report = await eddaFor(env, ctx, null).sweep({}, ctx);
+      counts.scheduled++;
+      const report = await eddaFor(env, ctx, null).edda.sweep({}, ctx);
       console.log(`edda: sweep (${controller.cron})`, JSON.stringify(report));
     },
+  };
+}
+
+function dispatcherFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, config: EddaConfig, secret: string): Dispatcher {
+  if (env.EDDA_QUEUE) return new QueueDispatcher(cloudflareQueue(env.EDDA_QUEUE));
+  const self = env.SELF ?? (config.publicUrl ? undefined : ctx.exports?.default);
+  const baseUrl = config.publicUrl ?? origin ?? "https://edda.internal";
+  if (!self && !config.publicUrl && !origin) console.warn("edda: no EDDA_QUEUE, EDDA_PUBLIC_URL, SELF binding or ctx.exports loopback: cron follow-ups cannot be sent");
+  return new HttpDispatcher({
+    baseUrl,
+    secret,
+    ...(self ? { fetch: (input, init) => self.fetch(input, init) } : {}),
+    ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}),
+  });
+}
+
+function cloudflareQueue(q: Queue): FollowUpQueue {
+  return {
+    maxBatch: QUEUES_MAX_BATCH,
+    maxDelaySeconds: QUEUES_MAX_DELAY_SECONDS,
+    send: (messages: OutgoingMessage[]) =>
+      messages.length === 1
+        ? q.send(messages[0]!.body, { contentType: "json", ...(messages[0]!.delaySeconds ? { delaySeconds: messages[0]!.delaySeconds } : {}) })
+        : q.sendBatch(messages.map((m) => ({ body: m.body, contentType: "json" as const, ...(m.delaySeconds ? { delaySeconds: m.delaySeconds } : {}) }))),
   };
 }

@@ -61,10 +61,11 @@ export function serveDeno(opts: DenoServeOptions): DenoServer {
     ...(config.apiToken ? { apiToken: config.apiToken } : {}),
     ...(config.eventsToken ? { eventsToken: config.eventsToken } : {}),
     ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
+    ...(config.subrequestLimit !== undefined ? { subrequestLimit: config.subrequestLimit } : {}),
     dispatcher: new HttpDispatcher({
       baseUrl: config.publicUrl ?? url,
       secret: config.secret,
-      ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}),
+      ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}),
     }),
   });
 

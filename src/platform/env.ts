@@ -15,6 +15,10 @@ export interface EddaEnv {
   EDDA_PUBLIC_URL?: string;
   EDDA_SWEEP_INTERVAL_MS?: string;
   EDDA_MAX_WAKE_SECONDS?: string;
+  EDDA_SUBREQUEST_LIMIT?: string;
+  EDDA_MAX_HOPS?: string;
+  EDDA_LEASE_SECONDS?: string;
+  EDDA_HANDOFF_LEASE_SECONDS?: string;
   [key: string]: unknown;
 }
 
@@ -31,8 +35,15 @@ export interface EddaConfig {
   publicUrl: string | undefined;
   /** Interval sweeps for servers without a platform cron (ms; unset → the platform's default). */
   sweepIntervalMs: number | undefined;
-  /** Timers due within this many seconds are waited for inside the request that set them (http dispatcher). */
+  /** Long-lived servers with the http dispatcher (Node): timers due within this many seconds fire in-process. */
   maxWakeSeconds: number | undefined;
+  /** Outgoing fetches per invocation (unset → the platform's default: 40 on Workers, none elsewhere). */
+  subrequestLimit: number | undefined;
+  /** Follow-up hops a fetch chain may take before it is left to the sweep (default 8). */
+  maxHops: number | undefined;
+  /** Lease of a running step (default 300 s) and of a handed-off follow-up (default 30 s): how soon a crashed step is resumed. */
+  leaseSeconds: number | undefined;
+  handoffLeaseSeconds: number | undefined;
 }
 
 const str = (v: unknown) => (typeof v === "string" && v.trim() !== "" ? v.trim() : undefined);
@@ -62,5 +73,9 @@ export function readConfig(env: EddaEnv): EddaConfig {
     publicUrl: str(env.EDDA_PUBLIC_URL),
     sweepIntervalMs: num(env, "EDDA_SWEEP_INTERVAL_MS"),
     maxWakeSeconds: num(env, "EDDA_MAX_WAKE_SECONDS"),
+    subrequestLimit: num(env, "EDDA_SUBREQUEST_LIMIT"),
+    maxHops: num(env, "EDDA_MAX_HOPS"),
+    leaseSeconds: num(env, "EDDA_LEASE_SECONDS"),
+    handoffLeaseSeconds: num(env, "EDDA_HANDOFF_LEASE_SECONDS"),
   };
 }

@@ -59,7 +59,7 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     ...(config.apiToken || opts.apiToken ? { apiToken: opts.apiToken ?? config.apiToken! } : {}),
     ...(config.eventsToken || opts.eventsToken ? { eventsToken: opts.eventsToken ?? config.eventsToken! } : {}),
     serviceName: opts.serviceName ?? config.serviceName,
-    dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl } } : "local"),
+    dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } } : "local"),
   });
   const server = await new Promise<ServerType>((resolve) => {
     const s = serve({ fetch: edda.app.fetch, port, hostname: opts.hostname ?? "127.0.0.1" }, () => resolve(s));

@@ -66,6 +66,13 @@ export async function markOutboxFailed(ex: Executor, eventId: string, error: str
     WHERE event_id = ${eventId} AND status = 'processing'`);
 }
 
+/** Undo a claim whose send never left (subrequest limit): no attempt counted, due again at once. */
+export async function releaseOutboxClaim(ex: Executor, eventId: string): Promise<void> {
+  await ex.execute(sql`
+    UPDATE outbox_events SET status = CASE WHEN retry_count = 0 THEN 'pending' ELSE 'failed' END, next_attempt_at = ${DB_NOW}
+    WHERE event_id = ${eventId} AND status = 'processing'`);
+}
+
 export async function expireOutboxEvents(ex: Executor, olderThanSeconds: number, maxRetries: number): Promise<number> {
   const rows = await queryRows(
     ex,

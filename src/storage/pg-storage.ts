@@ -260,6 +260,9 @@ export class PgStorage implements Storage {
   markOutboxFailed(eventId: string, error: string, retryInSeconds: number): Promise<void> {
     return outbox.markOutboxFailed(this.executor, eventId, error, retryInSeconds);
   }
+  releaseOutboxClaim(eventId: string): Promise<void> {
+    return outbox.releaseOutboxClaim(this.executor, eventId);
+  }
   expireOutboxEvents(olderThanSeconds: number, maxRetries: number): Promise<number> {
     return outbox.expireOutboxEvents(this.executor, olderThanSeconds, maxRetries);
   }

@@ -425,6 +425,8 @@ export interface Storage {
   markOutboxInvalid(eventId: string, error: string): Promise<void>;
   /** Back to `failed` with retry_count+1 and the next attempt `retryInSeconds` later. */
   markOutboxFailed(eventId: string, error: string, retryInSeconds: number): Promise<void>;
+  /** A claimed row whose send never left (the invocation's subrequest limit): back to due, no attempt counted. */
+  releaseOutboxClaim(eventId: string): Promise<void>;
   /** Pending/failed rows older than the max age → `expired`. */
   expireOutboxEvents(olderThanSeconds: number, maxRetries: number): Promise<number>;
 

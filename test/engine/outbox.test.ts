@@ -68,7 +68,7 @@ describe("relay", () => {
     const engine = await engineWith({ brokerUrl: broker.url });
     const id = await addEvent(engine, "ok.created", { order: "o-1", amount: 12.5 }, { extensions: { tenant: "acme" } });
     const report = await relayOutbox(engine, { eventIds: [id] });
-    expect(report).toEqual({ published: 1, invalid: 0, failed: 0, expired: 0 });
+    expect(report).toEqual({ published: 1, invalid: 0, failed: 0, expired: 0, deferred: 0 });
     const [req] = broker.deliveries(id);
     expect(req!.headers["content-type"]).toMatch(/^application\/cloudevents\+json/);
     expect(req!.body).toMatchObject({ specversion: "1.0", id, type: "ok.created", source: "/test/outbox", datacontenttype: "application/json", tenant: "acme", data: { order: "o-1", amount: 12.5 } });
@@ -164,7 +164,7 @@ describe("relay", () => {
     const none: Promise<unknown>[] = [];
     unconfigured.notifyOutbox([other], { waitUntil: (p) => void none.push(p) });
     expect(none).toHaveLength(0);
-    expect(await relayOutbox(unconfigured)).toEqual({ published: 0, invalid: 0, failed: 0, expired: 0 });
+    expect(await relayOutbox(unconfigured)).toEqual({ published: 0, invalid: 0, failed: 0, expired: 0, deferred: 0 });
     expect((await row(engine, other)).status).toBe("pending");
   });
 });
