@@ -1,16 +1,23 @@
 /**
- * Deno adapter (Deno Deploy and `deno run`): `serveDeno({ workflows })` serves
- * the app with `Deno.serve` (port from PORT) and sweeps with `Deno.cron` where
- * the runtime has it (Deno Deploy, `--unstable-cron`), else — and whenever
- * EDDA_SWEEP_INTERVAL_MS is set — on an interval (local runs).
+ * Deno adapter (Deno Deploy and `deno run`). The entry (functions/deno.ts)
+ * builds the app with `createDenoApp`, registers `Deno.cron` and the KV queue
+ * listener at its top level — Deno Deploy only picks up cron jobs registered
+ * there, before any server starts — then calls `serve()`. `serveDeno` does all
+ * of it in one call for local use.
  *
  * Deno isolates keep connections between requests, so one pooled client
- * (postgres.js or Neon's driver) serves every request. Follow-ups are signed
- * requests to EDDA_PUBLIC_URL (set it on Deno Deploy), by default this
- * server's own address. Nothing is migrated here: run `edda-edge migrate`.
+ * (postgres.js or Neon's driver) serves every request. Follow-ups go through
+ * a Deno KV queue when one is open (Deno Deploy; `--unstable-kv` or
+ * `"unstable": ["kv"]` locally): each step is a message delivered to
+ * `listenQueue`, short timers are delayed messages. Without KV they are
+ * signed requests to EDDA_PUBLIC_URL (default: this server's own address),
+ * bounded by EDDA_MAX_HOPS and left to the sweep beyond. Nothing is migrated
+ * here: run `edda-edge migrate`.
  */
 import { createEdda, type Edda, type EddaOptions } from "../edda.ts";
+import type { Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
+import { QueueDispatcher, runFollowUp, type FollowUpQueue } from "../engine/queue-dispatcher.ts";
 import type { Database } from "../storage/database.ts";
 import { readConfig, type EddaConfig } from "./env.ts";
 import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";
@@ -25,14 +32,37 @@ interface DenoRuntime {
   cron?(name: string, schedule: string, handler: () => Promise<void>): Promise<void>;
 }
 
+/** The parts of `Deno.Kv` used for follow-ups. */
+export interface DenoKv {
+  enqueue(value: unknown, options?: { delay?: number }): Promise<unknown>;
+  listenQueue(handler: (value: unknown) => Promise<void> | void): Promise<void>;
+  close(): void;
+}
+
 export type DenoServeOptions = Omit<EddaOptions, "database" | "dispatcher" | "secret" | "apiToken" | "brokerUrl" | "autoMigrate"> & {
   /** Default: Deno.env. */
   env?: Record<string, string | undefined>;
   /** Default 127.0.0.1 (Deno Deploy ignores it). */
   hostname?: string;
-  /** Cron schedule of the sweep where Deno.cron exists (default every minute). */
+  /** Cron schedule of the sweep where Deno.cron exists (default every minute; serveDeno only). */
   cronSchedule?: string;
+  /** A Deno KV database whose queue carries follow-ups (`await Deno.openKv()`); without it, signed fetches. */
+  kv?: DenoKv;
 };
+
+export interface DenoApp {
+  edda: Edda;
+  config: EddaConfig;
+  database: Database;
+  /** Follow-up transport in use. */
+  transport: "kv-queue" | "fetch";
+  /** One sweep (never two at once); for `Deno.cron` and the interval. */
+  sweep(): Promise<void>;
+  /** The `listenQueue` handler: runs one follow-up message. Throws to have KV redeliver it. */
+  runQueued(message: unknown): Promise<void>;
+  /** Start `Deno.serve` (and the interval sweep when EDDA_SWEEP_INTERVAL_MS is set). */
+  serve(): DenoServer;
+}
 
 export interface DenoServer {
   edda: Edda;
@@ -42,18 +72,23 @@ export interface DenoServer {
   close(): Promise<void>;
 }
 
-export function serveDeno(opts: DenoServeOptions): DenoServer {
+/** Deno KV queues accept delays up to 30 days. */
+const KV_MAX_DELAY_SECONDS = 30 * 24 * 3600;
+
+export function createDenoApp(opts: DenoServeOptions): DenoApp {
   const Deno = (globalThis as unknown as { Deno: DenoRuntime }).Deno;
-  const { env: envOption, hostname, cronSchedule, ...eddaOptions } = opts;
-  const config = readConfig(envOption ?? Deno.env.toObject());
+  const { env: envOption, hostname, cronSchedule: _schedule, kv, ...eddaOptions } = opts;
+  const env = envOption ?? Deno.env.toObject();
+  const config = readConfig(env);
   if (!config.secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)");
   const database = openServerlessDatabase(config, { max: 10 });
+  const host = hostname ?? "127.0.0.1";
+  const port = Number(env.PORT ?? 8000);
 
-  let edda: Edda | null = null;
-  const port = Number((envOption ?? Deno.env.toObject()).PORT ?? 8000);
-  const server = Deno.serve({ port, hostname: hostname ?? "127.0.0.1", onListen: () => {} }, (req) => edda!.fetch(req));
-  const url = `http://${server.addr.hostname}:${server.addr.port}`;
-  edda = createEdda({
+  const dispatcher: Dispatcher = kv
+    ? new QueueDispatcher(denoKvQueue(kv))
+    : new HttpDispatcher({ baseUrl: config.publicUrl ?? `http://${host}:${port}`, secret: config.secret, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}) });
+  const edda = createEdda({
     serviceName: config.serviceName,
     ...eddaOptions,
     database,
@@ -61,35 +96,81 @@ export function serveDeno(opts: DenoServeOptions): DenoServer {
     ...(config.apiToken ? { apiToken: config.apiToken } : {}),
     ...(config.eventsToken ? { eventsToken: config.eventsToken } : {}),
     ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
+    ...(config.leaseSeconds !== undefined ? { leaseSeconds: config.leaseSeconds } : {}),
+    ...(config.handoffLeaseSeconds !== undefined ? { handoffLeaseSeconds: config.handoffLeaseSeconds } : {}),
     ...(config.subrequestLimit !== undefined ? { subrequestLimit: config.subrequestLimit } : {}),
-    dispatcher: new HttpDispatcher({
-      baseUrl: config.publicUrl ?? url,
-      secret: config.secret,
-      ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}),
-    }),
+    dispatcher,
   });
 
   let sweeping: Promise<unknown> | null = null;
   const sweep = async () => {
     if (sweeping) return;
-    sweeping = edda!.sweep().catch((err: unknown) => console.error("edda: sweep failed", err));
+    sweeping = edda.sweep().catch((err: unknown) => console.error("edda: sweep failed", err));
     await sweeping;
     sweeping = null;
   };
-  if (typeof Deno.cron === "function") void Deno.cron("edda-sweep", cronSchedule ?? "* * * * *", sweep);
-  const interval = typeof Deno.cron !== "function" || config.sweepIntervalMs !== undefined ? setInterval(() => void sweep(), config.sweepIntervalMs ?? 5000) : null;
+
+  const runQueued = async (message: unknown) => {
+    const outcome = await edda.run((engine, scope) => runFollowUp(engine, message, scope));
+    // Early for its timer: send it again with the remaining delay (KV has no per-message retry delay).
+    if (!outcome.ack && kv) await kv.enqueue(message, { delay: outcome.retryInSeconds * 1000 });
+  };
 
   return {
     edda,
-    url,
     config,
     database,
+    transport: kv ? "kv-queue" : "fetch",
+    sweep,
+    runQueued,
+    serve() {
+      const server = Deno.serve({ port, hostname: host, onListen: () => {} }, (req) => edda.fetch(req));
+      const interval = config.sweepIntervalMs !== undefined ? setInterval(() => void sweep(), config.sweepIntervalMs) : null;
+      return {
+        edda,
+        url: `http://${server.addr.hostname}:${server.addr.port}`,
+        config,
+        database,
+        async close() {
+          if (interval) clearInterval(interval);
+          await server.shutdown();
+          await sweeping;
+          await edda.close();
+          kv?.close();
+          await database.close();
+        },
+      };
+    },
+  };
+}
+
+/**
+ * Build, schedule and serve in one call (local runs): the sweep on `Deno.cron`
+ * where it exists, else on an interval (EDDA_SWEEP_INTERVAL_MS, default 5 s).
+ * Deno Deploy needs the cron at the entry's top level: use `createDenoApp` there.
+ */
+export function serveDeno(opts: DenoServeOptions): DenoServer {
+  const Deno = (globalThis as unknown as { Deno: DenoRuntime }).Deno;
+  const app = createDenoApp(opts);
+  if (typeof Deno.cron === "function") void Deno.cron("edda-sweep", opts.cronSchedule ?? "* * * * *", app.sweep);
+  if (opts.kv) void opts.kv.listenQueue(app.runQueued);
+  const server = app.serve();
+  const interval = typeof Deno.cron !== "function" && app.config.sweepIntervalMs === undefined ? setInterval(() => void app.sweep(), 5000) : null;
+  return {
+    ...server,
     async close() {
       if (interval) clearInterval(interval);
-      await server.shutdown();
-      await sweeping;
-      await edda!.close();
-      await database.close();
+      await server.close();
+    },
+  };
+}
+
+function denoKvQueue(kv: DenoKv): FollowUpQueue {
+  return {
+    maxBatch: 100,
+    maxDelaySeconds: KV_MAX_DELAY_SECONDS,
+    async send(messages) {
+      await Promise.all(messages.map((m) => kv.enqueue(m.body, m.delaySeconds ? { delay: m.delaySeconds * 1000 } : {})));
     },
   };
 }
