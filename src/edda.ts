@@ -40,6 +40,8 @@ export interface EddaOptions {
   apiToken?: string | string[];
   /** Bearer token(s) CloudEvents ingestion accepts besides the API token (EDDA_EVENTS_TOKEN). */
   eventsToken?: string | string[];
+  /** Let the events token target instances with the `eddainstanceid` extension (EDDA_EVENTS_TOKEN_TARGETING=1; default false). */
+  eventsTokenTargeting?: boolean;
   serviceName?: string;
   /** Where outbox events are POSTed as CloudEvents (EDDA_BROKER_URL); unset → rows stay pending. */
   brokerUrl?: string;
@@ -157,6 +159,7 @@ export function createEdda(opts: EddaOptions): Edda {
     workflows: () => opts.workflows,
     apiTokens: () => tokens,
     eventsTokens: () => eventTokens,
+    eventsTokenTargeting: opts.eventsTokenTargeting === true,
     ...(opts.maxBodyBytes ? { maxBodyBytes: opts.maxBodyBytes } : {}),
     scope: (c: Context) => scopeOf(c),
     ...(opts.routes ? { extend: opts.routes } : {}),

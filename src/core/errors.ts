@@ -83,6 +83,33 @@ export class ConflictError extends EddaError {
   override name = "ConflictError";
 }
 
+/**
+ * Not a valid CloudEvent (CloudEvents 1.0 core spec, JSON format, HTTP
+ * binding): names the offending `attribute` and, in a batch, the member's
+ * `index`. Never retried: the same event fails the same way.
+ */
+export class InvalidCloudEventError extends EddaError {
+  override name = "InvalidCloudEventError";
+  readonly attribute: string | undefined;
+  readonly index: number | undefined;
+  constructor(message: string, details: { attribute?: string; index?: number } = {}) {
+    super(message);
+    this.attribute = details.attribute;
+    this.index = details.index;
+  }
+}
+
+/** A deployment setting is missing or malformed: `variable` says which (its value never leaves the server log). */
+export class ConfigurationError extends EddaError {
+  override name = "ConfigurationError";
+  constructor(
+    message: string,
+    readonly variable?: string,
+  ) {
+    super(message);
+  }
+}
+
 export const BUILTIN_ERRORS: Record<string, new (message: string) => Error> = {
   Error,
   TypeError,
@@ -100,6 +127,7 @@ export const BUILTIN_ERRORS: Record<string, new (message: string) => Error> = {
   ChannelModeConflictError,
   NotFoundError,
   ConflictError,
+  InvalidCloudEventError,
   RetryExhaustedError: class extends RetryExhaustedError {
     constructor(message: string) {
       super(message, 0);

@@ -162,6 +162,15 @@ export class Engine implements StepRunner {
   }
 
 
+  /**
+   * Record these workflows' definitions now, outside any transaction: a
+   * transaction that creates instances must not wait on a definition write
+   * from another connection (PGlite has only one).
+   */
+  async ensureDefinitions(workflows: Iterable<Workflow>): Promise<void> {
+    for (const wf of new Set(workflows)) await this.ensureDefinition(wf);
+  }
+
   private ensureDefinition(wf: Workflow): Promise<string> {
     let p = this.hashes.get(wf.workflowName);
     if (!p) {

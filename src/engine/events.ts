@@ -7,43 +7,59 @@
  * retries it until it is published, invalid or expired).
  */
 import { ACTIVITY_INTERNALS, type ActivityContext } from "../core/context.ts";
+import { outgoingEvent, SPEC_VERSION, type CloudEventRecord } from "../core/cloudevent.ts";
+import { InvalidCloudEventError } from "../core/errors.ts";
 import { toJson, toPayload } from "../core/serialization.ts";
 import type { ActivityInternals } from "./execute.ts";
 import { postEvent, structuredMessage } from "./outbox.ts";
 
 export interface OutgoingEvent {
   type: string;
+  /** A URI-reference (RFC 3986), e.g. `/orders` or `https://example.com/orders`. */
   source: string;
   data?: unknown;
   /** Default: a random UUID (transactional: derived from the activity, so a retried step reuses it). */
   id?: string;
   subject?: string;
+  /** An RFC 2046 media type; default application/json (application/octet-stream for bytes). */
   datacontenttype?: string;
-  /** Extension attributes (lower-case alphanumeric names). */
+  /** An absolute URI. */
+  dataschema?: string;
+  /** Extension attributes: lower-case alphanumeric names (≤ 20), String, Integer (32-bit) or Boolean values. */
   extensions?: Record<string, string | number | boolean>;
 }
 
-const EXT_NAME = /^[a-z0-9]{1,20}$/;
+const CORE_NAMES = new Set(["id", "source", "specversion", "type", "datacontenttype", "dataschema", "subject", "time", "data"]);
 
-function check(e: OutgoingEvent) {
-  if (!e.type || !e.source) throw new TypeError("a CloudEvent needs a type and a source");
-  for (const k of Object.keys(e.extensions ?? {})) if (!EXT_NAME.test(k)) throw new TypeError(`invalid CloudEvent extension name "${k}"`);
+/**
+ * The event as it will be sent, validated by the rules ingestion applies
+ * (and the outbox's column sizes): an InvalidCloudEventError at the call.
+ */
+function build(event: OutgoingEvent, id: string, time: string): CloudEventRecord {
+  for (const name of Object.keys(event.extensions ?? {})) {
+    if (CORE_NAMES.has(name)) throw new InvalidCloudEventError(`extension "${name}" would replace a core attribute: set it as a field of the event`, { attribute: name });
+  }
+  const binary = event.data instanceof Uint8Array;
+  return outgoingEvent(
+    {
+      ...event.extensions,
+      specversion: SPEC_VERSION,
+      id,
+      source: event.source,
+      type: event.type,
+      time,
+      datacontenttype: event.datacontenttype ?? (binary ? "application/octet-stream" : "application/json"),
+      dataschema: event.dataschema,
+      subject: event.subject,
+    },
+    event.data ?? null,
+  );
 }
 
 /** POST an event to a broker now, structured mode. Throws when the broker does not accept it. */
 export async function sendEvent(event: OutgoingEvent, opts: { brokerUrl: string; fetch?: typeof fetch; timeoutMs?: number }): Promise<string> {
-  check(event);
   const id = event.id ?? crypto.randomUUID();
-  const binary = event.data instanceof Uint8Array;
-  const message = structuredMessage({
-    id,
-    type: event.type,
-    source: event.source,
-    time: new Date().toISOString(),
-    datacontenttype: event.datacontenttype ?? (binary ? "application/octet-stream" : "application/json"),
-    data: event.data ?? null,
-    extensions: { ...event.extensions, ...(event.subject ? { subject: event.subject } : {}) },
-  });
+  const message = structuredMessage(build(event, id, new Date().toISOString()));
   const outcome = await postEvent(opts.brokerUrl, message, opts);
   if (!outcome.ok) throw new Error(`event ${id} not accepted: ${outcome.error}`);
   return id;
@@ -51,18 +67,19 @@ export async function sendEvent(event: OutgoingEvent, opts: { brokerUrl: string;
 
 /** Write the event to the outbox in the activity's transaction; relayed after commit. */
 export async function sendEventTransactional(ctx: ActivityContext, event: OutgoingEvent): Promise<string> {
-  check(event);
   const rt = ctx[ACTIVITY_INTERNALS] as ActivityInternals;
   const seq = (outboxCounters.get(ctx) ?? 0) + 1;
-  outboxCounters.set(ctx, seq);
   const id = event.id ?? `${ctx.idempotencyKey}:${seq}`;
+  const { attributes } = build(event, id, new Date().toISOString());
+  outboxCounters.set(ctx, seq);
+  const { specversion: _v, id: _i, source, type, time: _t, datacontenttype, ...extensions } = attributes;
   await rt.storage.addOutboxEvent({
     eventId: id,
-    eventType: event.type,
-    eventSource: event.source,
+    eventType: type,
+    eventSource: source,
     data: toPayload(event.data ?? null),
-    contentType: event.data instanceof Uint8Array ? (event.datacontenttype ?? "application/octet-stream") : (event.datacontenttype ?? "application/json"),
-    extensions: event.extensions || event.subject ? toJson({ ...event.extensions, ...(event.subject ? { subject: event.subject } : {}) }) : null,
+    contentType: String(datacontenttype),
+    extensions: Object.keys(extensions).length ? toJson(extensions) : null,
   });
   rt.afterCommit(() => rt.notify.outbox([id]));
   return id;

@@ -18,7 +18,7 @@
  * The relay runs right after the committing step (post-commit, for the rows
  * that step wrote) and in every sweep (for everything due).
  */
-import { CloudEvent, HTTP } from "cloudevents";
+import { outgoingEvent, SPEC_VERSION, toJsonFormat, type CloudEventRecord } from "../core/cloudevent.ts";
 import { fromJson } from "../core/serialization.ts";
 import type { OutboxRecord } from "../storage/types.ts";
 import { isSubrequestLimitError, type SubrequestBudget } from "./budget.ts";
@@ -144,35 +144,29 @@ export interface StructuredMessage {
   body: string;
 }
 
-export interface EventAttributes {
-  id: string;
-  type: string;
-  source: string;
-  time: string;
-  datacontenttype: string;
-  data: unknown;
-  /** Extension attributes and optional ones such as `subject`. */
-  extensions?: Record<string, unknown>;
+/** A structured-mode CloudEvents HTTP message (JSON format; binary data as `data_base64`). */
+export function structuredMessage(event: CloudEventRecord): StructuredMessage {
+  return { headers: { "content-type": "application/cloudevents+json; charset=utf-8" }, body: toJsonFormat(event) };
 }
 
-/** A structured-mode CloudEvents HTTP message, through the SDK (validated; binary data as `data_base64`). */
-export function structuredMessage(a: EventAttributes): StructuredMessage {
-  const { extensions, ...attrs } = a;
-  const msg = HTTP.structured(new CloudEvent({ ...extensions, ...attrs }));
-  return { headers: msg.headers as Record<string, string>, body: String(msg.body) };
-}
-
-/** The row as a structured-mode CloudEvents HTTP message. Throws when it is not a valid CloudEvent. */
+/** The row as a structured-mode CloudEvents HTTP message. Throws InvalidCloudEventError when it is not a valid CloudEvent. */
 export function toStructuredMessage(row: OutboxRecord): StructuredMessage {
-  return structuredMessage({
-    id: row.eventId,
-    type: row.eventType,
-    source: row.eventSource,
-    time: row.createdAt.toISOString(),
-    datacontenttype: row.data.type === "binary" && row.contentType === "application/json" ? "application/octet-stream" : row.contentType,
-    data: row.data.type === "binary" ? row.data.bytes : fromJson(row.data.json),
-    ...(row.extensions ? { extensions: fromJson(row.extensions) as Record<string, unknown> } : {}),
-  });
+  const { data } = row;
+  const binary = data.type === "binary";
+  const extensions = row.extensions ? (fromJson(row.extensions) as Record<string, unknown>) : {};
+  const event = outgoingEvent(
+    {
+      ...extensions,
+      specversion: SPEC_VERSION,
+      id: row.eventId,
+      type: row.eventType,
+      source: row.eventSource,
+      time: row.createdAt.toISOString(),
+      datacontenttype: binary && row.contentType === "application/json" ? "application/octet-stream" : row.contentType,
+    },
+    data.type === "binary" ? data.bytes : fromJson(data.json),
+  );
+  return structuredMessage(event);
 }
 
 export type PostOutcome = { ok: true } | { ok: false; permanent: boolean; error: string; limitReached?: boolean };

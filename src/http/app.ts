@@ -27,6 +27,8 @@ export interface AppOptions {
   apiTokens: () => string[] | undefined;
   /** Extra tokens accepted by CloudEvents ingestion only. */
   eventsTokens?: () => string[] | undefined;
+  /** The events token may target instances with `eddainstanceid` (default false). */
+  eventsTokenTargeting?: boolean;
   /** Default 1 MiB. */
   maxBodyBytes?: number;
   scope?: (c: Context) => DispatchScope | undefined;
@@ -158,7 +160,7 @@ export function createApp(opts: AppOptions): Hono {
   // Public API.
   const api = new Hono();
   const isIngestion = (c: Context) => c.req.method === "POST" && ["/", "/events"].includes(new URL(c.req.url).pathname);
-  api.use("*", bearerAuth(opts.apiTokens, (c) => (isIngestion(c) ? opts.eventsTokens?.() : undefined)));
+  api.use("*", bearerAuth({ apiTokens: opts.apiTokens, ...(opts.eventsTokens ? { eventsTokens: opts.eventsTokens } : {}), isIngestion, eventsTokenTargeting: opts.eventsTokenTargeting === true }));
 
   api.post(
     "/workflows/:name/instances",

@@ -1,11 +1,26 @@
 /**
  * Authentication: internal routes (follow-up steps, sweep) always require an
  * HMAC signature with EDDA_SECRET; when an API token is configured, every other
- * route except /healthz requires `Authorization: Bearer <token>`.
+ * route except /healthz requires `Authorization: Bearer <token>`. CloudEvents
+ * ingestion also accepts the events token, which by default may not target
+ * instances (`eddainstanceid`): the route reads who called with `callerOf`.
  */
 import type { Context, MiddlewareHandler } from "hono";
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, verify } from "../core/signature.ts";
 import { problem } from "./problem.ts";
+
+/** Who a request authenticated as: the API token, the events token, or nobody because no token is configured. */
+export type Caller = { kind: "api" } | { kind: "events"; mayTarget: boolean } | { kind: "open" };
+
+declare module "hono" {
+  interface ContextVariableMap {
+    eddaCaller: Caller;
+  }
+}
+
+export function callerOf(c: Context): Caller {
+  return c.get("eddaCaller") ?? { kind: "open" };
+}
 
 function constantTimeEqual(a: string, b: string): boolean {
   let diff = a.length ^ b.length;
@@ -13,16 +28,31 @@ function constantTimeEqual(a: string, b: string): boolean {
   return diff === 0;
 }
 
-/** `extra(c)`: more tokens accepted on this request (CloudEvents ingestion's own token). */
-export function bearerAuth(tokens: () => string[] | undefined, extra?: (c: Context) => string[] | undefined): MiddlewareHandler {
+export interface BearerAuthOptions {
+  apiTokens: () => string[] | undefined;
+  /** Tokens accepted on CloudEvents ingestion only. */
+  eventsTokens?: () => string[] | undefined;
+  isIngestion: (c: Context) => boolean;
+  /** The events token may set `eddainstanceid` (default false). */
+  eventsTokenTargeting?: boolean;
+}
+
+export function bearerAuth(opts: BearerAuthOptions): MiddlewareHandler {
   return async (c, next) => {
-    const allowed = [...(tokens() ?? []), ...(extra?.(c) ?? [])];
-    if (!allowed?.length) return next();
-    const header = c.req.header("authorization") ?? "";
-    const m = /^Bearer\s+(.+)$/i.exec(header);
-    if (!m || !allowed.some((t) => constantTimeEqual(m[1]!.trim(), t))) {
-      return problem(c, 401, "missing or invalid bearer token", "Unauthorized");
+    const api = opts.apiTokens() ?? [];
+    const events = opts.isIngestion(c) ? (opts.eventsTokens?.() ?? []) : [];
+    if (!api.length && !events.length) {
+      c.set("eddaCaller", { kind: "open" });
+      return next();
     }
+    const m = /^Bearer\s+(.+)$/i.exec(c.req.header("authorization") ?? "");
+    const presented = m?.[1]!.trim();
+    // Every comparison runs, so timing does not tell which list matched.
+    const isApi = presented !== undefined && api.map((t) => constantTimeEqual(presented, t)).includes(true);
+    const isEvents = presented !== undefined && events.map((t) => constantTimeEqual(presented, t)).includes(true);
+    if (isApi) c.set("eddaCaller", { kind: "api" });
+    else if (isEvents) c.set("eddaCaller", { kind: "events", mayTarget: opts.eventsTokenTargeting === true });
+    else return problem(c, 401, "missing or invalid bearer token", "Unauthorized");
     return next();
   };
 }

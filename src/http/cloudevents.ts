@@ -1,70 +1,126 @@
 /**
  * CloudEvents ingestion (`POST /`, `POST /events`) in binary, structured and
- * batch modes through the `cloudevents` SDK, plus the message routes.
+ * batch modes, plus the message routes.
  *
- * Every event is validated before anything is written (a batch with one bad
- * event is rejected whole). Each accepted event, in one transaction: the
- * `(source, id)` dedupe record (a duplicate is accepted and ignored), the
- * message on the channel named by its type (`ce_*` metadata; `eddainstanceid`
- * makes it point-to-point), and the start of an event-handler workflow.
+ * Every event of the request is validated (cloudevent-modes.ts, the rules of
+ * core/cloudevent.ts) before anything is written; then the whole request is
+ * ONE transaction: per event the `(source, id)` dedupe record (a duplicate is
+ * accepted and ignored), the message on the channel named by its type
+ * (`ce_*` metadata; `eddainstanceid` makes it point-to-point) and the start of
+ * an event-handler workflow. A bad event — or a failure anywhere — stores
+ * nothing of the batch.
  */
-import { HTTP, type CloudEvent } from "cloudevents";
 import type { Context, Hono } from "hono";
 import { z } from "zod";
-import { NotFoundError, ValidationError } from "../core/errors.ts";
+import { INGESTION_LIMITS, type CloudEventRecord } from "../core/cloudevent.ts";
+import { InvalidCloudEventError, NotFoundError, ValidationError } from "../core/errors.ts";
 import { toJson, toPayload } from "../core/serialization.ts";
 import type { Workflow } from "../core/definitions.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { DispatchScope } from "../engine/dispatcher.ts";
+import type { TxStorage } from "../storage/types.ts";
 import type { RouteHelpers } from "./app.ts";
+import { callerOf } from "./auth.ts";
+import { readCloudEvents } from "./cloudevent-modes.ts";
 import { documented } from "./openapi.ts";
-import { jsonTooDeep, MAX_JSON_DEPTH, problem } from "./problem.ts";
+import { BadRequestError, problem } from "./problem.ts";
 import { accepted } from "./schemas.ts";
 
 interface PreparedEvent {
-  event: CloudEvent;
-  data: unknown;
+  event: CloudEventRecord;
+  id: string;
+  source: string;
+  type: string;
   metadata: Record<string, unknown>;
   target: string | null;
   handler: Workflow | undefined;
   input: unknown;
 }
 
-const TEXTUAL = /^(application\/([\w.+-]*json|cloudevents[\w.+-]*)|text\/)/i;
-
-function badEvent(c: Context, message: string) {
-  return problem(c, 400, message, "InvalidCloudEvent", { retryable: false });
+interface IngestResult {
+  id: string;
+  duplicate: boolean;
+  messageId?: string;
+  instanceId?: string;
 }
 
-function prepare(engine: Engine, event: CloudEvent): PreparedEvent {
-  const metadata: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(event)) {
-    if (k === "data" || k === "data_base64" || v === undefined) continue;
-    metadata[`ce_${k}`] = v instanceof Date ? v.toISOString() : v;
-  }
-  let data: unknown = event.data ?? null;
-  if (ArrayBuffer.isView(data)) data = new Uint8Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
-  const ext = (event as unknown as Record<string, unknown>).eddainstanceid;
-  const target = typeof ext === "string" && ext.length > 0 ? ext : null;
-  const handler = engine.eventHandler(event.type);
-  const input = handler ? engine.validateInput(handler, data) : undefined;
-  return { event, data, metadata, target, handler, input };
-}
-
-async function ingest(engine: Engine, p: PreparedEvent, scope: DispatchScope | undefined) {
-  const { event } = p;
-  const result = await engine.storage.transaction(async (tx) => {
-    if (!(await tx.recordCloudEvent(event.source, event.id))) return { id: event.id, duplicate: true as const };
-    const msg = await tx.publishMessage({ channel: event.type, data: toPayload(p.data), metadata: toJson(p.metadata), targetInstanceId: p.target });
-    let started: { instanceId: string; created: boolean } | null = null;
-    if (p.handler) started = await engine.createValidated(tx, p.handler, p.input, {});
-    tx.afterCommit(() => {
-      engine.notifyPublished(event.type, scope);
-      if (started?.created && p.handler) engine.afterStart(p.handler, started.instanceId, p.input, scope);
-    });
-    return { id: event.id, duplicate: false as const, messageId: msg.messageId, ...(started ? { instanceId: started.instanceId } : {}) };
+function badEvent(c: Context, err: InvalidCloudEventError, status: 400 | 403 = 400) {
+  return problem(c, status, err.message, status === 403 ? "Forbidden" : "InvalidCloudEvent", {
+    retryable: false,
+    ...(err.attribute !== undefined ? { attribute: err.attribute } : {}),
+    ...(err.index !== undefined ? { index: err.index } : {}),
   });
-  return result;
+}
+
+function prepare(engine: Engine, event: CloudEventRecord): PreparedEvent {
+  const { attributes } = event;
+  const metadata: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(attributes)) metadata[`ce_${k}`] = v;
+  const target = typeof attributes.eddainstanceid === "string" ? attributes.eddainstanceid : null;
+  const handler = engine.eventHandler(attributes.type);
+  let input: unknown;
+  try {
+    input = handler ? engine.validateInput(handler, event.data ?? null) : undefined;
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    throw new InvalidCloudEventError(`the data does not match the input of the "${handler!.workflowName}" event handler: ${err.message}`, { attribute: "data" });
+  }
+  return { event, id: attributes.id, source: attributes.source, type: attributes.type, metadata, target, handler, input };
+}
+
+/** Postgres aborted the transaction to break a deadlock or a serialization conflict: safe to run again. */
+function isTransient(err: unknown): boolean {
+  for (let e: unknown = err, i = 0; i < 5 && typeof e === "object" && e !== null; i++, e = (e as { cause?: unknown }).cause) {
+    const code = (e as { code?: unknown }).code;
+    if (code === "40P01" || code === "40001") return true;
+  }
+  return false;
+}
+
+/**
+ * All events in one transaction. Locks are taken in one global order — dedupe
+ * keys sorted by (source, id), then channels sorted by type (stable, so a
+ * channel's messages keep the request's order) — so concurrent batches
+ * cannot deadlock each other.
+ */
+async function ingest(engine: Engine, prepared: PreparedEvent[], scope: DispatchScope | undefined): Promise<IngestResult[]> {
+  const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  const byKey = [...prepared].sort((a, b) => cmp(a.source, b.source) || cmp(a.id, b.id));
+  const byChannel = [...prepared].sort((a, b) => cmp(a.type, b.type));
+  await engine.ensureDefinitions(prepared.flatMap((p) => (p.handler ? [p.handler] : [])));
+  const run = (tx: TxStorage) => ingestIn(tx, engine, byKey, byChannel, scope);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const results = await engine.storage.transaction(run);
+      return prepared.map((p) => results.get(p)!);
+    } catch (err) {
+      if (attempt >= 3 || !isTransient(err)) throw err;
+    }
+  }
+}
+
+async function ingestIn(tx: TxStorage, engine: Engine, byKey: PreparedEvent[], byChannel: PreparedEvent[], scope: DispatchScope | undefined) {
+  const results = new Map<PreparedEvent, IngestResult>();
+  for (const p of byKey) {
+    if (!(await tx.recordCloudEvent(p.source, p.id))) results.set(p, { id: p.id, duplicate: true });
+  }
+  const started: { p: PreparedEvent; instanceId: string }[] = [];
+  for (const p of byChannel) {
+    if (results.has(p)) continue;
+    const msg = await tx.publishMessage({ channel: p.type, data: toPayload(p.event.data ?? null), metadata: toJson(p.metadata), targetInstanceId: p.target });
+    const result: IngestResult = { id: p.id, duplicate: false, messageId: msg.messageId };
+    if (p.handler) {
+      const s = await engine.createValidated(tx, p.handler, p.input, {});
+      result.instanceId = s.instanceId;
+      if (s.created) started.push({ p, instanceId: s.instanceId });
+    }
+    results.set(p, result);
+  }
+  tx.afterCommit(() => {
+    for (const type of new Set(byChannel.filter((p) => !results.get(p)!.duplicate).map((p) => p.type))) engine.notifyPublished(type, scope);
+    for (const { p, instanceId } of started) engine.afterStart(p.handler!, instanceId, p.input, scope);
+  });
+  return results;
 }
 
 // Not z.record: it drops a `__proto__` key, and metadata round-trips unchanged.
@@ -81,49 +137,36 @@ const channelMessage = z.object({ data: z.unknown().optional(), metadata: metada
 
 export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
   const receive = async (c: Context) => {
-    const raw = new Uint8Array(await c.req.arrayBuffer());
-    const headers: Record<string, string> = {};
-    c.req.raw.headers.forEach((v, k) => (headers[k] = v));
-    const contentType = headers["content-type"] ?? "";
-    let body: string | Uint8Array;
-    if (TEXTUAL.test(contentType) || contentType === "") {
-      try {
-        body = new TextDecoder("utf-8", { fatal: true }).decode(raw);
-      } catch {
-        return badEvent(c, "request body is not valid UTF-8");
-      }
-      if (jsonTooDeep(body)) return badEvent(c, `request body nests deeper than ${MAX_JSON_DEPTH} levels`);
-    } else {
-      body = Buffer.from(raw);
-    }
-    let events: CloudEvent[];
+    let received;
     try {
-      const parsed = HTTP.toEvent({ headers, body: body as string });
-      events = (Array.isArray(parsed) ? parsed : [parsed]) as CloudEvent[];
-      for (const e of events) {
-        e.validate();
-        // The SDK lets some spec versions through without these; they key the dedupe record and the channel.
-        for (const k of ["id", "source", "type"] as const) {
-          if (typeof e[k] !== "string" || e[k].length === 0) throw new TypeError(`attribute "${k}" must be a non-empty string`);
-        }
-      }
+      received = await readCloudEvents(c.req.raw, INGESTION_LIMITS);
     } catch (err) {
-      const detail = err instanceof Error ? err.message : String(err);
-      return badEvent(c, `not a valid CloudEvent: ${detail.slice(0, 300)}`);
-    }
-    if (events.length === 0) return badEvent(c, "empty CloudEvents batch");
-    if (events.length > 1000) return badEvent(c, "CloudEvents batch larger than 1000 events");
-    const engine = await h.engine(c);
-    let prepared: PreparedEvent[];
-    try {
-      prepared = events.map((e) => prepare(engine, e));
-    } catch (err) {
-      if (err instanceof ValidationError) return badEvent(c, err.message);
+      if (err instanceof InvalidCloudEventError) return badEvent(c, err);
+      if (err instanceof BadRequestError && err.status === 415) return problem(c, 415, err.message, "UnsupportedMediaType", { retryable: false });
       throw err;
     }
-    const results = [];
-    for (const p of prepared) results.push(await ingest(engine, p, h.scope(c)));
-    const batch = /cloudevents-batch/i.test(contentType);
+    const { events, batch } = received;
+    const caller = callerOf(c);
+    if (caller.kind === "events" && !caller.mayTarget) {
+      const index = events.findIndex((e) => e.attributes.eddainstanceid !== undefined);
+      if (index >= 0) {
+        const where = batch ? `batch member ${index}: ` : "";
+        const err = new InvalidCloudEventError(`${where}the events token may not target instances (eddainstanceid); use the API token, or allow it with EDDA_EVENTS_TOKEN_TARGETING=1`, { attribute: "eddainstanceid", ...(batch ? { index } : {}) });
+        return badEvent(c, err, 403);
+      }
+    }
+    if (events.length === 0) return c.json({ status: "accepted", events: [] }, 202);
+    const engine = await h.engine(c);
+    const prepared: PreparedEvent[] = [];
+    for (const [i, e] of events.entries()) {
+      try {
+        prepared.push(prepare(engine, e));
+      } catch (err) {
+        if (!(err instanceof InvalidCloudEventError)) throw err;
+        return badEvent(c, batch ? new InvalidCloudEventError(`batch member ${i}: ${err.message}`, { attribute: "data", index: i }) : err);
+      }
+    }
+    const results = await ingest(engine, prepared, h.scope(c));
     return c.json(batch ? { status: "accepted", events: results } : { status: "accepted", ...results[0] }, 202);
   };
   const ingestion = (operationId: string) =>
@@ -131,14 +174,14 @@ export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
       operationId,
       summary: "Ingest CloudEvents (binary, structured or batch mode)",
       description:
-        "Each event is published on the channel named by its type (the `eddainstanceid` extension makes it point-to-point) and starts the workflow registered as its handler. A repeated `(source, id)` is accepted and ignored. A batch with one invalid event is rejected whole.",
+        "Each event is published on the channel named by its type (the `eddainstanceid` extension makes it point-to-point) and starts the workflow registered as its handler. A repeated `(source, id)` is accepted and ignored. Events are validated against the CloudEvents 1.0 spec; an invalid one is a 400 naming the `attribute` (and, in a batch, the member's `index`). A batch (at most 100 events, `[]` accepted) is stored in one transaction, all or nothing.",
       tags: ["events"],
       auth: "events",
       rawBody: {
         description: "a CloudEvent (binary mode: `ce-*` headers and any body; structured: application/cloudevents+json; batch: application/cloudevents-batch+json)",
         content: {
           "application/cloudevents+json": { schema: { type: "object", required: ["specversion", "id", "source", "type"] } },
-          "application/cloudevents-batch+json": { schema: { type: "array", items: { type: "object", required: ["specversion", "id", "source", "type"] }, maxItems: 1000 } },
+          "application/cloudevents-batch+json": { schema: { type: "array", items: { type: "object", required: ["specversion", "id", "source", "type"] }, maxItems: 100 } },
           "*/*": { schema: {} },
         },
       },
