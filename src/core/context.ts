@@ -4,17 +4,15 @@
  * `ActivityContext` is what an activity gets (the step's transaction, an
  * idempotency key for external calls).
  *
- * The replay state hangs off the workflow context under a symbol, so user code
- * cannot reach it by accident.
+ * The replay state is not part of these types: `operation.ts` keeps it in a
+ * WeakMap keyed by the context.
  */
 import type { PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
 import type { ExtractTablesWithRelations } from "drizzle-orm";
-import type { ReplayState } from "./replay.ts";
 
 /** A drizzle transaction on whichever driver the app uses. */
 export type Transaction = PgTransaction<PgQueryResultHKT, Record<string, never>, ExtractTablesWithRelations<Record<string, never>>>;
 
-export const REPLAY = Symbol.for("edda.replay");
 export const ACTIVITY_INTERNALS = Symbol.for("edda.activity");
 
 export interface WorkflowContext {
@@ -29,7 +27,15 @@ export interface WorkflowContext {
    * history and `input`, keeping channel subscriptions and group memberships.
    */
   recur(input: unknown): Promise<never>;
-  readonly [REPLAY]: ReplayState;
+  /**
+   * The current time, recorded once and replayed identically. Use it instead
+   * of `Date.now()` / `new Date()` in workflow code (see docs/design.md).
+   */
+  now(): Promise<Date>;
+  /** A random number in [0, 1), recorded once and replayed identically (instead of `Math.random()`). */
+  random(): Promise<number>;
+  /** A random UUID (v4), recorded once and replayed identically. */
+  uuid(): Promise<string>;
 }
 
 export interface ActivityContext {

@@ -9,7 +9,7 @@
 import type { z } from "zod";
 import type { RetryPolicy } from "./retry.ts";
 import type { ActivityContext, WorkflowContext } from "./context.ts";
-import { callActivity } from "./replay.ts";
+import { callActivity } from "./operation.ts";
 import { registerActivity } from "./registry.ts";
 
 export type ActivityFn<A extends unknown[], R> = (ctx: ActivityContext, ...args: A) => Promise<R> | R;

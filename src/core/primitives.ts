@@ -1,48 +1,41 @@
 /**
  * Workflow-side operations that are not activities: durable timers and saga
- * compensation registration. Each gets a deterministic id and either returns
- * its recorded outcome or suspends the workflow at the step boundary.
+ * compensation registration. Both go through the operation protocol
+ * (operation.ts): a deterministic id, the recorded outcome on replay, a wait
+ * or a registration at the step boundary otherwise.
  */
 import type { Activity } from "./definitions.ts";
 import type { WorkflowContext } from "./context.ts";
-import { EV, replayStateOf, requestWait } from "./replay.ts";
-import { NonDeterminismError } from "./errors.ts";
+import { EV, type HistoryEvent } from "./model.ts";
+import { operation, operationId, replayStateOf } from "./operation.ts";
+import type { Decoded } from "./replay.ts";
+
+const timerRecord = (ev: HistoryEvent): Decoded => (ev.eventType === EV.TimerExpired ? { ok: true, value: undefined } : { mismatch: `holds a ${ev.eventType} record` });
 
 /** Sleep durably for `seconds` (no worker is held; the timer's expiry is fixed when first registered). */
 export function sleep(ctx: WorkflowContext, seconds: number, opts: { id?: string } = {}): Promise<void> {
   if (!(Number.isFinite(seconds) && seconds >= 0)) throw new TypeError(`sleep: seconds must be a finite number ≥ 0, got ${seconds}`);
-  const state = replayStateOf(ctx);
-  const id = opts.id ?? state.nextId("sleep");
-  return timerWait(ctx, id, { delaySeconds: seconds });
+  const id = operationId(ctx, "sleep", opts.id);
+  return operation(ctx, { id, describe: "a timer", request: { kind: "wait", wait: { kind: "timer", activityId: id, delaySeconds: seconds } }, decode: timerRecord });
 }
 
 /** Sleep durably until `until`. */
 export function sleepUntil(ctx: WorkflowContext, until: Date, opts: { id?: string } = {}): Promise<void> {
   if (!(until instanceof Date) || Number.isNaN(until.getTime())) throw new TypeError("sleepUntil: a valid Date is required");
-  const state = replayStateOf(ctx);
-  const id = opts.id ?? state.nextId("sleep_until");
-  return timerWait(ctx, id, { expiresAt: until });
-}
-
-function timerWait(ctx: WorkflowContext, id: string, when: { delaySeconds?: number; expiresAt?: Date }): Promise<void> {
-  const state = replayStateOf(ctx);
-  const ev = state.take(id);
-  if (ev) {
-    if (ev.eventType === EV.TimerExpired) return Promise.resolve();
-    state.fatal ??= new NonDeterminismError(`timer id ${id} holds a ${ev.eventType} record`);
-    return state.suspend();
-  }
-  if (!state.checkNewOperation(id, "a timer")) return state.suspend();
-  return requestWait(state, { kind: "timer", activityId: id, ...when });
+  const id = operationId(ctx, "sleep_until", opts.id);
+  return operation(ctx, { id, describe: "a timer", request: { kind: "wait", wait: { kind: "timer", activityId: id, expiresAt: until } }, decode: timerRecord });
 }
 
 /**
  * Register a compensation (saga): if the workflow later fails or is cancelled,
  * registered compensations run newest first, each once, as durable steps.
+ * It has no history record of its own: it takes its id in call order and is
+ * persisted (idempotently, by id) with the step that reaches it.
  */
 export function registerCompensation<A extends unknown[]>(ctx: WorkflowContext, compensation: Activity<A, unknown>, ...args: A): Promise<void> {
   const state = replayStateOf(ctx);
-  const id = state.nextId("compensation");
+  const id = operationId(ctx, "compensation");
+  if (!state.claim(id, `compensation "${compensation.activityName}"`)) return new Promise(() => {});
   // Registrations made while replaying were persisted by an earlier step.
   if (!state.isReplaying) state.newCompensations.push({ activityId: id, activityName: compensation.activityName, args });
   return Promise.resolve();

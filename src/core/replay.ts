@@ -1,37 +1,39 @@
 /**
- * Deterministic replay. A workflow function runs from the top against its
- * history: every Edda operation gets a deterministic id (`name:n`, `sleep:n`,
- * …); recorded outcomes are returned (errors re-thrown as their original
- * class); the first operation with no record *suspends* the function.
+ * Deterministic replay. A workflow function runs from the top; every Edda
+ * operation it calls is *opened* under a deterministic id (see `operation.ts`)
+ * and returns a promise that only this module settles.
  *
- * Suspension returns a promise that never settles, so no user `try/catch` can
- * swallow it and no code after it runs. Operations invoked in the same tick
- * (`Promise.all`) all register before the engine looks: the engine waits one
- * macrotask after the first suspension, by which time every microtask — every
- * replayed `await` — has drained.
+ * The run advances in waves, and the same waves whether it replays a stored
+ * history cold or continues in memory after a step (warm):
+ *
+ *   1. let the code run until it is quiescent (one macrotask: every microtask,
+ *      every `await` of an already-settled value, has drained);
+ *   2. deliver the next history record, in history order, to the open
+ *      operation with its id — exactly one record per wave;
+ *   3. repeat until no record is left; then report what the run waits on:
+ *      its result, the open activities (run together at the step boundary),
+ *      or its first open wait.
+ *
+ * Because a record is delivered only when the code is quiescent, and one at a
+ * time, the interleaving of concurrent branches (`Promise.all`) — and with it
+ * the counters that name operations — depends only on the order of records,
+ * never on whether they were already stored (cold replay) or just written
+ * (warm run). That is the equivalence the property suite checks.
+ *
+ * Operations that wait are never resolved at call time: a suspended call is a
+ * promise no user `try/catch` can settle or swallow; code after it never runs
+ * until the engine delivers its record.
  *
  * Pure: no I/O. The engine turns a `ReplayOutcome` into database writes.
  */
 import type { Activity } from "./definitions.ts";
-import type { WorkflowContext } from "./context.ts";
-import { REPLAY } from "./context.ts";
 import { NonDeterminismError } from "./errors.ts";
-import { deserializeError, fromPayload, type ErrorClass, type SerializedError } from "./serialization.ts";
-import type { ChannelMode, HistoryEvent } from "../storage/types.ts";
+import { isDerivedId } from "./ids.ts";
+import { EV, type ChannelMode, type HistoryEvent, type NewHistoryEvent } from "./model.ts";
+import { deserializeError, fromPayload, toPayload, type ErrorClass, type SerializedError } from "./serialization.ts";
 
-export const EV = {
-  ActivityCompleted: "ActivityCompleted",
-  ActivityFailed: "ActivityFailed",
-  ActivityAttemptFailed: "ActivityAttemptFailed",
-  TimerExpired: "TimerExpired",
-  MessageReceived: "MessageReceived",
-  MessageTimeout: "MessageTimeout",
-  CompensationExecuted: "CompensationExecuted",
-  CompensationFailed: "CompensationFailed",
-} as const;
-
-/** History rows that a replayed operation consumes, in call order. */
-const PRIMARY = new Set<string>([EV.ActivityCompleted, EV.ActivityFailed, EV.TimerExpired, EV.MessageReceived, EV.MessageTimeout]);
+/** History rows that settle an operation (rows at derived `id#…` ids only inform retries). */
+const PRIMARY = new Set<string>([EV.ActivityCompleted, EV.ActivityFailed, EV.TimerExpired, EV.MessageReceived, EV.MessageTimeout, EV.ValueRecorded]);
 
 export interface PendingActivity {
   activityId: string;
@@ -39,10 +41,8 @@ export interface PendingActivity {
   args: unknown[];
   /** 1-based attempt about to run. */
   attempt: number;
-  /** When the first failed attempt was recorded (for maxDuration). */
+  /** When the first failed attempt was recorded (the database's clock), for maxDuration. */
   firstFailureAt: Date | null;
-  /** Settles the suspended call when the run continues in memory (look-ahead). */
-  settle?: Settle;
 }
 
 export interface CompensationRegistration {
@@ -51,10 +51,37 @@ export interface CompensationRegistration {
   args: unknown[];
 }
 
-/** A wait the workflow is blocked on; issued by the waiting primitives. */
+/** One branch of a message wait: a channel, and how to subscribe when not yet subscribed. */
+export interface MessageBranch {
+  channel: string;
+  subscribeAs?: ChannelMode;
+  event?: boolean;
+}
+
+/** A wait the workflow is blocked on. */
 export type WaitRequest =
   | { kind: "timer"; activityId: string; delaySeconds?: number; expiresAt?: Date }
   | { kind: "message"; activityId: string; channel: string; timeoutSeconds?: number; subscribeAs?: ChannelMode; event?: boolean };
+
+/** What the engine must do for an open operation that has no record yet. */
+export type OperationRequest =
+  | { kind: "activity"; activity: Activity; args: unknown[] }
+  | { kind: "wait"; wait: WaitRequest }
+  /** A value produced in the workflow and recorded once (`ctx.now()`…): no I/O, recorded at the next quiescence. */
+  | { kind: "value"; produce: () => unknown };
+
+/** How a record settles an operation; `mismatch` when the record does not belong to this kind of operation. */
+export type Decoded = { ok: true; value: unknown } | { ok: false; error: unknown } | { mismatch: string };
+
+export interface OpenOperation {
+  id: string;
+  /** For messages: `activity "charge"`, `a timer`… */
+  describe: string;
+  request: OperationRequest;
+  decode(ev: HistoryEvent): Decoded;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
 
 export type ReplayOutcome =
   | { kind: "completed"; output: unknown }
@@ -66,13 +93,10 @@ export type ReplayOutcome =
 
 export interface ReplayResult {
   outcome: ReplayOutcome;
-  /** Compensations registered after the last recorded event (to persist now). */
+  /** Compensations registered since the last report (to persist now; idempotent by id). */
   newCompensations: CompensationRegistration[];
-}
-
-export interface Settle {
-  resolve(value: unknown): void;
-  reject(error: unknown): void;
+  /** History rows produced by the workflow itself (recorded values), to persist with this step, in order. */
+  newEvents: NewHistoryEvent[];
 }
 
 /** After every queued microtask has run: setImmediate where the runtime has it (Node, Deno), else setTimeout(0). */
@@ -82,52 +106,42 @@ export function nextMacrotask(fn: () => void): void {
   else setTimeout(fn, 0);
 }
 
-interface Recorded {
-  event: HistoryEvent;
-  consumed: boolean;
-}
+const quiescence = () => new Promise<void>((resolve) => nextMacrotask(resolve));
 
 export class ReplayState {
-  readonly records = new Map<string, Recorded>();
-  private readonly primaryOrder: string[] = [];
-  private consumedPrimary = 0;
+  /** Settling records in history order, and how many were delivered. */
+  private readonly primary: HistoryEvent[] = [];
+  private cursor = 0;
+  /** Rows at derived ids (`id#n` failed attempts), by id. */
+  private readonly derived = new Map<string, HistoryEvent>();
   private readonly counters = new Map<string, number>();
-  readonly pending: PendingActivity[] = [];
-  wait: WaitRequest | null = null;
+  /** Ids handed out so far: an id is used once per run. */
+  private readonly used = new Set<string>();
+  /** Operations waiting for their record, in the order they were opened. */
+  readonly open = new Map<string, OpenOperation>();
   recurInput: { input: unknown } | null = null;
   fatal: NonDeterminismError | null = null;
   readonly newCompensations: CompensationRegistration[] = [];
-  private quiet: { promise: Promise<void>; resolve: (() => void) | null } = ReplayState.signal();
+  readonly newEvents: NewHistoryEvent[] = [];
 
   constructor(
     history: HistoryEvent[],
     readonly errorClasses: Record<string, ErrorClass>,
   ) {
-    for (const event of history) {
-      this.records.set(event.activityId, { event, consumed: false });
-      // `id#n` rows (failed attempts, retry timers) belong to the operation at `id`.
-      if (PRIMARY.has(event.eventType) && !event.activityId.includes("#")) this.primaryOrder.push(event.activityId);
+    this.append(history);
+  }
+
+  /** Add records (a step's new rows, in the order written). */
+  append(events: HistoryEvent[]): void {
+    for (const event of events) {
+      if (isDerivedId(event.activityId)) this.derived.set(event.activityId, event);
+      else if (PRIMARY.has(event.eventType)) this.primary.push(event);
     }
   }
 
-  private static signal(): { promise: Promise<void>; resolve: (() => void) | null } {
-    let resolve!: () => void;
-    const promise = new Promise<void>((r) => (resolve = r));
-    return { promise, resolve };
-  }
-
-  /** Resolves one macrotask after the first suspension since the last `rearm()`. */
-  get suspended(): Promise<void> {
-    return this.quiet.promise;
-  }
-
-  /** Before resuming suspended operations: wait for the next suspension afresh. */
-  rearm(): void {
-    this.quiet = ReplayState.signal();
-  }
-
+  /** True while recorded history remains to be delivered. */
   get isReplaying(): boolean {
-    return this.consumedPrimary < this.primaryOrder.length;
+    return this.cursor < this.primary.length;
   }
 
   nextId(prefix: string): string {
@@ -136,52 +150,52 @@ export class ReplayState {
     return `${prefix}:${n}`;
   }
 
-  /** The recorded primary event at `id`, marked consumed; null when none. */
-  take(id: string): HistoryEvent | null {
-    const rec = this.records.get(id);
-    if (!rec || !PRIMARY.has(rec.event.eventType) || id.includes("#")) return null;
-    if (!rec.consumed) {
-      rec.consumed = true;
-      this.consumedPrimary++;
+  /** Claim `id` for one operation; a second operation with the same id in one run is a bug in the code. */
+  claim(id: string, what: string): boolean {
+    if (this.used.has(id)) {
+      this.fatal ??= new NonDeterminismError(`two operations use the id ${id} (the second is ${what}); explicit ids must be unique within a run`);
+      return false;
     }
-    return rec.event;
+    this.used.add(id);
+    return true;
   }
 
-  /** Attempt-failure rows recorded for an activity id. */
+  /** Failed-attempt rows recorded for an operation. */
   failedAttempts(id: string): HistoryEvent[] {
     const out: HistoryEvent[] = [];
     for (let n = 1; ; n++) {
-      const rec = this.records.get(`${id}#${n}`);
-      if (!rec) return out;
-      out.push(rec.event);
+      const ev = this.derived.get(`${id}#${n}`);
+      if (!ev) return out;
+      out.push(ev);
     }
   }
 
-  /**
-   * Called when an operation has no record. If recorded events remain
-   * unconsumed, the code took a different path than the history: fatal.
-   */
-  checkNewOperation(id: string, what: string): boolean {
-    if (!this.isReplaying) return true;
-    const expected = this.primaryOrder.find((pid) => !this.records.get(pid)!.consumed);
-    this.fatal ??= new NonDeterminismError(
-      `history expects ${describeRecorded(this.records.get(expected!)!.event)} next, but the code called ${what} (${id})`,
-    );
-    return false;
+  /** The next record to deliver, if any. */
+  peek(): HistoryEvent | undefined {
+    return this.primary[this.cursor];
   }
 
-  /**
-   * Stop the workflow function here: a promise that user code can neither
-   * settle nor catch. Only the engine may settle it (`settle`), and only with
-   * exactly what a replay would return, to continue a run in memory.
-   */
-  suspend<T>(settle?: (s: Settle) => void): Promise<T> {
-    const resolve = this.quiet.resolve;
-    if (resolve) {
-      this.quiet.resolve = null;
-      nextMacrotask(resolve);
+  /** Deliver the next record to its open operation; false (with `fatal` set) when none can take it. */
+  deliverNext(): boolean {
+    const ev = this.primary[this.cursor]!;
+    const op = this.open.get(ev.activityId);
+    if (!op) {
+      const waiting = [...this.open.values()].map((o) => `${o.describe} (${o.id})`);
+      this.fatal ??= new NonDeterminismError(
+        `history expects ${describeRecord(ev)} next, but the code ${waiting.length ? `waits on ${waiting.join(", ")}` : "called no operation with that id"}`,
+      );
+      return false;
     }
-    return new Promise<T>((res, rej) => settle?.({ resolve: res as (v: unknown) => void, reject: rej }));
+    const d = op.decode(ev);
+    if ("mismatch" in d) {
+      this.fatal ??= new NonDeterminismError(`${op.describe} at ${op.id}: ${d.mismatch}`);
+      return false;
+    }
+    this.cursor++;
+    this.open.delete(op.id);
+    if (d.ok) op.resolve(d.value);
+    else op.reject(d.error);
+    return true;
   }
 
   restoreError(s: SerializedError): Error {
@@ -189,9 +203,9 @@ export class ReplayState {
   }
 }
 
-function describeRecorded(ev: HistoryEvent): string {
-  const name = ev.data.type === "json" ? (safeParse(ev.data.json) as { name?: string } | null)?.name : undefined;
-  return `${ev.eventType}${name ? ` of "${name}"` : ""} at ${ev.activityId}`;
+function describeRecord(ev: HistoryEvent): string {
+  const name = ev.data.type === "json" ? (safeParse(ev.data.json) as { name?: unknown } | null)?.name : undefined;
+  return `${ev.eventType}${typeof name === "string" ? ` of "${name}"` : ""} at ${ev.activityId}`;
 }
 
 function safeParse(text: string): unknown {
@@ -202,122 +216,102 @@ function safeParse(text: string): unknown {
   }
 }
 
-export function replayStateOf(ctx: WorkflowContext): ReplayState {
-  const state = (ctx as { [REPLAY]?: ReplayState })[REPLAY];
-  if (!state) throw new TypeError("not a workflow context: Edda operations must be called with the workflow's ctx");
-  return state;
-}
-
-/** `await act(ctx, ...args)` inside a workflow. */
-export function callActivity<A extends unknown[], R>(ctx: WorkflowContext, def: Activity<A, R>, args: A, explicitId?: string): Promise<R> {
-  const state = replayStateOf(ctx);
-  const id = explicitId ?? state.nextId(def.activityName);
-  const ev = state.take(id);
-  if (ev) return recordedOutcome(state, ev, id, def.activityName) as Promise<R>;
-  if (!state.checkNewOperation(id, `activity "${def.activityName}"`)) return state.suspend();
-  const failures = state.failedAttempts(id);
-  const entry: PendingActivity = {
-    activityId: id,
-    activity: def as unknown as Activity,
-    args,
-    attempt: failures.length + 1,
-    firstFailureAt: failures[0]?.createdAt ?? null,
-  };
-  state.pending.push(entry);
-  return state.suspend((s) => (entry.settle = s));
-}
-
 /** What a recorded activity event gives the workflow: its result, or its error re-thrown. */
-export function recordedOutcome(state: ReplayState, ev: HistoryEvent, id: string, activityName: string): Promise<unknown> {
+export function decodeActivityRecord(state: ReplayState, ev: HistoryEvent, activityName: string): Decoded {
   if (ev.data.type === "binary") {
-    if (ev.eventType === EV.ActivityCompleted) return Promise.resolve(ev.data.bytes);
-  } else {
-    const v = fromPayload(ev.data) as { name?: unknown; result?: unknown; error?: SerializedError };
-    if (typeof v?.name === "string" && v.name !== activityName) {
-      state.fatal ??= new NonDeterminismError(`activity id ${id} recorded "${v.name}" but the code now calls "${activityName}"`);
-      return state.suspend();
-    }
-    if (ev.eventType === EV.ActivityCompleted) return Promise.resolve(v.result);
-    if (ev.eventType === EV.ActivityFailed) return Promise.reject(state.restoreError(v.error!));
+    return ev.eventType === EV.ActivityCompleted ? { ok: true, value: ev.data.bytes } : { mismatch: `holds a binary ${ev.eventType} record` };
   }
-  state.fatal ??= new NonDeterminismError(`activity id ${id} holds a ${ev.eventType} record, not an activity result`);
-  return state.suspend();
+  const v = fromPayload(ev.data) as { name?: unknown; result?: unknown; error?: SerializedError } | null;
+  if (typeof v?.name === "string" && v.name !== activityName) return { mismatch: `history recorded "${v.name}" but the code now calls "${activityName}"` };
+  if (ev.eventType === EV.ActivityCompleted) return { ok: true, value: v?.result };
+  if (ev.eventType === EV.ActivityFailed) return { ok: false, error: state.restoreError(v!.error!) };
+  return { mismatch: `holds a ${ev.eventType} record, not an activity result` };
 }
 
-
-/** Register a wait (sleep, receive…). Only the first wait of a tick is taken; the rest re-register next step. */
-export function requestWait(state: ReplayState, wait: WaitRequest): Promise<never> {
-  state.wait ??= wait;
-  return state.suspend();
-}
+type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 /**
- * A workflow function running against its history. `next()` reports where it
- * stopped; `resume()` settles the suspended activity calls with the records a
- * step just wrote and runs on to the next stop — the same values a replay
- * from the top would give, without replaying.
+ * A workflow function running against its history. `next()` delivers the
+ * records it has and reports where the run stopped; `resume()` adds the
+ * records a step just wrote and runs on — the waves a cold replay of the
+ * longer history would go through.
  */
 export class ReplayRun {
-  private settled: { ok: true; value: unknown } | { ok: false; error: unknown } | null = null;
-  private readonly run: Promise<unknown>;
+  private settled: Settled | null = null;
 
   constructor(
-    fn: (ctx: WorkflowContext, input: unknown) => Promise<unknown>,
+    fn: (ctx: never, input: unknown) => Promise<unknown>,
     input: unknown,
     private readonly state: ReplayState,
-    ctx: WorkflowContext,
+    ctx: unknown,
   ) {
-    this.run = (async () => fn(ctx, input))().then(
+    void (async () => fn(ctx as never, input))().then(
       (value) => (this.settled = { ok: true, value }),
       (error: unknown) => (this.settled = { ok: false, error }),
     );
   }
 
   async next(): Promise<ReplayResult> {
+    const outcome = await this.advance();
     const { state } = this;
-    // A workflow that neither settles nor suspends within one macrotask is
-    // awaiting something that is not an Edda operation (I/O in workflow code).
-    const watchdog = new Promise<void>((resolve) => nextMacrotask(resolve));
-    await Promise.race([this.run, state.suspended, watchdog]);
-    const newCompensations = state.newCompensations.splice(0);
-    const s = this.settled as { ok: true; value: unknown } | { ok: false; error: unknown } | null;
-    if (state.fatal) return { outcome: { kind: "nondeterminism", error: state.fatal }, newCompensations };
-    if (state.recurInput) return { outcome: { kind: "recur", input: state.recurInput.input }, newCompensations };
-    if (state.pending.length) return { outcome: { kind: "activities", activities: [...state.pending] }, newCompensations };
-    if (state.wait) return { outcome: { kind: "wait", wait: state.wait }, newCompensations };
-    if (s?.ok) return { outcome: { kind: "completed", output: s.value }, newCompensations };
-    if (s && !s.ok) return { outcome: { kind: "failed", error: s.error }, newCompensations };
-    return {
-      outcome: { kind: "nondeterminism", error: new NonDeterminismError("the workflow awaited something that is not an Edda operation; do I/O in activities") },
-      newCompensations,
-    };
+    return { outcome, newCompensations: state.newCompensations.splice(0), newEvents: state.newEvents.splice(0) };
+  }
+
+  private async advance(): Promise<ReplayOutcome> {
+    const { state } = this;
+    for (;;) {
+      await quiescence();
+      if (state.fatal) return { kind: "nondeterminism", error: state.fatal };
+      if (state.recurInput) return { kind: "recur", input: state.recurInput.input };
+      if (state.peek()) {
+        state.deliverNext();
+        continue;
+      }
+      const value = [...state.open.values()].find((o) => o.request.kind === "value");
+      if (value) {
+        // Produced now, recorded with this step, delivered like any record.
+        const ev = recordValue(value);
+        state.newEvents.push(ev);
+        state.append([{ ...ev, id: 0, createdAt: new Date(0) }]);
+        continue;
+      }
+      const s = this.settled as Settled | null;
+      if (s?.ok) return { kind: "completed", output: s.value };
+      if (s) return { kind: "failed", error: s.error };
+      const activities: PendingActivity[] = [];
+      let wait: WaitRequest | null = null;
+      for (const op of state.open.values()) {
+        if (op.request.kind === "activity") activities.push(this.pending(op.id, op.request.activity, op.request.args));
+        else if (op.request.kind === "wait") wait ??= op.request.wait;
+      }
+      if (activities.length) return { kind: "activities", activities };
+      if (wait) return { kind: "wait", wait };
+      return {
+        kind: "nondeterminism",
+        error: new NonDeterminismError("the workflow awaited something that is not an Edda operation; do I/O in activities"),
+      };
+    }
+  }
+
+  private pending(activityId: string, activity: Activity, args: unknown[]): PendingActivity {
+    const failures = this.state.failedAttempts(activityId);
+    return { activityId, activity, args, attempt: failures.length + 1, firstFailureAt: failures[0]?.createdAt ?? null };
   }
 
   /**
-   * Continue after the pending activities got their final records (`events`,
-   * as written to history). Null when some pending call has no final record
-   * (a retry is scheduled): the run cannot go on in memory.
+   * Continue after a step wrote `events` (in the order written). Null when a
+   * pending activity got no final record (a retry is scheduled): the run
+   * waits for the retry timer and is not continued in memory.
    */
-  async resume(events: HistoryEvent[]): Promise<ReplayResult | null> {
-    const { state } = this;
-    const byId = new Map(events.map((e) => [e.activityId, e]));
-    const pending = state.pending.splice(0);
-    if (pending.some((p) => !byId.has(p.activityId) || !p.settle)) return null;
-    state.wait = null;
-    state.rearm();
-    for (const p of pending) {
-      recordedOutcome(state, byId.get(p.activityId)!, p.activityId, p.activity.activityName).then(p.settle!.resolve, p.settle!.reject);
-    }
+  async resume(pending: PendingActivity[], events: HistoryEvent[]): Promise<ReplayResult | null> {
+    const final = new Set(events.filter((e) => PRIMARY.has(e.eventType) && !isDerivedId(e.activityId)).map((e) => e.activityId));
+    if (pending.some((p) => !final.has(p.activityId))) return null;
+    this.state.append(events);
     return this.next();
   }
 }
 
-/** Run the workflow function against its history and report where it stopped. */
-export function replay(
-  fn: (ctx: WorkflowContext, input: unknown) => Promise<unknown>,
-  input: unknown,
-  state: ReplayState,
-  ctx: WorkflowContext,
-): Promise<ReplayResult> {
-  return new ReplayRun(fn, input, state, ctx).next();
+function recordValue(op: OpenOperation): NewHistoryEvent {
+  const produce = (op.request as Extract<OperationRequest, { kind: "value" }>).produce;
+  return { activityId: op.id, eventType: EV.ValueRecorded, data: toPayload({ value: produce() }) };
 }

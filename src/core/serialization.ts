@@ -18,7 +18,7 @@
  * (see `serializeError`); they are restored as the same class when the name
  * is a known one (built-in or registered, looked up by own property only).
  */
-import type { Payload } from "../storage/types.ts";
+import type { Payload } from "./model.ts";
 import { BUILTIN_ERRORS } from "./errors.ts";
 
 const BYTES = "$bytes";

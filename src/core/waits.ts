@@ -7,10 +7,12 @@
  */
 import type { z } from "zod";
 import type { WorkflowContext } from "./context.ts";
-import { EventTimeoutError, MessageTimeoutError, NonDeterminismError, ValidationError } from "./errors.ts";
-import { EV, replayStateOf, requestWait } from "./replay.ts";
+import { EventTimeoutError, MessageTimeoutError, ValidationError } from "./errors.ts";
+import { encodeIdPart } from "./ids.ts";
+import { EV, type ChannelMode, type HistoryEvent } from "./model.ts";
+import { operation, operationId, replayStateOf } from "./operation.ts";
+import type { Decoded } from "./replay.ts";
 import { fromPayload, type SerializedError } from "./serialization.ts";
-import type { ChannelMode } from "../storage/types.ts";
 
 export interface ChannelMessage<T = unknown> {
   id: string;
@@ -55,38 +57,41 @@ function checkTimeout(t: number | undefined) {
   if (t !== undefined && !(Number.isFinite(t) && t > 0)) throw new TypeError(`timeoutSeconds must be a positive number, got ${t}`);
 }
 
-async function waitOn(
-  ctx: WorkflowContext,
-  channel: string,
-  opts: ReceiveOptions,
-  subscribeAs: ChannelMode | null,
-  event: boolean,
-): Promise<RecordedMessage> {
+/** How a message wait's record settles it: the message, a timeout error, or the wait's failure (no subscription…). */
+export function decodeMessageRecord(ctx: WorkflowContext, ev: HistoryEvent, channel: string, event: boolean, timeoutSeconds?: number): Decoded {
+  if (ev.eventType === EV.MessageReceived) return { ok: true, value: fromPayload(ev.data) as RecordedMessage };
+  if (ev.eventType === EV.MessageTimeout) {
+    const Err = event ? EventTimeoutError : MessageTimeoutError;
+    return { ok: false, error: new Err(`no ${event ? "event" : "message"} on "${channel}" within ${timeoutSeconds ?? "the timeout"} s`) };
+  }
+  if (ev.eventType === EV.ActivityFailed) {
+    return { ok: false, error: replayStateOf(ctx).restoreError((fromPayload(ev.data) as { error: SerializedError }).error) };
+  }
+  return { mismatch: `holds a ${ev.eventType} record` };
+}
+
+/** `receive_{channel}` with the channel escaped (ids.ts): `orders#eu` → `receive_orders%23eu:1`. */
+export const receiveIdPrefix = (channel: string): string => `receive_${encodeIdPart(channel)}`;
+
+function waitOn(ctx: WorkflowContext, channel: string, opts: ReceiveOptions, subscribeAs: ChannelMode | null, event: boolean): Promise<RecordedMessage> {
   checkChannel(channel);
   checkTimeout(opts.timeoutSeconds);
-  const state = replayStateOf(ctx);
-  const id = opts.id ?? state.nextId(`receive_${channel}`);
-  const ev = state.take(id);
-  if (ev) {
-    if (ev.eventType === EV.MessageReceived) return fromPayload(ev.data) as RecordedMessage;
-    if (ev.eventType === EV.MessageTimeout) {
-      const Err = event ? EventTimeoutError : MessageTimeoutError;
-      throw new Err(`no ${event ? "event" : "message"} on "${channel}" within ${opts.timeoutSeconds ?? "the timeout"} s`);
-    }
-    if (ev.eventType === EV.ActivityFailed) {
-      throw state.restoreError((fromPayload(ev.data) as { error: SerializedError }).error);
-    }
-    state.fatal ??= new NonDeterminismError(`receive id ${id} holds a ${ev.eventType} record`);
-    return state.suspend();
-  }
-  if (!state.checkNewOperation(id, `a receive on "${channel}"`)) return state.suspend();
-  return requestWait(state, {
-    kind: "message",
-    activityId: id,
-    channel,
-    ...(opts.timeoutSeconds !== undefined ? { timeoutSeconds: opts.timeoutSeconds } : {}),
-    ...(subscribeAs ? { subscribeAs } : {}),
-    event,
+  const id = operationId(ctx, receiveIdPrefix(channel), opts.id);
+  return operation<RecordedMessage>(ctx, {
+    id,
+    describe: `a receive on "${channel}"`,
+    request: {
+      kind: "wait",
+      wait: {
+        kind: "message",
+        activityId: id,
+        channel,
+        ...(opts.timeoutSeconds !== undefined ? { timeoutSeconds: opts.timeoutSeconds } : {}),
+        ...(subscribeAs ? { subscribeAs } : {}),
+        event,
+      },
+    },
+    decode: (ev) => decodeMessageRecord(ctx, ev, channel, event, opts.timeoutSeconds),
   });
 }
 

@@ -10,7 +10,8 @@
  * to a crash between commit and callback).
  */
 import { ChannelModeConflictError, EddaError } from "../core/errors.ts";
-import { EV, type WaitRequest } from "../core/replay.ts";
+import { EV } from "../core/model.ts";
+import type { WaitRequest } from "../core/replay.ts";
 import { fromJson, serializeError, toPayload } from "../core/serialization.ts";
 import type { RecordedMessage } from "../core/waits.ts";
 import type { ChannelMessageRecord, NewHistoryEvent, Payload, Storage, TxStorage } from "../storage/types.ts";

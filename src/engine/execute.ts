@@ -13,7 +13,8 @@
 import type { ActivityContext, Transaction } from "../core/context.ts";
 import { ACTIVITY_INTERNALS } from "../core/context.ts";
 import type { PendingActivity } from "../core/replay.ts";
-import { EV } from "../core/replay.ts";
+import { attemptId, retryTimerId } from "../core/ids.ts";
+import { EV } from "../core/model.ts";
 import { RetryExhaustedError } from "../core/errors.ts";
 import { nextRetry, resolveRetryPolicy, type RetryPolicy } from "../core/retry.ts";
 import { serializeError, toJson, toPayload } from "../core/serialization.ts";
@@ -119,11 +120,11 @@ export function recordOutcomes(
     const decision = nextRetry(policy, pending.attempt, err.name, elapsed);
     if (decision.retry) {
       out.history.push({
-        activityId: `${pending.activityId}#${pending.attempt}`,
+        activityId: attemptId(pending.activityId, pending.attempt),
         eventType: EV.ActivityAttemptFailed,
         data: toPayload({ name, error: err, attempt: pending.attempt, retryInSeconds: decision.delaySeconds }),
       });
-      const timerId = `${pending.activityId}#retry${pending.attempt}`;
+      const timerId = retryTimerId(pending.activityId, pending.attempt);
       if (!out.retryTimer || (out.retryTimer.delaySeconds ?? 0) > decision.delaySeconds) {
         out.retryTimer = { timerId, activityId: timerId, delaySeconds: decision.delaySeconds };
       }

@@ -8,11 +8,12 @@
  * directly. Subscribers are woken only after the publishing transaction
  * commits — never after a rollback.
  */
-import { activity } from "../core/definitions.ts";
-import { ACTIVITY_INTERNALS, REPLAY, type ActivityContext, type WorkflowContext } from "../core/context.ts";
-import { replayStateOf } from "../core/replay.ts";
+import { activity, type Activity } from "../core/definitions.ts";
+import { ACTIVITY_INTERNALS, type ActivityContext, type WorkflowContext } from "../core/context.ts";
+import { encodeIdPart } from "../core/ids.ts";
+import { callActivityAt, isWorkflowContext, operationId } from "../core/operation.ts";
 import { toJson, toPayload } from "../core/serialization.ts";
-import type { ChannelMode } from "../storage/types.ts";
+import type { ChannelMode } from "../core/model.ts";
 import type { Engine } from "./engine.ts";
 import type { ActivityInternals } from "./execute.ts";
 
@@ -62,29 +63,33 @@ const publishToGroupActivity = activity("edda.publish_to_group", async (ctx, gro
   return members.length;
 });
 
+/** Built-in activities take ids like `publish_{channel}:n`, the user's text escaped (ids.ts). */
+function builtin<A extends unknown[], R>(ctx: WorkflowContext, def: Activity<A, R>, op: string, text: string, args: A): Promise<R> {
+  return callActivityAt(ctx, def, args, operationId(ctx, `${op}_${encodeIdPart(text)}`));
+}
+
 function checkName(what: string, v: string) {
   if (typeof v !== "string" || v.length === 0 || v.length > 255) throw new TypeError(`${what} must be a non-empty string of at most 255 characters`);
 }
 
-const isWorkflowCtx = (x: unknown): x is WorkflowContext => typeof x === "object" && x !== null && REPLAY in x;
 const isActivityCtx = (x: unknown): x is ActivityContext => typeof x === "object" && x !== null && ACTIVITY_INTERNALS in x;
 
 /** Subscribe this instance to a channel (`broadcast` | `competing` | `direct`). */
 export function subscribe(ctx: WorkflowContext, channel: string, mode: ChannelMode = "broadcast"): Promise<void> {
   checkName("channel", channel);
   if (!["broadcast", "competing", "direct"].includes(mode)) throw new TypeError(`mode must be broadcast, competing or direct, got ${String(mode)}`);
-  return subscribeActivity.withId(replayStateOf(ctx).nextId(`subscribe_${channel}`))(ctx, channel, mode).then(() => undefined);
+  return builtin(ctx, subscribeActivity, "subscribe", channel, [channel, mode]).then(() => undefined);
 }
 
 export function unsubscribe(ctx: WorkflowContext, channel: string): Promise<void> {
   checkName("channel", channel);
-  return unsubscribeActivity.withId(replayStateOf(ctx).nextId(`unsubscribe_${channel}`))(ctx, channel).then(() => undefined);
+  return builtin(ctx, unsubscribeActivity, "unsubscribe", channel, [channel]).then(() => undefined);
 }
 
 /** Publish a message; returns its id. Subscribers wake after the publishing transaction commits. */
 export async function publish(from: Publisher, channel: string, data: unknown, opts: PublishOptions = {}): Promise<string> {
   checkName("channel", channel);
-  if (isWorkflowCtx(from)) return publishActivity.withId(replayStateOf(from).nextId(`publish_${channel}`))(from, channel, data, opts);
+  if (isWorkflowContext(from)) return builtin(from, publishActivity, "publish", channel, [channel, data, opts]);
   if (isActivityCtx(from)) return publishIn(from, channel, data, opts);
   const engine = "engine" in from && typeof from.engine === "function" ? await from.engine() : (from as Engine);
   return engine.publish(channel, data, opts);
@@ -101,17 +106,17 @@ export const sendMessageTo = sendTo;
 
 export function joinGroup(ctx: WorkflowContext, group: string): Promise<void> {
   checkName("group", group);
-  return joinGroupActivity.withId(replayStateOf(ctx).nextId(`join_group_${group}`))(ctx, group).then(() => undefined);
+  return builtin(ctx, joinGroupActivity, "join_group", group, [group]).then(() => undefined);
 }
 
 export function leaveGroup(ctx: WorkflowContext, group: string): Promise<void> {
   checkName("group", group);
-  return leaveGroupActivity.withId(replayStateOf(ctx).nextId(`leave_group_${group}`))(ctx, group).then(() => undefined);
+  return builtin(ctx, leaveGroupActivity, "leave_group", group, [group]).then(() => undefined);
 }
 
 /** Send a message to every member of a group; returns how many members it reached. */
 export function publishToGroup(ctx: WorkflowContext, group: string, channel: string, data: unknown, opts: { metadata?: Record<string, unknown> } = {}): Promise<number> {
   checkName("group", group);
   checkName("channel", channel);
-  return publishToGroupActivity.withId(replayStateOf(ctx).nextId(`publish_to_group_${group}`))(ctx, group, channel, data, opts.metadata);
+  return builtin(ctx, publishToGroupActivity, "publish_to_group", group, [group, channel, data, opts.metadata]);
 }

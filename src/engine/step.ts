@@ -11,9 +11,9 @@
  * commits nothing: the fenced conclusion matches no row and the transaction
  * rolls back, user writes included.
  */
-import type { Transaction, WorkflowContext } from "../core/context.ts";
-import { REPLAY } from "../core/context.ts";
+import type { Transaction } from "../core/context.ts";
 import { LeaseLostError, NonDeterminismError } from "../core/errors.ts";
+import { createWorkflowContext } from "../core/operation.ts";
 import { findActivity } from "../core/registry.ts";
 import { ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult, type WaitRequest } from "../core/replay.ts";
 import type { WarmRun } from "./warm-runs.ts";
@@ -107,29 +107,28 @@ class Step {
   async advance(): Promise<StepResult> {
     const wf = this.engine.workflows.get(this.instance.workflowName)!;
     const state = new ReplayState(this.leased.history, this.engine.errorClasses);
-    const ctx = this.workflowContext(state);
-    this.replaying = new ReplayRun(wf.fn as (c: WorkflowContext, i: unknown) => Promise<unknown>, fromJson(this.instance.inputData), state, ctx);
-    const { outcome, newCompensations } = await this.replaying.next();
-    const compensations = newCompensations.map((c) => ({ activityId: c.activityId, activityName: c.activityName, args: toJson(c.args) }));
-    return this.take(outcome, compensations);
+    const ctx = createWorkflowContext(this.instance, state);
+    this.replaying = new ReplayRun(wf.fn as (c: never, i: unknown) => Promise<unknown>, fromJson(this.instance.inputData), state, ctx);
+    const { outcome, newCompensations, newEvents } = await this.replaying.next();
+    return this.take(outcome, compensationRows(newCompensations), newEvents);
   }
 
   /** Continue a run kept in memory by the step that handed us its lease (no history load, no replay). */
   continueWarm(warm: WarmRun): Promise<StepResult> {
     this.replaying = warm.run;
-    return this.take(warm.next.outcome, []);
+    return this.take(warm.next.outcome, [], []);
   }
 
-  /** Act on where the run stopped. */
-  private async take(outcome: ReplayOutcome, compensations: NewCompensation[]): Promise<StepResult> {
+  /** Act on where the run stopped; `events` are rows the run produced itself (recorded values), persisted first. */
+  private async take(outcome: ReplayOutcome, compensations: NewCompensation[], events: NewHistoryEvent[]): Promise<StepResult> {
     switch (outcome.kind) {
       case "completed":
-        return this.conclude({ status: "completed", currentActivityId: null, outputData: toJson(outcome.output) }, () =>
+        return this.conclude({ status: "completed", currentActivityId: null, history: events, outputData: toJson(outcome.output) }, () =>
           this.engine.hooks.onWorkflowComplete?.({ ...this.target, output: outcome.output }),
         );
       case "failed":
       case "nondeterminism":
-        return this.fail(outcome.error, compensations);
+        return this.fail(outcome.error, compensations, events);
       case "wait": {
         const w = outcome.wait;
         if (w.kind === "timer") {
@@ -137,34 +136,35 @@ class Step {
             {
               status: "waiting_for_timer",
               currentActivityId: w.activityId,
+              history: events,
               compensations,
               timer: { timerId: w.activityId, activityId: w.activityId, ...(w.expiresAt ? { expiresAt: w.expiresAt } : { delaySeconds: w.delaySeconds ?? 0 }) },
             },
             () => this.engine.dispatcher.wakeIn?.(w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - Date.now()) / 1000) : (w.delaySeconds ?? 0), this.scope),
           );
         }
-        return this.waitForMessage(w, compensations);
+        return this.waitForMessage(w, compensations, events);
       }
       case "recur":
         return this.recur(outcome.input);
       case "activities":
-        return this.execute(outcome.activities, compensations, "activity");
+        return this.execute(outcome.activities, compensations, "activity", events);
     }
   }
 
   /** Receive now if a message is queued, else wait (subscription marked waiting, lease released). */
-  private async waitForMessage(w: Extract<WaitRequest, { kind: "message" }>, compensations: NewCompensation[]): Promise<StepResult> {
+  private async waitForMessage(w: Extract<WaitRequest, { kind: "message" }>, compensations: NewCompensation[], events: NewHistoryEvent[]): Promise<StepResult> {
     return this.engine.storage.transaction(async (tx) => {
       const r = await prepareMessageWait(tx, this.instance.instanceId, w);
       if (r.kind === "waiting") {
-        return this.concludeIn(tx, { status: "waiting_for_message", currentActivityId: w.activityId, compensations }, () => {
+        return this.concludeIn(tx, { status: "waiting_for_message", currentActivityId: w.activityId, history: events, compensations }, () => {
           if (r.timeoutSeconds !== null) this.engine.dispatcher.wakeIn?.(r.timeoutSeconds, this.scope);
         });
       }
       return this.concludeIn(tx, {
         status: "running",
         currentActivityId: w.activityId,
-        history: [r.event],
+        history: [...events, r.event],
         compensations,
         handoff: { leaseSeconds: this.engine.handoffLeaseSeconds },
       });
@@ -180,14 +180,14 @@ class Step {
   }
 
   /** The workflow failed: compensate (if anything is registered) or end `failed`. */
-  private async fail(error: unknown, compensations: StepConclusion["compensations"] & object): Promise<StepResult> {
+  private async fail(error: unknown, compensations: NewCompensation[], events: NewHistoryEvent[]): Promise<StepResult> {
     const s = serializeError(error);
     const errorData = toJson({ error_type: s.name, error_message: s.message, ...(s.stack ? { stack: s.stack } : {}) });
     const hasCompensations = compensations.length > 0 || (await this.engine.storage.listCompensations(this.instance.instanceId)).length > 0;
     if (hasCompensations && !(error instanceof NonDeterminismError)) {
-      return this.conclude({ status: "compensating", currentActivityId: null, errorData, compensations, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } });
+      return this.conclude({ status: "compensating", currentActivityId: null, history: events, errorData, compensations, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } });
     }
-    return this.conclude({ status: "failed", currentActivityId: null, errorData, compensations }, () =>
+    return this.conclude({ status: "failed", currentActivityId: null, history: events, errorData, compensations }, () =>
       this.engine.hooks.onWorkflowFailed?.({ ...this.target, error }),
     );
   }
@@ -224,10 +224,10 @@ class Step {
       attempt: failures.length + 1,
       firstFailureAt: failures[0]?.createdAt ?? null,
     };
-    return this.execute([pending], [], "compensation");
+    return this.execute([pending], [], "compensation", []);
   }
 
-  private async execute(pending: PendingActivity[], compensations: NonNullable<StepConclusion["compensations"]>, kind: "activity" | "compensation"): Promise<StepResult> {
+  private async execute(pending: PendingActivity[], compensations: NewCompensation[], kind: "activity" | "compensation", events: NewHistoryEvent[]): Promise<StepResult> {
     const { engine } = this;
     const { storage, hooks } = engine;
     for (const p of pending) hooks.onActivityStart?.({ ...this.target, activityId: p.activityId, activityName: p.activity.activityName, attempt: p.attempt });
@@ -248,14 +248,15 @@ class Step {
       let conclusion: StepConclusion = {
         status: rec.retryTimer ? "waiting_for_timer" : kind === "compensation" ? "compensating" : "running",
         currentActivityId: pending[0]!.activityId,
-        history: rec.history,
+        history: [...events, ...rec.history],
         compensations: [...compensations, ...rec.compensations],
         ...(rec.retryTimer ? { timer: rec.retryTimer } : { handoff: { leaseSeconds: engine.handoffLeaseSeconds } }),
       };
       let completedOutput: { output: unknown } | null = null;
       if (!rec.retryTimer && this.replaying) {
-        const ahead = await this.lookAhead(rec.history);
+        const ahead = await this.lookAhead(pending, rec.history);
         conclusion.compensations!.push(...ahead.compensations);
+        conclusion.history!.push(...ahead.events);
         if (ahead.completed) {
           completedOutput = ahead.completed;
           conclusion = { ...conclusion, status: "completed", currentActivityId: null, outputData: toJson(ahead.completed.output) };
@@ -322,14 +323,21 @@ class Step {
    * during the next step still sees them), and a workflow that returns right
    * after its last activity completes in this step instead of the next.
    */
-  private async lookAhead(newEvents: NewHistoryEvent[]): Promise<{ compensations: NewCompensation[]; completed: { output: unknown } | null }> {
+  private async lookAhead(
+    pending: PendingActivity[],
+    newEvents: NewHistoryEvent[],
+  ): Promise<{ compensations: NewCompensation[]; events: NewHistoryEvent[]; completed: { output: unknown } | null }> {
     const now = new Date();
-    const r = await this.replaying!.resume(newEvents.map((e, i) => ({ ...e, id: -1 - i, createdAt: now })));
-    this.warmNext = r && r.outcome.kind !== "completed" ? { outcome: r.outcome, newCompensations: [] } : null;
-    if (!r) return { compensations: [], completed: null };
-    const { outcome, newCompensations } = r;
+    const r = await this.replaying!.resume(
+      pending,
+      newEvents.map((e, i) => ({ ...e, id: -1 - i, createdAt: now })),
+    );
+    this.warmNext = r && r.outcome.kind !== "completed" ? { outcome: r.outcome, newCompensations: [], newEvents: [] } : null;
+    if (!r) return { compensations: [], events: [], completed: null };
+    const { outcome, newCompensations, newEvents: produced } = r;
     return {
-      compensations: newCompensations.map((c) => ({ activityId: c.activityId, activityName: c.activityName, args: toJson(c.args) })),
+      compensations: compensationRows(newCompensations),
+      events: produced,
       completed: outcome.kind === "completed" ? { output: outcome.output } : null,
     };
   }
@@ -369,21 +377,8 @@ class Step {
       console.error("edda: hook failed", err);
     }
   }
+}
 
-  private workflowContext(state: ReplayState): WorkflowContext {
-    const inst = this.instance;
-    return {
-      instanceId: inst.instanceId,
-      workflowName: inst.workflowName,
-      run: inst.run,
-      get isReplaying() {
-        return state.isReplaying;
-      },
-      recur(input: unknown): Promise<never> {
-        state.recurInput ??= { input };
-        return state.suspend();
-      },
-      [REPLAY]: state,
-    };
-  }
+function compensationRows(regs: ReplayResult["newCompensations"]): NewCompensation[] {
+  return regs.map((c) => ({ activityId: c.activityId, activityName: c.activityName, args: toJson(c.args) }));
 }

@@ -38,15 +38,7 @@ export const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({
 
 const tz = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
-export const INSTANCE_STATUSES = [
-  "running",
-  "waiting_for_timer",
-  "waiting_for_message",
-  "compensating",
-  "completed",
-  "failed",
-  "cancelled",
-] as const;
+export { INSTANCE_STATUSES } from "../core/model.ts";
 
 export const schemaVersion = pgTable("schema_version", {
   version: integer("version").primaryKey(),

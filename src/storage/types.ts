@@ -11,23 +11,11 @@
  * bytes (`'binary'`, bytea). Serialization of user values lives in `core`.
  */
 import type { Executor } from "./database.ts";
+import type { ChannelMode, HistoryEvent, InstanceStatus, NewHistoryEvent, Payload } from "../core/model.ts";
 
-export type InstanceStatus =
-  | "running"
-  | "waiting_for_timer"
-  | "waiting_for_message"
-  | "compensating"
-  | "completed"
-  | "failed"
-  | "cancelled";
-
-/** Statuses a step may run in. */
-export const RUNNABLE_STATUSES: readonly InstanceStatus[] = ["running", "compensating"];
-/** Statuses from which cancellation is allowed. */
-export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message"];
-export const TERMINAL_STATUSES: readonly InstanceStatus[] = ["completed", "failed", "cancelled"];
-
-export type Payload = { type: "json"; json: string } | { type: "binary"; bytes: Uint8Array };
+// The shared model lives in core/model.ts (a leaf); re-exported for storage's callers.
+export type { ChannelMode, HistoryEvent, InstanceStatus, NewHistoryEvent, Payload } from "../core/model.ts";
+export { CANCELLABLE_STATUSES, RUNNABLE_STATUSES, TERMINAL_STATUSES } from "../core/model.ts";
 
 export interface InstanceRecord {
   instanceId: string;
@@ -50,20 +38,6 @@ export interface InstanceRecord {
   lockToken: number;
   lockExpiresAt: Date | null;
   lockTimeoutSeconds: number | null;
-}
-
-export interface HistoryEvent {
-  id: number;
-  activityId: string;
-  eventType: string;
-  data: Payload;
-  createdAt: Date;
-}
-
-export interface NewHistoryEvent {
-  activityId: string;
-  eventType: string;
-  data: Payload;
 }
 
 export interface ArchivedHistoryEvent extends HistoryEvent {
@@ -167,8 +141,6 @@ export interface ConcludeResult {
   /** The new fencing token when the lease was handed off. */
   token?: number;
 }
-
-export type ChannelMode = "broadcast" | "competing" | "direct";
 
 export interface ChannelMessageRecord {
   /** Monotonic sequence (the table's id). */

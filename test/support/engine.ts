@@ -6,12 +6,18 @@ import type { Database } from "../../src/storage/database.ts";
 import { createPgliteDatabase } from "../../src/storage/drivers/pglite.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { migrate } from "../../src/storage/migrate.ts";
-import { freshDatabase } from "./db.ts";
+import { createNeonDatabase } from "../../src/storage/drivers/neon-serverless.ts";
+import { freshDatabase, useLocalNeonProxy } from "./db.ts";
 
-export type DriverKind = "pglite" | "postgres-js";
+export type DriverKind = "pglite" | "postgres-js" | "neon";
 
 export async function openTestDatabase(kind: DriverKind, prefix: string): Promise<Database> {
-  const database = kind === "pglite" ? await createPgliteDatabase() : createPostgresJsDatabase({ url: await freshDatabase(prefix), max: 10 });
+  const database =
+    kind === "pglite"
+      ? await createPgliteDatabase()
+      : kind === "neon"
+        ? (useLocalNeonProxy(), createNeonDatabase({ url: await freshDatabase(prefix) }))
+        : createPostgresJsDatabase({ url: await freshDatabase(prefix), max: 10 });
   await migrate(database.db);
   return database;
 }

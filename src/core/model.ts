@@ -1,0 +1,59 @@
+/**
+ * The shared model: what the replay core and the storage layer both speak
+ * about — instance statuses, history event types, payloads and history rows.
+ * A leaf module (it imports nothing), so storage depends on this file and not
+ * on the rest of `core`, and each name is defined exactly once.
+ */
+
+export const INSTANCE_STATUSES = [
+  "running",
+  "waiting_for_timer",
+  "waiting_for_message",
+  "compensating",
+  "completed",
+  "failed",
+  "cancelled",
+] as const;
+
+export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
+
+/** Statuses a step may run in. */
+export const RUNNABLE_STATUSES: readonly InstanceStatus[] = ["running", "compensating"];
+/** Statuses from which cancellation is allowed. */
+export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message"];
+export const TERMINAL_STATUSES: readonly InstanceStatus[] = ["completed", "failed", "cancelled"];
+
+/** History event types (`workflow_history.event_type`). */
+export const EV = {
+  ActivityCompleted: "ActivityCompleted",
+  ActivityFailed: "ActivityFailed",
+  /** A failed attempt that will be retried, at `{id}#{attempt}`. */
+  ActivityAttemptFailed: "ActivityAttemptFailed",
+  TimerExpired: "TimerExpired",
+  MessageReceived: "MessageReceived",
+  MessageTimeout: "MessageTimeout",
+  /** A deterministic value (`ctx.now()`, `ctx.random()`, `ctx.uuid()`) recorded once. */
+  ValueRecorded: "ValueRecorded",
+  CompensationExecuted: "CompensationExecuted",
+  CompensationFailed: "CompensationFailed",
+} as const;
+
+export type HistoryEventType = (typeof EV)[keyof typeof EV];
+
+export type ChannelMode = "broadcast" | "competing" | "direct";
+
+export type Payload = { type: "json"; json: string } | { type: "binary"; bytes: Uint8Array };
+
+export interface HistoryEvent {
+  id: number;
+  activityId: string;
+  eventType: string;
+  data: Payload;
+  createdAt: Date;
+}
+
+export interface NewHistoryEvent {
+  activityId: string;
+  eventType: string;
+  data: Payload;
+}

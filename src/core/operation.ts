@@ -1,0 +1,116 @@
+/**
+ * The operation protocol: the one path every Edda operation in workflow code
+ * takes — activities, timers, message waits, the built-in `edda.*` activities,
+ * recorded values, races, compensation registration.
+ *
+ *   id        deterministic: `{prefix}:{n}` in call order, or the user's
+ *             explicit id, escaped (ids.ts)
+ *   open      the call returns a promise only the replay loop settles
+ *   record    the loop delivers the operation's history record when the code
+ *             is quiescent; `decode` turns it into the value (or the error
+ *             re-thrown), or reports that the record belongs to another kind
+ *             of operation (NonDeterminismError)
+ *   no record the operation's `request` tells the engine what to do at the
+ *             step boundary (run an activity, register a wait, record a value)
+ *
+ * Only this module creates workflow contexts and knows their replay state (a
+ * WeakMap: nothing of it is typed into the public `WorkflowContext`).
+ */
+import type { Activity } from "./definitions.ts";
+import type { WorkflowContext } from "./context.ts";
+import { explicitId } from "./ids.ts";
+import { EV, type HistoryEvent } from "./model.ts";
+import { decodeActivityRecord, type Decoded, type OperationRequest, type ReplayState } from "./replay.ts";
+import { fromPayload } from "./serialization.ts";
+
+const states = new WeakMap<object, ReplayState>();
+
+export function replayStateOf(ctx: WorkflowContext): ReplayState {
+  const state = typeof ctx === "object" && ctx !== null ? states.get(ctx) : undefined;
+  if (!state) throw new TypeError("not a workflow context: Edda operations must be called with the workflow's ctx");
+  return state;
+}
+
+export function isWorkflowContext(x: unknown): x is WorkflowContext {
+  return typeof x === "object" && x !== null && states.has(x);
+}
+
+export interface OperationSpec {
+  id: string;
+  /** How messages name it: `activity "charge"`, `a timer`… */
+  describe: string;
+  request: OperationRequest;
+  decode(ev: HistoryEvent): Decoded;
+}
+
+/** A promise that never settles: what a run gets once it is doomed (the loop reports the error). */
+const never = <T>() => new Promise<T>(() => {});
+
+/** Open an operation (see the module comment). */
+export function operation<T>(ctx: WorkflowContext, spec: OperationSpec): Promise<T> {
+  const state = replayStateOf(ctx);
+  if (!state.claim(spec.id, spec.describe)) return never();
+  return new Promise<T>((resolve, reject) => {
+    state.open.set(spec.id, { ...spec, resolve: resolve as (v: unknown) => void, reject });
+  });
+}
+
+/** The id of the next operation: the user's explicit id (escaped) or `{prefix}:{n}`. */
+export function operationId(ctx: WorkflowContext, prefix: string, explicit?: string): string {
+  const state = replayStateOf(ctx);
+  return explicit !== undefined ? explicitId(explicit) : state.nextId(prefix);
+}
+
+/** `await act(ctx, ...args)` inside a workflow. */
+export function callActivity<A extends unknown[], R>(ctx: WorkflowContext, def: Activity<A, R>, args: A, explicit?: string): Promise<R> {
+  return callActivityAt(ctx, def, args, operationId(ctx, def.activityName, explicit));
+}
+
+/** Call an activity at an id that is already final (built-in activities build theirs from escaped user text). */
+export function callActivityAt<A extends unknown[], R>(ctx: WorkflowContext, def: Activity<A, R>, args: A, id: string): Promise<R> {
+  const state = replayStateOf(ctx);
+  const name = def.activityName;
+  return operation<R>(ctx, {
+    id,
+    describe: `activity "${name}"`,
+    request: { kind: "activity", activity: def as unknown as Activity, args },
+    decode: (ev) => decodeActivityRecord(state, ev, name),
+  });
+}
+
+/** A value made in workflow code and recorded once (`ctx.now()`…); replays return the recorded value. */
+export function recordedValue<T>(ctx: WorkflowContext, prefix: string, produce: () => T): Promise<T> {
+  return operation<T>(ctx, {
+    id: operationId(ctx, prefix),
+    describe: `ctx.${prefix}()`,
+    request: { kind: "value", produce },
+    decode: (ev) => (ev.eventType === EV.ValueRecorded ? { ok: true, value: (fromPayload(ev.data) as { value: T }).value } : { mismatch: `holds a ${ev.eventType} record` }),
+  });
+}
+
+export interface ContextInfo {
+  instanceId: string;
+  workflowName: string;
+  run: number;
+}
+
+/** The context a workflow function gets, bound to its replay state. */
+export function createWorkflowContext(info: ContextInfo, state: ReplayState): WorkflowContext {
+  const ctx: WorkflowContext = {
+    instanceId: info.instanceId,
+    workflowName: info.workflowName,
+    run: info.run,
+    get isReplaying() {
+      return state.isReplaying;
+    },
+    recur(input: unknown): Promise<never> {
+      state.recurInput ??= { input };
+      return never();
+    },
+    now: () => recordedValue(ctx, "now", () => new Date()),
+    random: () => recordedValue(ctx, "random", () => Math.random()),
+    uuid: () => recordedValue(ctx, "uuid", () => crypto.randomUUID()),
+  };
+  states.set(ctx, state);
+  return ctx;
+}
