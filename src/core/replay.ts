@@ -111,6 +111,7 @@ const quiescence = () => new Promise<void>((resolve) => nextMacrotask(resolve));
 export class ReplayState {
   /** Settling records in history order, and how many were delivered. */
   private readonly primary: HistoryEvent[] = [];
+  private readonly primaryIds = new Set<string>();
   private cursor = 0;
   /** Rows at derived ids (`id#n` failed attempts), by id. */
   private readonly derived = new Map<string, HistoryEvent>();
@@ -131,11 +132,17 @@ export class ReplayState {
     this.append(history);
   }
 
-  /** Add records (a step's new rows, in the order written). */
+  /**
+   * Add records (a step's new rows, in the order written). A row already
+   * known — a value the run recorded itself — is not added twice.
+   */
   append(events: HistoryEvent[]): void {
     for (const event of events) {
       if (isDerivedId(event.activityId)) this.derived.set(event.activityId, event);
-      else if (PRIMARY.has(event.eventType)) this.primary.push(event);
+      else if (PRIMARY.has(event.eventType) && !this.primaryIds.has(event.activityId)) {
+        this.primaryIds.add(event.activityId);
+        this.primary.push(event);
+      }
     }
   }
 

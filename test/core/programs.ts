@@ -1,0 +1,138 @@
+// A small grammar of workflow programs for the equivalence properties, an
+// interpreter that turns a program into a real workflow function over the
+// public API, and fast-check arbitraries that generate programs.
+//
+// Activity names come from a tiny set on purpose: concurrent branches calling
+// the same activity name are where per-name counters could disagree between
+// a run continued in memory and a cold replay.
+import fc from "fast-check";
+import { activity, receive, registerCompensation, sleep, TerminalError, type WorkflowContext } from "../../src/index.ts";
+
+/** What an activity call does, per attempt: fail transiently `transient` times, then succeed or fail for good. */
+export interface ActBehaviour {
+  transient: number;
+  terminal: boolean;
+}
+
+export type Stmt =
+  | { t: "act"; name: ActName; arg: number; b: ActBehaviour }
+  | { t: "sleep"; seconds: number }
+  | { t: "receive"; channel: Channel; timeout: number | null }
+  | { t: "comp"; arg: number }
+  | { t: "all"; branches: Stmt[][] }
+  | { t: "try"; body: Stmt[] }
+  | { t: "helper"; body: Stmt[] };
+
+export interface Program {
+  body: Stmt[];
+  /** Messages that arrive on a channel at a virtual time (seconds). */
+  messages: { channel: Channel; at: number; data: string }[];
+}
+
+export const ACT_NAMES = ["p_a", "p_b", "p_c"] as const;
+export type ActName = (typeof ACT_NAMES)[number];
+export const CHANNELS = ["m1", "m#2"] as const;
+export type Channel = (typeof CHANNELS)[number];
+
+const RETRY = { maxAttempts: 3, initialIntervalSeconds: 1, backoffCoefficient: 2, maxIntervalSeconds: 4, maxDurationSeconds: 600 };
+
+/** One activity per name; the behaviour travels in the arguments. */
+const acts = Object.fromEntries(
+  ACT_NAMES.map((name) => [
+    name,
+    activity(
+      name,
+      async (ctx, arg: number, b: ActBehaviour) => {
+        if (ctx.attempt <= b.transient) throw new Error(`${name}(${arg}) transient ${ctx.attempt}`);
+        if (b.terminal) throw new TerminalError(`${name}(${arg}) failed`);
+        return `${name}(${arg})`;
+      },
+      { retry: RETRY },
+    ),
+  ]),
+) as Record<ActName, ReturnType<typeof activity<[number, ActBehaviour], string>>>;
+
+export const undo = activity("p_undo", async (_ctx, arg: number) => `undone ${arg}`);
+
+/** Runs a program; `trace` records what the workflow observed, in order. */
+export async function interpret(ctx: WorkflowContext, body: Stmt[], trace: string[]): Promise<void> {
+  for (const s of body) await exec(ctx, s, trace);
+}
+
+async function exec(ctx: WorkflowContext, s: Stmt, trace: string[]): Promise<void> {
+  switch (s.t) {
+    case "act":
+      trace.push(await acts[s.name](ctx, s.arg, s.b));
+      return;
+    case "sleep":
+      await sleep(ctx, s.seconds);
+      trace.push(`slept ${s.seconds}`);
+      return;
+    case "receive": {
+      const m = await receive<string>(ctx, s.channel, s.timeout === null ? {} : { timeoutSeconds: s.timeout });
+      trace.push(`got ${m.data}`);
+      return;
+    }
+    case "comp":
+      await registerCompensation(ctx, undo, s.arg);
+      trace.push(`comp ${s.arg}`);
+      return;
+    case "all":
+      await Promise.all(s.branches.map((b) => interpret(ctx, b, trace)));
+      return;
+    case "try":
+      try {
+        await interpret(ctx, s.body, trace);
+      } catch (e) {
+        trace.push(`caught ${(e as Error).name}: ${(e as Error).message}`);
+      }
+      return;
+    case "helper":
+      await interpret(ctx, s.body, trace);
+      return;
+  }
+}
+
+/** The workflow function of a program: returns the trace. */
+export function programFn(p: Program) {
+  return async (ctx: WorkflowContext) => {
+    const trace: string[] = [];
+    await interpret(ctx, p.body, trace);
+    return trace;
+  };
+}
+
+// --- arbitraries ---------------------------------------------------------------
+
+const behaviour: fc.Arbitrary<ActBehaviour> = fc.oneof(
+  { weight: 12, arbitrary: fc.constant({ transient: 0, terminal: false }) },
+  // 3 transient failures exhaust the 3 attempts: RetryExhaustedError.
+  { weight: 3, arbitrary: fc.record({ transient: fc.integer({ min: 1, max: 3 }), terminal: fc.constant(false) }) },
+  { weight: 1, arbitrary: fc.record({ transient: fc.constant(0), terminal: fc.constant(true) }) },
+);
+
+const leaf: fc.Arbitrary<Stmt> = fc.oneof(
+  { weight: 6, arbitrary: fc.record({ t: fc.constant("act" as const), name: fc.constantFrom(...ACT_NAMES), arg: fc.integer({ min: 0, max: 9 }), b: behaviour }) },
+  { weight: 2, arbitrary: fc.record({ t: fc.constant("sleep" as const), seconds: fc.constantFrom(0, 1, 5, 30) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ t: fc.constant("receive" as const), channel: fc.constantFrom(...CHANNELS), timeout: fc.option(fc.constantFrom(2, 10, 60), { nil: null }) }),
+  },
+  { weight: 1, arbitrary: fc.record({ t: fc.constant("comp" as const), arg: fc.integer({ min: 0, max: 9 }) }) },
+);
+
+const stmt: fc.Arbitrary<Stmt> = fc.letrec<{ stmt: Stmt; block: Stmt[] }>((tie) => ({
+  stmt: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    { weight: 8, arbitrary: leaf },
+    { weight: 2, arbitrary: fc.record({ t: fc.constant("all" as const), branches: fc.array(tie("block"), { minLength: 2, maxLength: 3 }) }) },
+    { weight: 2, arbitrary: fc.record({ t: fc.constant("try" as const), body: tie("block") }) },
+    { weight: 1, arbitrary: fc.record({ t: fc.constant("helper" as const), body: tie("block") }) },
+  ),
+  block: fc.array(tie("stmt"), { minLength: 1, maxLength: 3 }),
+})).stmt;
+
+export const programArb: fc.Arbitrary<Program> = fc.record({
+  body: fc.array(stmt, { minLength: 1, maxLength: 5 }),
+  messages: fc.array(fc.record({ channel: fc.constantFrom(...CHANNELS), at: fc.integer({ min: 0, max: 90 }), data: fc.string({ maxLength: 3 }) }), { maxLength: 4 }),
+});

@@ -1,0 +1,115 @@
+// Named regressions for the replay core, pure (no database): each runs the
+// real core through the stepper warm, cold and with crashes.
+import { describe, expect, it } from "vitest";
+import { activity, receive, sleep, workflow, type WorkflowContext } from "../../src/index.ts";
+import { programFn, type Program } from "./programs.ts";
+import { simulate } from "./stepper.ts";
+
+const ok = { transient: 0, terminal: false };
+const comparable = (r: Awaited<ReturnType<typeof simulate>>) => ({ status: r.status, output: r.output, history: r.history });
+
+async function allPathsAgree(p: Program) {
+  const fn = programFn(p) as never;
+  const warm = await simulate(fn, p.messages, "warm");
+  expect(comparable(await simulate(fn, p.messages, "cold"))).toEqual(comparable(warm));
+  for (let seed = 1; seed <= 5; seed++) {
+    let s = seed;
+    const rng = () => ((s = (s * 16807) % 2147483647) / 2147483647);
+    expect(comparable(await simulate(fn, p.messages, "crash", rng))).toEqual(comparable(warm));
+  }
+  return warm;
+}
+
+describe("replay core regressions", () => {
+  it("Promise.all([activity, sleep]) waits on the timer on the warm path too (was NonDeterminismError)", async () => {
+    const r = await allPathsAgree({ body: [{ t: "all", branches: [[{ t: "act", name: "p_a", arg: 1, b: ok }], [{ t: "sleep", seconds: 5 }]] }], messages: [] });
+    expect(r.status).toBe("completed");
+    expect(r.output).toEqual(["p_a(1)", "slept 5"]);
+    expect(r.history.map((h) => h.activityId)).toEqual(["p_a:1", "sleep:1"]);
+  });
+
+  it("Promise.all([activity, receive]) waits on the message on the warm path too", async () => {
+    const r = await allPathsAgree({
+      body: [{ t: "all", branches: [[{ t: "act", name: "p_b", arg: 2, b: ok }], [{ t: "receive", channel: "m1", timeout: null }]] }],
+      messages: [{ channel: "m1", at: 10, data: "hi" }],
+    });
+    expect(r.output).toEqual(["p_b(2)", "got hi"]);
+  });
+
+  it("same-name activities in concurrent branches, one retrying, keep their ids on every path", async () => {
+    // Found by the property suite against a loop that delivered several records per wave.
+    const r = await allPathsAgree({
+      body: [
+        { t: "all", branches: [[{ t: "act", name: "p_a", arg: 0, b: ok }], [{ t: "act", name: "p_a", arg: 1, b: { transient: 1, terminal: false } }]] },
+        { t: "sleep", seconds: 0 },
+      ],
+      messages: [],
+    });
+    expect(r.output).toEqual(["p_a(0)", "p_a(1)", "slept 0"]);
+  });
+
+  it("a receive on a channel named with '#' is delivered and replayed (was taken for an attempt row)", async () => {
+    const r = await allPathsAgree({ body: [{ t: "receive", channel: "m#2", timeout: 30 }], messages: [{ channel: "m#2", at: 1, data: "x" }] });
+    expect(r.output).toEqual(["got x"]);
+    expect(r.history.map((h) => h.activityId)).toEqual(["receive_m%232:1"]);
+  });
+
+  it("a record the code no longer asks for is a NonDeterminismError naming both sides", async () => {
+    const first = activity("nd_first", async () => 1);
+    const second = activity("nd_second", async () => 2);
+    let version = 1;
+    const fn = (async (ctx: WorkflowContext) => (version === 1 ? first(ctx) : second(ctx))) as never;
+    const v1 = await simulate(fn, [], "cold");
+    expect(v1.status).toBe("completed");
+    version = 2;
+    const { ReplayRun, ReplayState } = await import("../../src/core/replay.ts");
+    const { createWorkflowContext } = await import("../../src/core/operation.ts");
+    const history = v1.history.map((h, i) => ({ ...h, id: i + 1, createdAt: new Date(0), data: { type: "json" as const, json: h.data } }));
+    const state = new ReplayState(history, {});
+    const r = await new ReplayRun(fn, null, state, createWorkflowContext({ instanceId: "i", workflowName: "w", run: 1 }, state)).next();
+    expect(r.outcome.kind).toBe("nondeterminism");
+    expect(String((r.outcome as { error: Error }).error.message)).toMatch(/nd_first.*nd_second/s);
+  });
+
+  // Also guards a bug the stepper found: a value the run recorded itself was appended twice when the step's rows came back.
+  it("ctx.now(), ctx.random() and ctx.uuid() are recorded once and replayed identically at every step", async () => {
+    const tick = activity("det_tick", async () => "tick");
+    const wf = workflow("det_values", async (ctx) => {
+      const a = [await ctx.now(), await ctx.random(), await ctx.uuid()];
+      await tick(ctx);
+      await sleep(ctx, 1);
+      const b = [await ctx.now(), await ctx.random(), await ctx.uuid()];
+      await tick(ctx);
+      return [a, b].map(([d, r, u]) => [(d as Date).toISOString(), r, u]);
+    });
+    for (const mode of ["warm", "cold"] as const) {
+      const r = await simulate(wf.fn as never, [], mode);
+      expect(r.status).toBe("completed");
+      const recorded = r.history.filter((h) => h.eventType === "ValueRecorded").map((h) => JSON.parse(h.data).value as unknown);
+      const out = r.output as [string, number, string][];
+      expect(recorded).toEqual(out.flatMap(([d, n, u]) => [{ $date: d }, n, u]));
+      expect(r.history.filter((h) => h.eventType === "ValueRecorded").map((h) => h.activityId)).toEqual(["now:1", "random:1", "uuid:1", "now:2", "random:2", "uuid:2"]);
+      expect(out[0]![2]).toMatch(/^[0-9a-f-]{36}$/);
+    }
+  });
+
+  it("an explicit id used twice in one run is a NonDeterminismError, not a silent overwrite", async () => {
+    const echo = activity("dup_echo", async (_c, n: number) => n);
+    const fn = (async (ctx: WorkflowContext) => Promise.all([echo.withId("same")(ctx, 1), echo.withId("same")(ctx, 2)])) as never;
+    const r = await simulate(fn, [], "cold");
+    expect(r.status).toBe("nondeterminism");
+    expect(String(r.output)).toMatch(/two operations use the id same/);
+  });
+
+  it("receive with a timeout that passes throws MessageTimeoutError the code can catch", async () => {
+    const fn = (async (ctx: WorkflowContext) => {
+      try {
+        await receive(ctx, "none", { timeoutSeconds: 3 });
+        return "got";
+      } catch (e) {
+        return (e as Error).name;
+      }
+    }) as never;
+    for (const mode of ["warm", "cold"] as const) expect((await simulate(fn, [], mode)).output).toBe("MessageTimeoutError");
+  });
+});

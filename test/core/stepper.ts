@@ -1,0 +1,242 @@
+// A pure, in-memory stepper: drives the real replay core (ReplayState,
+// ReplayRun, the operation protocol, the engine's pure `recordOutcomes`) over
+// a simulated history store, message queue and virtual clock — no database.
+//
+// Modes, which must all reach the same result and the same history:
+// - "warm": after each step the run continues in memory (as far as possible,
+//   across waits too — further than the engine goes), and at every step
+//   boundary a cold replay of the stored history is checked to stop at the
+//   same place;
+// - "cold": every step replays from the stored history;
+// - "crash": steps are lost before their conclusion at random (nothing they
+//   did is stored), and each surviving step continues warm or cold at random.
+import { createWorkflowContext } from "../../src/core/operation.ts";
+import { EV, type HistoryEvent, type NewHistoryEvent } from "../../src/core/model.ts";
+import { ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult } from "../../src/core/replay.ts";
+import { serializeError, toPayload } from "../../src/core/serialization.ts";
+import { findActivity } from "../../src/core/registry.ts";
+import type { ActivityContext } from "../../src/core/context.ts";
+import { recordOutcomes, type ActivityOutcome } from "../../src/engine/execute.ts";
+
+export type Mode = "warm" | "cold" | "crash";
+
+export interface SimMessage {
+  channel: string;
+  at: number;
+  data: string;
+}
+
+export interface SimResult {
+  status: "completed" | "failed" | "nondeterminism" | "stuck" | "step_limit";
+  output: unknown;
+  history: { activityId: string; eventType: string; data: string }[];
+  compensations: string[];
+  steps: number;
+  crashes: number;
+}
+
+type WorkflowFn = (ctx: never, input: unknown) => Promise<unknown>;
+
+interface Conclusion {
+  events: NewHistoryEvent[];
+  compensations: { activityId: string; activityName: string; args: unknown[] }[];
+  timer?: { id: string; at: number };
+  wait?: { activityId: string; channel: string; timeoutAt: number | null };
+  end?: { status: SimResult["status"]; output: unknown; compensate?: boolean };
+  /** A queued message this step takes (consumed only if the step is stored). */
+  takes?: number;
+  /** Activities whose final records this step wrote (a warm run continues with them). */
+  settled?: PendingActivity[];
+}
+
+export async function simulate(fn: WorkflowFn, messages: SimMessage[], mode: Mode, rng: () => number = Math.random, maxSteps = 400): Promise<SimResult> {
+  const history: HistoryEvent[] = [];
+  const compensations: { activityId: string; activityName: string; args: unknown[] }[] = [];
+  const timers = new Map<string, number>();
+  const consumed = new Set<number>();
+  let wait: Conclusion["wait"] | null = null;
+  let now = 0;
+  let crashes = 0;
+  let run: ReplayRun | null = null;
+  let next: ReplayResult | null = null;
+
+  const coldRun = () => {
+    const state = new ReplayState(history.slice(), {});
+    const r = new ReplayRun(fn, null, state, createWorkflowContext({ instanceId: "sim", workflowName: "sim", run: 1 }, state));
+    return r;
+  };
+  const persist = (events: NewHistoryEvent[]): HistoryEvent[] => {
+    const rows = events.map((e) => ({ ...e, id: history.length + 1, createdAt: new Date(now * 1000) }));
+    for (const r of rows) {
+      if (history.some((h) => h.activityId === r.activityId)) throw new Error(`duplicate history id ${r.activityId}`);
+      r.id = history.length + 1;
+      history.push(r);
+    }
+    return rows;
+  };
+  const result = (status: SimResult["status"], output: unknown, steps: number): SimResult => ({
+    status,
+    output,
+    history: history.map((h) => ({ activityId: h.activityId, eventType: h.eventType, data: h.data.type === "json" ? withoutStacks(h.data.json) : "<bytes>" })),
+    compensations: compensations.map((c) => `${c.activityId}=${c.activityName}(${JSON.stringify(c.args)})`),
+    steps,
+    crashes,
+  });
+
+  for (let step = 1; step <= maxSteps; step++) {
+    if (!run) {
+      run = coldRun();
+      next = await run.next();
+    } else if (mode === "warm") {
+      // The warm run must stop where a cold replay of the same history stops.
+      const cold = await coldRun().next();
+      const a = describeOutcome(next!.outcome);
+      const b = describeOutcome(cold.outcome);
+      if (a !== b) throw new Error(`warm/cold divergence at step ${step}: warm ${a}, cold ${b}`);
+    }
+    const c = await conclude(next!, messages, consumed, now);
+    if (mode === "crash" && crashes < 8 && rng() < 0.3) {
+      // Lost before the fenced conclusion: nothing of this step is stored.
+      crashes++;
+      run = null;
+      continue;
+    }
+    const written = persist(c.events);
+    if (c.takes !== undefined) consumed.add(c.takes);
+    for (const comp of c.compensations) if (!compensations.some((x) => x.activityId === comp.activityId)) compensations.push(comp);
+    if (c.timer && !timers.has(c.timer.id)) timers.set(c.timer.id, c.timer.at);
+    if (c.wait) wait = c.wait;
+    if (c.end) {
+      if (c.end.compensate) runCompensations(compensations, persist);
+      return result(c.end.status, c.end.output, step);
+    }
+    const goWarm = mode === "warm" || (mode === "crash" && rng() < 0.5);
+    if (c.settled) {
+      const r: ReplayResult | null = goWarm ? await run.resume(c.settled, written) : null;
+      run = r ? run : null;
+      next = r;
+      continue;
+    }
+    if (c.timer || c.wait) {
+      // Idle: the next thing to happen is a timer, a message or a timeout.
+      const fired = fireNext(timers, wait, messages, consumed, now);
+      if (!fired) return result("stuck", describeOutcome(next!.outcome), step);
+      now = fired.at;
+      if (fired.clearsWait) wait = null;
+      const rows = persist([fired.event]);
+      const r: ReplayResult | null = goWarm && !fired.event.activityId.includes("#") ? await run.resume([], rows) : null;
+      run = r ? run : null;
+      next = r;
+      continue;
+    }
+    // A message taken at once: the step wrote its record.
+    const r: ReplayResult | null = goWarm ? await run.resume([], written) : null;
+    run = r ? run : null;
+    next = r;
+  }
+  return result("step_limit", null, maxSteps);
+}
+
+/** Stack traces name the call site of each run; everything else must match. */
+function withoutStacks(json: string): string {
+  return JSON.stringify(JSON.parse(json, (k, v: unknown) => (k === "stack" ? undefined : v)));
+}
+
+function describeOutcome(o: ReplayOutcome): string {
+  switch (o.kind) {
+    case "activities":
+      return `activities ${o.activities.map((p) => `${p.activityId}@${p.attempt}`).join(",")}`;
+    case "wait":
+      return `wait ${o.wait.activityId}`;
+    case "completed":
+      return `completed ${JSON.stringify(o.output)}`;
+    case "failed":
+      return `failed ${(o.error as Error).name}`;
+    case "recur":
+      return "recur";
+    case "nondeterminism":
+      return `nondeterminism ${o.error.message}`;
+  }
+}
+
+/** What the engine's step would write for this outcome (activities are run here). */
+async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Set<number>, now: number): Promise<Conclusion> {
+  const { outcome } = next;
+  const base = { events: [...next.newEvents], compensations: next.newCompensations };
+  switch (outcome.kind) {
+    case "completed":
+      return { ...base, end: { status: "completed", output: outcome.output } };
+    case "failed":
+      return { ...base, end: { status: "failed", output: serializeError(outcome.error).message, compensate: true } };
+    case "nondeterminism":
+      return { ...base, end: { status: "nondeterminism", output: outcome.error.message } };
+    case "recur":
+      throw new Error("recur is not part of the grammar");
+    case "activities": {
+      const results: { pending: PendingActivity; outcome: ActivityOutcome }[] = [];
+      for (const p of outcome.activities) {
+        const actx = { attempt: p.attempt, activityId: p.activityId, instanceId: "sim", workflowName: "sim" } as unknown as ActivityContext;
+        try {
+          results.push({ pending: p, outcome: { ok: true, value: await p.activity.fn(actx, ...p.args) } });
+        } catch (error) {
+          results.push({ pending: p, outcome: { ok: false, error } });
+        }
+      }
+      const rec = recordOutcomes(results, undefined, "activity", now * 1000);
+      const events = [...base.events, ...rec.history];
+      if (rec.retryTimer) return { ...base, events, timer: { id: rec.retryTimer.timerId, at: now + (rec.retryTimer.delaySeconds ?? 0) } };
+      return { ...base, events, settled: outcome.activities };
+    }
+    case "wait": {
+      const w = outcome.wait;
+      if (w.kind === "timer") {
+        const at = w.expiresAt ? w.expiresAt.getTime() / 1000 : now + (w.delaySeconds ?? 0);
+        return { ...base, timer: { id: w.activityId, at } };
+      }
+      const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === w.channel && m.at <= now);
+      if (i >= 0) return { ...base, takes: i, events: [...base.events, received(w.activityId, messages[i]!, i)] };
+      return { ...base, wait: { activityId: w.activityId, channel: w.channel, timeoutAt: w.timeoutSeconds === undefined ? null : now + w.timeoutSeconds } };
+    }
+  }
+}
+
+function received(activityId: string, m: SimMessage, i: number): NewHistoryEvent {
+  return {
+    activityId,
+    eventType: EV.MessageReceived,
+    data: toPayload({ messageId: `msg-${i}`, channel: m.channel, data: m.data, metadata: null, publishedAt: new Date(m.at * 1000).toISOString() }),
+  };
+}
+
+/** The earliest of: a due timer, a message for the wait, the wait's timeout (a message wins a tie with its timeout). */
+function fireNext(
+  timers: Map<string, number>,
+  wait: Conclusion["wait"] | null,
+  messages: SimMessage[],
+  consumed: Set<number>,
+  now: number,
+): { at: number; event: NewHistoryEvent; clearsWait: boolean } | null {
+  const candidates: { at: number; rank: number; fire: () => { event: NewHistoryEvent; clearsWait: boolean } }[] = [];
+  for (const [id, at] of timers) {
+    candidates.push({ at, rank: 1, fire: () => (timers.delete(id), { event: { activityId: id, eventType: EV.TimerExpired, data: toPayload({ timer_id: id }) }, clearsWait: false }) });
+  }
+  if (wait) {
+    const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === wait.channel);
+    if (i >= 0) candidates.push({ at: Math.max(now, messages[i]!.at), rank: 0, fire: () => (consumed.add(i), { event: received(wait.activityId, messages[i]!, i), clearsWait: true }) });
+    if (wait.timeoutAt !== null) {
+      const at = wait.timeoutAt;
+      candidates.push({ at, rank: 2, fire: () => ({ event: { activityId: wait.activityId, eventType: EV.MessageTimeout, data: toPayload({ channel: wait.channel }) }, clearsWait: true }) });
+    }
+  }
+  candidates.sort((a, b) => a.at - b.at || a.rank - b.rank);
+  const first = candidates[0];
+  return first ? { at: first.at, ...first.fire() } : null;
+}
+
+/** Saga: registered compensations newest first, each recorded once. */
+function runCompensations(comps: { activityId: string; activityName: string; args: unknown[] }[], persist: (e: NewHistoryEvent[]) => unknown) {
+  for (const c of [...comps].reverse()) {
+    if (!findActivity(c.activityName)) throw new Error(`compensation ${c.activityName} is not registered`);
+    persist([{ activityId: `compensate:${c.activityId}`, eventType: EV.CompensationExecuted, data: toPayload({ name: c.activityName, args: c.args }) }]);
+  }
+}
