@@ -5,7 +5,7 @@
  * task status. Keys are snake_case, as Edda's MCP tools have them.
  */
 import type { CallToolResult, Task } from "@modelcontextprotocol/sdk/types.js";
-import { EV } from "../../core/replay.ts";
+import { EV } from "../../core/model.ts";
 import type { Engine, InstanceView } from "../../engine/engine.ts";
 import type { InstanceStatus } from "../../storage/types.ts";
 

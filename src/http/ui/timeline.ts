@@ -8,7 +8,7 @@
  * instance started): for a step that is its activity's run time plus the
  * dispatch, for a timer the sleep, for a receive the wait.
  */
-import { EV } from "../../core/replay.ts";
+import { EV } from "../../core/model.ts";
 import { fromPayload, type SerializedError } from "../../core/serialization.ts";
 import type { HistoryEvent } from "../../storage/types.ts";
 
