@@ -1,6 +1,7 @@
 /** The example workflows every entry point serves. */
 import { announce } from "./announce.ts";
 import { approval } from "./approval.ts";
+import { firstResponse } from "./first-response.ts";
 import { jobWorker } from "./job-worker.ts";
 import { notifier } from "./notifier.ts";
 import { orderSaga } from "./order-saga.ts";
@@ -8,4 +9,4 @@ import { paymentWait } from "./payment-wait.ts";
 import { pipeline } from "./pipeline.ts";
 import { reminder } from "./reminder.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse];

@@ -51,17 +51,10 @@ export interface CompensationRegistration {
   args: unknown[];
 }
 
-/** One branch of a message wait: a channel, and how to subscribe when not yet subscribed. */
-export interface MessageBranch {
-  channel: string;
-  subscribeAs?: ChannelMode;
-  event?: boolean;
-}
-
 /** A wait the workflow is blocked on. */
 export type WaitRequest =
   | { kind: "timer"; activityId: string; delaySeconds?: number; expiresAt?: Date }
-  | { kind: "message"; activityId: string; channel: string; timeoutSeconds?: number; subscribeAs?: ChannelMode; event?: boolean };
+  | { kind: "message"; activityId: string; channel: string; timeoutSeconds?: number; timeoutAt?: Date; subscribeAs?: ChannelMode; event?: boolean };
 
 /** What the engine must do for an open operation that has no record yet. */
 export type OperationRequest =

@@ -49,7 +49,7 @@ export interface RecordedMessage {
   publishedAt: string;
 }
 
-function checkChannel(channel: string) {
+export function checkChannel(channel: string) {
   if (typeof channel !== "string" || channel.length === 0 || channel.length > 255) throw new TypeError("channel must be a non-empty string of at most 255 characters");
 }
 
@@ -95,7 +95,7 @@ function waitOn(ctx: WorkflowContext, channel: string, opts: ReceiveOptions, sub
   });
 }
 
-function toChannelMessage<T>(m: RecordedMessage): ChannelMessage<T> {
+export function toChannelMessage<T>(m: RecordedMessage): ChannelMessage<T> {
   return { id: m.messageId, channel: m.channel, data: m.data as T, metadata: m.metadata, publishedAt: m.publishedAt };
 }
 
@@ -133,7 +133,11 @@ export async function waitEvent<S extends z.ZodType | undefined = undefined>(
   type: string,
   opts: WaitEventOptions<S> = {},
 ): Promise<ReceivedEvent<S extends z.ZodType ? z.output<S> : unknown>> {
-  const m = await waitOn(ctx, type, opts, "broadcast", true);
+  return toReceivedEvent(await waitOn(ctx, type, opts, "broadcast", true), type, opts.schema) as ReceivedEvent<S extends z.ZodType ? z.output<S> : unknown>;
+}
+
+/** A recorded message as the CloudEvent it carried (`ce_*` metadata), `data` checked against `schema` when given. */
+export function toReceivedEvent(m: RecordedMessage, type: string, schema?: z.ZodType): ReceivedEvent {
   const meta = m.metadata ?? {};
   const extensions: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(meta)) {
@@ -142,14 +146,14 @@ export async function waitEvent<S extends z.ZodType | undefined = undefined>(
     }
   }
   let data = m.data;
-  if (opts.schema) {
-    const parsed = opts.schema.safeParse(data);
+  if (schema) {
+    const parsed = schema.safeParse(data);
     if (!parsed.success) throw new ValidationError(`event "${type}" data does not match the schema`, parsed.error.issues);
     data = parsed.data;
   }
   const str = (v: unknown) => (typeof v === "string" ? v : null);
   return {
-    data: data as never,
+    data,
     type: str(meta.ce_type) ?? type,
     source: str(meta.ce_source) ?? "",
     id: str(meta.ce_id) ?? m.messageId,

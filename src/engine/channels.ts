@@ -61,9 +61,10 @@ export async function prepareMessageWait(tx: TxStorage, instanceId: string, w: M
   }
   const msg = await tx.takeNextMessage(instanceId, w.channel);
   if (msg) return { kind: "received", event: messageReceivedEvent(w.activityId, msg) };
-  // Seconds from the database's clock, like leases and timers.
-  await tx.setWaiting(instanceId, w.channel, w.activityId, w.timeoutSeconds ?? null);
-  return { kind: "waiting", timeoutSeconds: w.timeoutSeconds ?? null };
+  // Seconds from the database's clock, like leases and timers (or an absolute time: a race's timerUntil).
+  await tx.setWaiting(instanceId, w.channel, w.activityId, w.timeoutAt ?? w.timeoutSeconds ?? null);
+  const timeoutSeconds = w.timeoutAt ? Math.max(0, (w.timeoutAt.getTime() - Date.now()) / 1000) : (w.timeoutSeconds ?? null);
+  return { kind: "waiting", timeoutSeconds };
 }
 
 function failed(w: MessageWait, err: Error): MessageWaitResult {

@@ -195,7 +195,8 @@ async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Se
       }
       const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === w.channel && m.at <= now);
       if (i >= 0) return { ...base, takes: i, events: [...base.events, received(w.activityId, messages[i]!, i)] };
-      return { ...base, wait: { activityId: w.activityId, channel: w.channel, timeoutAt: w.timeoutSeconds === undefined ? null : now + w.timeoutSeconds } };
+      const timeoutAt = w.timeoutAt ? w.timeoutAt.getTime() / 1000 : w.timeoutSeconds === undefined ? null : now + w.timeoutSeconds;
+      return { ...base, wait: { activityId: w.activityId, channel: w.channel, timeoutAt } };
     }
   }
 }

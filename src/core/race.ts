@@ -1,0 +1,127 @@
+/**
+ * Wait for the first of several: `race(ctx, { reply: onMessage("response"),
+ * late: onTimer(60) })` resolves with `{ winner: "reply", value }`.
+ *
+ * A race is ONE operation (`race:n`) with ONE history record: whichever
+ * branch's record lands first at that id is the winner, and replay returns the
+ * same winner because it reads the same record. The database arbitrates:
+ * a message branch is a channel wait whose timeout is the earliest timer
+ * branch, so delivery and timeout lock the same subscription row and exactly
+ * one of them records (the loser finds the wait cleared). The losers are
+ * withdrawn by construction: no other timer row is ever registered, the wait
+ * is cleared with the winning record, and a message that did not win was never
+ * taken from its channel — the next receive gets it.
+ *
+ * Branches: timers (`onTimer`, `onTimerUntil`; relative or absolute, not both in
+ * one race, so "earliest" never depends on when the race is replayed), at most
+ * one message branch (`onMessage` = receive/waitMessage, `onEvent` = waitEvent).
+ * Branch order is the object's key order; ties between timers go to the first.
+ */
+import type { z } from "zod";
+import type { WorkflowContext } from "./context.ts";
+import { EV, type ChannelMode, type HistoryEvent } from "./model.ts";
+import { operation, operationId } from "./operation.ts";
+import type { Decoded, WaitRequest } from "./replay.ts";
+import { decodeMessageRecord, checkChannel, toChannelMessage, toReceivedEvent, type ChannelMessage, type ReceivedEvent, type RecordedMessage } from "./waits.ts";
+
+declare const VALUE: unique symbol;
+
+export type RaceBranch<T> = (
+  | { kind: "timer"; seconds: number }
+  | { kind: "timer_until"; until: Date }
+  | { kind: "message"; channel: string; subscribeAs: ChannelMode; event: boolean; schema?: z.ZodType }
+) & { readonly [VALUE]?: T };
+
+/** A timer branch: fires `seconds` after the race first runs. */
+export function onTimer(seconds: number): RaceBranch<void> {
+  if (!(Number.isFinite(seconds) && seconds >= 0)) throw new TypeError(`onTimer: seconds must be a finite number ≥ 0, got ${seconds}`);
+  return { kind: "timer", seconds };
+}
+
+/** A timer branch firing at `until`. */
+export function onTimerUntil(until: Date): RaceBranch<void> {
+  if (!(until instanceof Date) || Number.isNaN(until.getTime())) throw new TypeError("onTimerUntil: a valid Date is required");
+  return { kind: "timer_until", until };
+}
+
+/**
+ * A message branch: the next message on `channel` for this instance, like
+ * `receive` when subscribed, else like `waitMessage` (subscribes with `mode`,
+ * default `direct`, so messages sent to the instance before the race are kept).
+ */
+export function onMessage<T = unknown>(channel: string, opts: { mode?: ChannelMode } = {}): RaceBranch<ChannelMessage<T>> {
+  checkChannel(channel);
+  return { kind: "message", channel, subscribeAs: opts.mode ?? "direct", event: false };
+}
+
+/** A CloudEvent branch, like `waitEvent`. */
+export function onEvent<S extends z.ZodType | undefined = undefined>(type: string, opts: { schema?: S } = {}): RaceBranch<ReceivedEvent<S extends z.ZodType ? z.output<S> : unknown>> {
+  checkChannel(type);
+  return { kind: "message", channel: type, subscribeAs: "broadcast", event: true, ...(opts.schema ? { schema: opts.schema } : {}) };
+}
+
+type ValueOf<B> = B extends RaceBranch<infer T> ? T : never;
+export type RaceResult<B extends Record<string, RaceBranch<unknown>>> = { [K in keyof B & string]: { winner: K; value: ValueOf<B[K]> } }[keyof B & string];
+
+/** Resolve with the first branch to happen; see the module comment. */
+export function race<B extends Record<string, RaceBranch<unknown>>>(ctx: WorkflowContext, branches: B, opts: { id?: string } = {}): Promise<RaceResult<B>> {
+  const entries = Object.entries(branches);
+  if (entries.length === 0) throw new TypeError("race: at least one branch is required");
+  const messages = entries.filter(([, b]) => b.kind === "message");
+  if (messages.length > 1) throw new TypeError(`race: at most one message or event branch (got ${messages.map(([k]) => k).join(", ")})`);
+  const timers = entries.filter(([, b]) => b.kind !== "message");
+  if (new Set(timers.map(([, b]) => b.kind)).size > 1) throw new TypeError("race: onTimer and onTimerUntil branches cannot be mixed in one race");
+  // The earliest timer is the only one that can win; the first listed wins a tie.
+  const first = timers.reduce<[string, RaceBranch<unknown>] | null>((best, cur) => (best && deadline(best[1]) <= deadline(cur[1]) ? best : cur), null);
+  const id = operationId(ctx, "race", opts.id);
+  const msg = messages[0];
+  const wait: WaitRequest = msg
+    ? {
+        kind: "message",
+        activityId: id,
+        channel: (msg[1] as Extract<RaceBranch<unknown>, { kind: "message" }>).channel,
+        subscribeAs: (msg[1] as Extract<RaceBranch<unknown>, { kind: "message" }>).subscribeAs,
+        event: (msg[1] as Extract<RaceBranch<unknown>, { kind: "message" }>).event,
+        ...timeoutOf(first?.[1]),
+      }
+    : { kind: "timer", activityId: id, ...(first![1].kind === "timer" ? { delaySeconds: first![1].seconds } : { expiresAt: (first![1] as { until: Date }).until }) };
+  return operation<RaceResult<B>>(ctx, {
+    id,
+    describe: `a race of ${entries.map(([k]) => k).join(", ")}`,
+    request: { kind: "wait", wait },
+    decode: (ev) => decodeRace(ctx, ev, msg, first),
+  });
+}
+
+function deadline(b: RaceBranch<unknown>): number {
+  return b.kind === "timer" ? b.seconds : b.kind === "timer_until" ? b.until.getTime() : Infinity;
+}
+
+function timeoutOf(b: RaceBranch<unknown> | undefined): { timeoutSeconds?: number; timeoutAt?: Date } {
+  if (!b) return {};
+  // A zero timeout would be "no timeout" for a channel wait: a due-now deadline is the same thing, 1 ms on.
+  if (b.kind === "timer") return { timeoutSeconds: Math.max(b.seconds, 0.001) };
+  if (b.kind === "timer_until") return { timeoutAt: b.until };
+  return {};
+}
+
+function decodeRace(
+  ctx: WorkflowContext,
+  ev: HistoryEvent,
+  msg: [string, RaceBranch<unknown>] | undefined,
+  first: [string, RaceBranch<unknown>] | null,
+): Decoded {
+  if ((ev.eventType === EV.TimerExpired || ev.eventType === EV.MessageTimeout) && first) return { ok: true, value: { winner: first[0], value: undefined } };
+  if (msg && msg[1].kind === "message") {
+    const b = msg[1];
+    const d = decodeMessageRecord(ctx, ev, b.channel, b.event);
+    if ("mismatch" in d || !d.ok) return d;
+    const m = d.value as RecordedMessage;
+    try {
+      return { ok: true, value: { winner: msg[0], value: b.event ? toReceivedEvent(m, b.channel, b.schema) : toChannelMessage(m) } };
+    } catch (error) {
+      return { ok: false, error };
+    }
+  }
+  return { mismatch: `holds a ${ev.eventType} record, which no branch of this race takes` };
+}
