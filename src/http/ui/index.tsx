@@ -212,6 +212,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
                 <tr>
                   <td>
                     <a href={`/ui/workflows/${encodeURIComponent(w.workflowName)}/start`}>{w.workflowName}</a>
+                    {w.options.description ? <div class="small">{w.options.description}</div> : null}
                   </td>
                   <td class="small muted">{inputFields(w)?.map((f) => `${f.name}${f.required ? "" : "?"}: ${f.options ? f.options.join(" | ") : f.kind}`).join(", ") ?? "JSON input"}</td>
                   <td class="small">
@@ -236,6 +237,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
           <a href="/ui/workflows">← workflows</a>
         </p>
         <h1>Start {wf.workflowName}</h1>
+        {wf.options.description ? <p>{wf.options.description}</p> : null}
         <StartForm workflow={wf.workflowName} fields={inputFields(wf)} values={values} problem={problem} />
       </>,
       status,
