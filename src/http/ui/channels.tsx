@@ -10,24 +10,29 @@ import { Problem, StatusBadge } from "./layout.tsx";
 
 const cid = (c: string) => encodeURIComponent(c);
 
-export function PublishForm(p: { channel?: string; values?: { channel: string; data: string } | undefined }) {
+/** A channel + JSON data form: publishing to a channel, or sending to one instance. */
+export function MessageForm(p: { action: string; id: string; button: string; channel: string; data?: string | undefined }) {
   return (
-    <form method="post" action="/ui/channels/publish" class="card form-grid" id="publish-form">
+    <form method="post" action={p.action} class="card form-grid" id={p.id}>
       <label>
         channel
-        <input name="channel" required maxlength={255} value={p.values?.channel ?? p.channel ?? ""} />
+        <input name="channel" required maxlength={255} value={p.channel} />
       </label>
       <label>
         data (JSON)
         <textarea name="data" rows={3}>
-          {p.values?.data ?? ""}
+          {p.data ?? ""}
         </textarea>
       </label>
       <div>
-        <button type="submit">Publish</button>
+        <button type="submit">{p.button}</button>
       </div>
     </form>
   );
+}
+
+function PublishForm(p: { channel?: string; values?: { channel: string; data: string } | undefined }) {
+  return <MessageForm action="/ui/channels/publish" id="publish-form" button="Publish" channel={p.values?.channel ?? p.channel ?? ""} data={p.values?.data} />;
 }
 
 export function ChannelsPage(p: { channels: ChannelSummary[]; now: Date; notice?: string | undefined; problem?: string | undefined; values?: { channel: string; data: string } | undefined }) {

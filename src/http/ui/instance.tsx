@@ -18,6 +18,7 @@ import {
   type SubscriptionRecord,
   type TimerRecord,
 } from "../../storage/types.ts";
+import { MessageForm } from "./channels.tsx";
 import { formatDuration, formatTime, parseStored, prettyJson, preview, relative } from "./format.ts";
 import { Problem, StatusBadge } from "./layout.tsx";
 import { buildTimeline, causeChain, type TimelineEntry } from "./timeline.ts";
@@ -337,21 +338,7 @@ export function InstancePage(p: InstancePageProps) {
         <>
           <h2>Actions</h2>
           <div class="actions">
-            <form method="post" action={`/ui/instances/${iid(view.instanceId)}/messages`} class="card form-grid" id="message-form">
-              <label>
-                channel
-                <input name="channel" required maxlength={255} value={p.message?.channel ?? waitingChannel} />
-              </label>
-              <label>
-                data (JSON)
-                <textarea name="data" rows={3}>
-                  {p.message?.data ?? ""}
-                </textarea>
-              </label>
-              <div>
-                <button type="submit">Send message</button>
-              </div>
-            </form>
+            <MessageForm action={`/ui/instances/${iid(view.instanceId)}/messages`} id="message-form" button="Send message" channel={p.message?.channel ?? waitingChannel} data={p.message?.data} />
             {cancellable ? (
               <form method="post" action={`/ui/instances/${iid(view.instanceId)}/cancel`} class="card" id="cancel-form">
                 <p class="small muted">Cancel: compensations run newest first, then the instance ends cancelled.</p>
