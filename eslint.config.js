@@ -4,7 +4,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "dist/**", ".data/**", ".wrangler/**", "bench/results/**", "scratch/**", "functions/deno.ts", "**/*.js", "**/*.mjs", "**/*.cjs"] },
+  { ignores: ["node_modules/**", "dist/**", ".data/**", ".wrangler/**", "bench/results/**", "scratch/**", "functions/deno.ts", "test/package/fixtures/**", "**/*.js", "**/*.mjs", "**/*.cjs"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

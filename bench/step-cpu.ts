@@ -19,7 +19,7 @@
  */
 import { activity, workflow } from "../src/index.ts";
 import type { Dispatcher, StepRequest } from "../src/engine/dispatcher.ts";
-import { createEdda } from "../src/edda.ts";
+import { createEdda, engineOf } from "../src/edda.ts";
 import { createPostgresJsDatabase } from "../src/storage/drivers/postgres-js.ts";
 import { migrate } from "../src/storage/migrate.ts";
 import { createDatabase, startPostgresCluster } from "../test/support/postgres-cluster.ts";
@@ -51,7 +51,7 @@ const database = createPostgresJsDatabase({ url, max: 2 });
 await migrate(database.db);
 const dispatcher = new RecordingDispatcher();
 const edda = createEdda({ workflows: [probeFlow], database, dispatcher });
-const engine = await edda.engine();
+const engine = await engineOf(edda);
 
 /** CPU ms of the step that runs at exactly `history` entries. */
 async function measure(history: number, instanceId: string, warm: boolean): Promise<{ cpu: number; wall: number; entries: number }> {

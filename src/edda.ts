@@ -12,17 +12,18 @@ import type { Hono } from "hono";
 import type { Workflow } from "./core/definitions.ts";
 import type { RetryPolicy } from "./core/retry.ts";
 import type { ErrorClass } from "./core/serialization.ts";
-import { Engine, type StartOptions } from "./engine/engine.ts";
+import { Engine, type HistoryEntry, type InstanceView, type StartOptions } from "./engine/engine.ts";
 import { LocalDispatcher, SubrequestBudget, type Dispatcher, type DispatchScope } from "./engine/dispatcher.ts";
 import { HttpDispatcher } from "./engine/http-dispatcher.ts";
+import type { PublishOptions } from "./engine/messaging.ts";
 import type { OutboxOptions } from "./engine/outbox.ts";
 import type { EngineHooks } from "./engine/hooks.ts";
-import type { SweepOptions } from "./engine/sweeper.ts";
+import type { SweepOptions, SweepReport } from "./engine/sweeper.ts";
 import type { Database } from "./storage/database.ts";
 import { migrate } from "./storage/migrate.ts";
 import { createStorage } from "./storage/pg-storage.ts";
-import type { ListInstancesQuery } from "./storage/types.ts";
-import { createApp, type RouteHelpers } from "./http/app.ts";
+import type { InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
+import { createApp } from "./http/app.ts";
 import { checkMcpExposure, type McpExposure } from "./http/mcp/index.ts";
 
 export interface ExecutionContextLike {
@@ -62,31 +63,70 @@ export interface EddaOptions {
   subrequestLimit?: number;
   /** Apply migrations before first use (embedded / development). */
   autoMigrate?: boolean;
-  /** Extra routes (e.g. CloudEvents, channels) on the public API. */
-  routes?: (app: Hono, helpers: RouteHelpers) => void;
+  /** Your own routes on the public API (behind its bearer token, before the fallback). */
+  routes?: (api: Hono) => void;
   /** Serve workflows as MCP tools at /mcp (Streamable HTTP, stateless): all of them (`true`) or those named. */
   mcp?: McpExposure;
 }
 
+export interface StartResult {
+  instanceId: string;
+  status: InstanceStatus;
+  /** False when an instance with the given `instanceId` already existed (the call changed nothing). */
+  created: boolean;
+}
+
+export interface InstancePage {
+  /** Newest first. */
+  instances: InstanceView[];
+  /** Pass as `cursor` for the next page; null on the last. */
+  nextCursor: string | null;
+}
+
+/**
+ * The app: the Hono app serving the HTTP API, and a client of the same
+ * database. Client methods need the long-lived database mode (a `Database`,
+ * not a per-request factory), except `sweep`.
+ */
 export interface Edda {
   readonly app: Hono;
   fetch(request: Request, env?: unknown, ctx?: ExecutionContextLike): Promise<Response>;
-  /** The engine on the shared database (long-lived mode only). */
-  engine(): Promise<Engine>;
-  start(workflow: Workflow | string, input: unknown, opts?: StartOptions): Promise<{ instanceId: string; status: string; created: boolean }>;
-  getInstance(instanceId: string, opts?: { history?: boolean }): ReturnType<Engine["getInstance"]>;
-  findInstances(query?: ListInstancesQuery): ReturnType<Engine["findInstances"]>;
-  cancel(instanceId: string, cancelledBy?: string): ReturnType<Engine["cancel"]>;
-  sweep(opts?: SweepOptions, ctx?: ExecutionContextLike): ReturnType<Engine["sweep"]>;
-  /**
-   * Run `fn` as one invocation (a queue batch, a cron run): an engine — on its
-   * own database in per-request mode — and one scope with one subrequest
-   * budget. Background work is awaited (or handed to `ctx.waitUntil`) before
-   * that database closes.
-   */
-  run<T>(fn: (engine: Engine, scope: DispatchScope) => Promise<T>, o?: { ctx?: ExecutionContextLike; budget?: SubrequestBudget }): Promise<T>;
+  start<I>(workflow: Workflow<I, any>, input: I, opts?: StartOptions): Promise<StartResult>;
+  start(workflowName: string, input: unknown, opts?: StartOptions): Promise<StartResult>;
+  getInstance(instanceId: string, opts?: { history?: boolean }): Promise<(InstanceView & { history?: HistoryEntry[] }) | null>;
+  findInstances(query?: ListInstancesQuery): Promise<InstancePage>;
+  cancel(instanceId: string, cancelledBy?: string): Promise<{ status: InstanceStatus }>;
+  /** Publish a message on a channel (as `POST /channels/:channel/messages`); returns its id. */
+  publish(channel: string, data: unknown, opts?: PublishOptions): Promise<string>;
+  sweep(opts?: SweepOptions, ctx?: ExecutionContextLike): Promise<SweepReport>;
   readonly dispatcher: Dispatcher;
   close(): Promise<void>;
+}
+
+type Invocation = <T>(fn: (engine: Engine, scope: DispatchScope) => Promise<T>, o?: { ctx?: ExecutionContextLike; budget?: SubrequestBudget }) => Promise<T>;
+
+/** What the platform adapters, tests and benchmarks reach behind an Edda; not part of the package's API. */
+const internals = new WeakMap<Edda, { engine: () => Promise<Engine>; run: Invocation }>();
+
+function internalsOf(edda: Edda) {
+  const i = internals.get(edda);
+  if (!i) throw new TypeError("not an Edda created by createEdda");
+  return i;
+}
+
+/** The engine on the shared database (long-lived mode only). */
+export function engineOf(edda: Edda): Promise<Engine> {
+  return internalsOf(edda).engine();
+}
+
+/**
+ * Run `fn` as one invocation (a queue batch, a cron run): an engine — on its
+ * own database in per-request mode — and one scope with one subrequest
+ * budget. Background work is awaited (or handed to `ctx.waitUntil`) before
+ * that database closes.
+ */
+export function runInvocation<T>(edda: Edda, fn: (engine: Engine, scope: DispatchScope) => Promise<T>, o?: { ctx?: ExecutionContextLike; budget?: SubrequestBudget }): Promise<T> {
+  return internalsOf(edda).run(fn, o);
 }
 
 function makeDispatcher(opt: DispatcherOption | undefined, secret: string | undefined): Dispatcher {
@@ -201,10 +241,9 @@ export function createEdda(opts: EddaOptions): Edda {
     }
   }
 
-  return {
+  const edda: Edda = {
     app,
     dispatcher,
-    engine: sharedEngine,
     async fetch(request, env, ctx) {
       if (!perRequest) return app.fetch(request, env, ctx as never);
       const pending: Promise<unknown>[] = [];
@@ -226,15 +265,17 @@ export function createEdda(opts: EddaOptions): Edda {
       else await done;
       return res;
     },
-    start: async (wf, input, o) => (await client()).start(wf, input, o),
+    start: async (wf: Workflow | string, input: unknown, o?: StartOptions) => (await client()).start(wf, input, o),
     getInstance: async (id, o) => (await client()).getInstance(id, o),
     findInstances: async (q = {}) => (await client()).findInstances(q),
     cancel: async (id, by) => (await client()).cancel(id, by),
+    publish: async (channel, data, o) => (await client()).publish(channel, data, o),
     sweep: (o, ctx) => run((engine, scope) => engine.sweep(o, scope), ctx ? { ctx } : {}),
-    run,
     /** Stops the dispatcher. The database stays open: whoever opened it closes it. */
     async close() {
       await dispatcher.close?.();
     },
   };
+  internals.set(edda, { engine: sharedEngine, run });
+  return edda;
 }

@@ -1,30 +1,51 @@
 /**
  * Edda Edge — durable execution for serverless and edge platforms.
- * The public surface: definitions, workflow operations, errors, the app
- * factory and the storage drivers.
+ *
+ * The public surface, listed name by name so that nothing internal leaks by
+ * accident (the API report in etc/ shows every change in review): workflow
+ * and activity definitions, the operations workflow code calls, the errors
+ * user code may catch or throw, and the app factory with the types its
+ * options and results use. Platform adapters and database drivers have their
+ * own entries (`edda-edge/platform/*`, `edda-edge/drivers/*`), so a bundle
+ * pulls in only the driver it uses.
  */
 export { activity, workflow } from "./core/definitions.ts";
-export type { Activity, ActivityOptions, Workflow, WorkflowOptions, WorkflowInput, WorkflowOutput } from "./core/definitions.ts";
+export type { Activity, ActivityFn, ActivityOptions, Workflow, WorkflowFn, WorkflowOptions, WorkflowInput, WorkflowOutput } from "./core/definitions.ts";
 export type { ActivityContext, WorkflowContext, Transaction } from "./core/context.ts";
 export { sleep, sleepUntil, registerCompensation } from "./core/primitives.ts";
 export type { RetryPolicy } from "./core/retry.ts";
-export { DEFAULT_RETRY_POLICY } from "./core/retry.ts";
-export * from "./core/errors.ts";
-export { createEdda } from "./edda.ts";
-export type { Edda, EddaOptions, DispatcherOption } from "./edda.ts";
-export type { EngineHooks } from "./engine/hooks.ts";
-export { LocalDispatcher } from "./engine/dispatcher.ts";
-export type { Dispatcher, StepRequest } from "./engine/dispatcher.ts";
-export { HttpDispatcher } from "./engine/http-dispatcher.ts";
-export type { Database } from "./storage/database.ts";
-export { migrate } from "./storage/migrate.ts";
-export { createStorage } from "./storage/pg-storage.ts";
+export {
+  EddaError,
+  TerminalError,
+  RetryExhaustedError,
+  NonDeterminismError,
+  MessageTimeoutError,
+  EventTimeoutError,
+  ChannelModeConflictError,
+  ValidationError,
+  NotFoundError,
+  ConflictError,
+} from "./core/errors.ts";
+export type { ErrorClass } from "./core/serialization.ts";
 export { receive, waitMessage, waitEvent } from "./core/waits.ts";
 export { race, onTimer, onTimerUntil, onMessage, onEvent } from "./core/race.ts";
 export type { RaceBranch, RaceResult } from "./core/race.ts";
 export type { ChannelMessage, ReceivedEvent, ReceiveOptions, WaitEventOptions } from "./core/waits.ts";
-export { subscribe, unsubscribe, publish, sendTo, sendMessageTo, joinGroup, leaveGroup, publishToGroup } from "./engine/messaging.ts";
+export { subscribe, unsubscribe, publish, sendTo, joinGroup, leaveGroup, publishToGroup } from "./engine/messaging.ts";
 export type { PublishOptions, Publisher } from "./engine/messaging.ts";
-export type { ChannelMode } from "./core/model.ts";
 export { sendEvent, sendEventTransactional } from "./engine/events.ts";
 export type { OutgoingEvent } from "./engine/events.ts";
+
+export { createEdda } from "./edda.ts";
+export type { Edda, EddaOptions, DispatcherOption, ExecutionContextLike, StartResult, InstancePage } from "./edda.ts";
+export type { InstanceView, HistoryEntry, StartOptions } from "./engine/engine.ts";
+export type { EngineHooks, WorkflowInfo, ActivityInfo } from "./engine/hooks.ts";
+export type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./engine/dispatcher.ts";
+export type { OutboxOptions, RelayReport } from "./engine/outbox.ts";
+export type { SweepOptions, SweepReport, SweepTask } from "./engine/sweeper.ts";
+export type { InstanceFilter, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
+export type { ChannelMode } from "./core/model.ts";
+export type { McpExposure } from "./http/mcp/index.ts";
+export type { Database, DriverName, Db, QueryStats } from "./storage/database.ts";
+export { migrate } from "./storage/migrate.ts";
+export type { MigrationResult } from "./storage/migrate.ts";

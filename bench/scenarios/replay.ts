@@ -11,7 +11,7 @@
  *    no history read, no replay — the steady state with the local dispatcher.
  * Nothing runs concurrently, so each figure is the step's own latency.
  */
-import { createEdda } from "../../src/edda.ts";
+import { createEdda, engineOf } from "../../src/edda.ts";
 import { migrateDatabase, openEngineDatabase, RecordingDispatcher } from "../lib/engine.ts";
 import type { BenchPostgres } from "../lib/postgres.ts";
 import { median, nowMs, percentile } from "../lib/stats.ts";
@@ -32,7 +32,7 @@ export async function runReplay(pg: BenchPostgres, opts: ReplayOptions): Promise
   const database = openEngineDatabase(url, 2);
   const dispatcher = new RecordingDispatcher();
   const edda = createEdda({ workflows: [replayProbe], database, dispatcher });
-  const engine = await edda.engine();
+  const engine = await engineOf(edda);
   const out: ReplayResult = {};
   try {
     // Warm-up: JIT and prepared statements before the first timed size.

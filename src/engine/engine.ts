@@ -59,6 +59,15 @@ export interface InstanceView {
   updatedAt: string;
 }
 
+/** A recorded step of an instance (`getInstance(id, { history: true })`); binary payloads show their size. */
+export interface HistoryEntry {
+  id: number;
+  activityId: string;
+  eventType: string;
+  data: unknown;
+  createdAt: string;
+}
+
 export class Engine implements StepRunner {
   readonly storage: Storage;
   readonly dispatcher: Dispatcher;
@@ -205,10 +214,10 @@ export class Engine implements StepRunner {
     return { status: r.status };
   }
 
-  async getInstance(instanceId: string, opts: { history?: boolean } = {}): Promise<(InstanceView & { history?: unknown[] }) | null> {
+  async getInstance(instanceId: string, opts: { history?: boolean } = {}): Promise<(InstanceView & { history?: HistoryEntry[] }) | null> {
     const inst = await this.storage.getInstance(instanceId);
     if (!inst) return null;
-    const view: InstanceView & { history?: unknown[] } = toView(inst);
+    const view: InstanceView & { history?: HistoryEntry[] } = toView(inst);
     if (opts.history) {
       const events = await this.storage.loadHistory(instanceId);
       view.history = events.map((e) => ({

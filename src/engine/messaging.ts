@@ -4,7 +4,7 @@
  * In workflow code, operations with database effects (subscribe, publish,
  * joinGroup…) are built-in activities: recorded in history, executed once,
  * in the step transaction. In activity code they join the activity's
- * transaction. From a client (the `Edda` object or an `Engine`) they run
+ * transaction. From a client (the `Edda` object, or an engine) they run
  * directly. Subscribers are woken only after the publishing transaction
  * commits — never after a rollback.
  */
@@ -14,7 +14,6 @@ import { encodeIdPart } from "../core/ids.ts";
 import { callActivityAt, isWorkflowContext, operationId } from "../core/operation.ts";
 import { toJson, toPayload } from "../core/serialization.ts";
 import type { ChannelMode } from "../core/model.ts";
-import type { Engine } from "./engine.ts";
 import type { ActivityInternals } from "./execute.ts";
 
 export interface PublishOptions {
@@ -23,8 +22,8 @@ export interface PublishOptions {
   targetInstanceId?: string;
 }
 
-/** Anything that can publish: workflow code, activity code, or a client. */
-export type Publisher = WorkflowContext | ActivityContext | { engine(): Promise<Engine> } | Engine;
+/** Anything that can publish: workflow code, activity code, or a client (the `Edda` app). */
+export type Publisher = WorkflowContext | ActivityContext | { publish(channel: string, data: unknown, opts?: PublishOptions): Promise<string> };
 
 const internals = (ctx: ActivityContext) => ctx[ACTIVITY_INTERNALS] as ActivityInternals;
 
@@ -91,8 +90,7 @@ export async function publish(from: Publisher, channel: string, data: unknown, o
   checkName("channel", channel);
   if (isWorkflowContext(from)) return builtin(from, publishActivity, "publish", channel, [channel, data, opts]);
   if (isActivityCtx(from)) return publishIn(from, channel, data, opts);
-  const engine = "engine" in from && typeof from.engine === "function" ? await from.engine() : (from as Engine);
-  return engine.publish(channel, data, opts);
+  return from.publish(channel, data, opts);
 }
 
 /** Send a point-to-point message to one instance. */
@@ -100,9 +98,6 @@ export function sendTo(from: Publisher, targetInstanceId: string, channel: strin
   checkName("targetInstanceId", targetInstanceId);
   return publish(from, channel, data, { ...opts, targetInstanceId });
 }
-
-/** Alias of `sendTo` (the reference's name). */
-export const sendMessageTo = sendTo;
 
 export function joinGroup(ctx: WorkflowContext, group: string): Promise<void> {
   checkName("group", group);

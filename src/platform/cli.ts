@@ -1,51 +1,62 @@
 /**
- * The `edda-edge` command line (Node): `edda-edge migrate [--url <postgres url>]`
- * applies the bundled migrations to DATABASE_URL (or --url) over TCP and says
- * what it did. Deployed Workers and Deno apps never migrate at request time;
- * run this once per release, before deploying. Safe to repeat and to run
- * concurrently (the migrator serializes on an advisory lock).
+ * The `edda-edge` command line (Node). One entry, `main(argv, env)`, returning
+ * the exit code: 0 success, 1 the operation failed (the database or the app
+ * refused it, or could not be reached), 2 bad usage. Every command has
+ * `--help`; commands that print a result take `--json` for scripts.
+ *
+ *   migrate     apply the migrations to DATABASE_URL (run once per release)
+ *   dev         serve a workflows module on embedded PGlite, reloading on change
+ *   start, instances list|show|cancel, send, publish
+ *               talk to a deployed app over its HTTP API (--url/--token or
+ *               EDDA_URL/EDDA_API_TOKEN)
  */
-import { createPostgresJsDatabase } from "../storage/drivers/postgres-js.ts";
-import { migrate } from "../storage/migrate.ts";
-import { readConfig } from "./env.ts";
+import { UsageError, type Io } from "./cli/args.ts";
+import { dev, DEV_USAGE } from "./cli/dev.ts";
+import { migrateCommand, MIGRATE_USAGE } from "./cli/migrate.ts";
+import { remoteCommand, REMOTE_USAGES } from "./cli/remote.ts";
 
-const USAGE = `usage: edda-edge migrate [--url <postgres url>]
-  Applies the Edda Edge migrations to the database in DATABASE_URL (or --url).`;
+const USAGE = `usage: edda-edge <command> [options]
 
-export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {
+Commands:
+  migrate                    apply the Edda Edge migrations to DATABASE_URL
+  dev <module>               serve a workflows module on embedded PGlite, reload on change
+  start <workflow> [input]   start a workflow instance on a deployed app
+  instances list|show|cancel list, inspect or cancel instances
+  send <instance> <channel> [data]   send a message to one instance
+  publish <channel> [data]   publish a message on a channel
+
+Remote commands read --url/--token or EDDA_URL/EDDA_API_TOKEN; --json prints the raw result.
+Run "edda-edge <command> --help" for a command's options.
+Exit codes: 0 success, 1 the operation failed, 2 bad usage.`;
+
+const defaultIo: Io = { out: (s) => console.log(s), err: (s) => console.error(s) };
+
+export async function main(argv: string[], env: Record<string, string | undefined>, io: Io = defaultIo): Promise<number> {
   const [command, ...rest] = argv;
-  if (command !== "migrate") {
-    console.error(command && command !== "--help" && command !== "-h" ? `unknown command "${command}"\n${USAGE}` : USAGE);
-    return command === "--help" || command === "-h" ? 0 : 2;
-  }
-  const urlFlag = rest.indexOf("--url");
-  const url = urlFlag >= 0 ? rest[urlFlag + 1] : readConfig(env).databaseUrl;
-  if (!url) {
-    console.error(`DATABASE_URL is not set\n${USAGE}`);
-    return 2;
-  }
-  const database = createPostgresJsDatabase({ url, max: 1 });
   try {
-    const r = await migrate(database.db);
-    const where = describe(url);
-    console.log(r.applied.length ? `${where}: applied migration(s) ${r.applied.join(", ")}; schema version ${r.current}` : `${where}: up to date (schema version ${r.current})`);
-    return 0;
+    switch (command) {
+      case undefined:
+      case "help":
+      case "--help":
+      case "-h":
+        io.out(USAGE);
+        return command === undefined ? 2 : 0;
+      case "migrate":
+        return await migrateCommand(rest, env, io);
+      case "dev":
+        return await dev(rest, env, io);
+      default:
+        if (command in REMOTE_USAGES) return await remoteCommand(command, rest, env, io);
+        throw new UsageError(`unknown command "${command}"`, USAGE);
+    }
   } catch (err) {
-    console.error(`migration failed: ${(err as Error).message}`);
+    if (err instanceof UsageError) {
+      io.err(`edda-edge: ${err.message}\n\n${err.usage}`);
+      return 2;
+    }
+    io.err(`edda-edge: ${err instanceof Error ? err.message : String(err)}`);
     return 1;
-  } finally {
-    await database.close();
   }
 }
 
-/** host/database, without credentials. */
-function describe(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.hostname}${u.port ? `:${u.port}` : ""}${u.pathname}`;
-  } catch {
-    return "database";
-  }
-}
-
-process.exitCode = await main(process.argv.slice(2), process.env);
+export { DEV_USAGE, MIGRATE_USAGE };

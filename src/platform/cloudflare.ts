@@ -20,7 +20,7 @@
  * Every invocation has one subrequest budget (EDDA_SUBREQUEST_LIMIT, 40 by
  * default: the Free plan allows 50).
  */
-import { createEdda, type Edda, type EddaOptions } from "../edda.ts";
+import { createEdda, runInvocation, type Edda, type EddaOptions } from "../edda.ts";
 import { SubrequestBudget, type Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { QueueDispatcher, runFollowUp, type FollowUpQueue, type OutgoingMessage } from "../engine/queue-dispatcher.ts";
@@ -114,9 +114,9 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
       ...(config.handoffLeaseSeconds !== undefined ? { handoffLeaseSeconds: config.handoffLeaseSeconds } : {}),
       dispatcher: dispatcherFor(env, ctx, origin, config, config.secret),
       subrequestLimit: config.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET,
-      routes: (app, helpers) => {
+      routes: (app) => {
         app.get("/_edda/invocations", (c) => c.json(counts));
-        opts.routes?.(app, helpers);
+        opts.routes?.(app);
       },
     });
     return { edda, config };
@@ -141,7 +141,7 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
       const { edda, config } = eddaFor(env, ctx, null);
       const budget = new SubrequestBudget(config.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET);
       // The whole batch is one invocation: one database client, one budget; each message is acked once its work is done.
-      await edda.run(async (engine, scope) => {
+      await runInvocation(edda, async (engine, scope) => {
         const queue = [...batch.messages];
         const worker = async () => {
           for (let msg = queue.shift(); msg; msg = queue.shift()) {

@@ -14,7 +14,7 @@
  * bounded by EDDA_MAX_HOPS and left to the sweep beyond. Nothing is migrated
  * here: run `edda-edge migrate`.
  */
-import { createEdda, type Edda, type EddaOptions } from "../edda.ts";
+import { createEdda, runInvocation, type Edda, type EddaOptions } from "../edda.ts";
 import type { Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { QueueDispatcher, runFollowUp, type FollowUpQueue } from "../engine/queue-dispatcher.ts";
@@ -111,7 +111,7 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
   };
 
   const runQueued = async (message: unknown) => {
-    const outcome = await edda.run((engine, scope) => runFollowUp(engine, message, scope));
+    const outcome = await runInvocation(edda, (engine, scope) => runFollowUp(engine, message, scope));
     // Early for its timer: send it again with the remaining delay (KV has no per-message retry delay).
     if (!outcome.ack && kv) await kv.enqueue(message, { delay: outcome.retryInSeconds * 1000 });
   };

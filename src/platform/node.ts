@@ -1,7 +1,8 @@
 /**
  * Node adapter: `@hono/node-server`, an interval sweeper, and the embedded
  * default — PGlite with its data in a local folder when DATABASE_URL is unset
- * (migrated on start), postgres.js or Neon's driver otherwise.
+ * (migrated on start; PGlite is an optional peer dependency, loaded only
+ * then), postgres.js or Neon's driver otherwise.
  */
 import { mkdirSync } from "node:fs";
 import { serve, type ServerType } from "@hono/node-server";
@@ -9,7 +10,6 @@ import { createEdda, type Edda, type EddaOptions } from "../edda.ts";
 import type { Database } from "../storage/database.ts";
 import { createPostgresJsDatabase } from "../storage/drivers/postgres-js.ts";
 import { createNeonDatabase } from "../storage/drivers/neon-serverless.ts";
-import { createPgliteDatabase } from "../storage/drivers/pglite.ts";
 import { migrate } from "../storage/migrate.ts";
 import { readConfig, type EddaConfig } from "./env.ts";
 
@@ -35,6 +35,10 @@ export interface NodeServer {
 export async function openNodeDatabase(config: EddaConfig, dataDir: string): Promise<Database> {
   if (!config.databaseUrl) {
     mkdirSync(dataDir, { recursive: true });
+    // Loaded on demand: PGlite is an optional peer dependency, needed only for the embedded database.
+    const { createPgliteDatabase } = await import("../storage/drivers/pglite.ts").catch((err: unknown) => {
+      throw new Error("DATABASE_URL is not set and the embedded database needs @electric-sql/pglite: npm install @electric-sql/pglite", { cause: err });
+    });
     return createPgliteDatabase({ dataDir });
   }
   if (config.driver === "neon-serverless") {

@@ -12,7 +12,7 @@ import { pipeline } from "../../functions/workflows/pipeline.ts";
 import { LocalDispatcher } from "../../src/engine/dispatcher.ts";
 import { Engine } from "../../src/engine/engine.ts";
 import { HttpDispatcher } from "../../src/engine/http-dispatcher.ts";
-import { createEdda, type Edda } from "../../src/edda.ts";
+import { createEdda, engineOf, type Edda } from "../../src/edda.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
 import { createStorage } from "../../src/storage/pg-storage.ts";
 import { startTestBroker, type TestBroker } from "../support/broker.ts";
@@ -146,7 +146,7 @@ describe("bounded hops", () => {
   it("a hop count beyond the bound in a signed request is refused work, not an error: the step still runs and dispatches nothing further", async () => {
     const db = await database("limits_hops_in");
     const { edda, hops } = loopbackApp(db, { maxHops: 2 });
-    const engine = await edda.engine();
+    const engine = await engineOf(edda);
     await engine.createValidated(engine.storage, engine.workflow("pipeline"), { steps: 3 }, { instanceId: "deep-1" });
     const { sign } = await import("../../src/core/signature.ts");
     const body = JSON.stringify({ instanceId: "deep-1", hop: 2 });
@@ -171,7 +171,7 @@ describe("one subrequest budget per invocation", () => {
       return fetch(input, init);
     };
     const { edda } = loopbackApp(db, { subrequestLimit: 4, brokerFetch: counting });
-    const engine = await edda.engine();
+    const engine = await engineOf(edda);
     for (let i = 0; i < 6; i++) {
       await engine.storage.addOutboxEvent({ eventId: `budget-${i}`, eventType: "ok.budget", eventSource: "/t", data: { type: "json", json: String(i) } });
     }
@@ -197,7 +197,7 @@ describe("one subrequest budget per invocation", () => {
       return fetch(input, init);
     };
     const { edda } = loopbackApp(db, { brokerFetch: platform });
-    const engine = await edda.engine();
+    const engine = await engineOf(edda);
     await engine.storage.addOutboxEvent({ eventId: "refused-1", eventType: "ok.refused", eventSource: "/t", data: { type: "json", json: "1" } });
     await engine.storage.addOutboxEvent({ eventId: "refused-2", eventType: "ok.refused", eventSource: "/t", data: { type: "json", json: "2" } });
     const first = await edda.sweep();
@@ -214,7 +214,7 @@ describe("one subrequest budget per invocation", () => {
   it("a fan-out beyond the budget goes out as one continuation request; nothing is lost", async () => {
     const db = await database("limits_fanout");
     const { edda, hops } = loopbackApp(db, { subrequestLimit: 3 });
-    const engine = await edda.engine();
+    const engine = await engineOf(edda);
     for (let i = 0; i < 12; i++) await engine.createValidated(engine.storage, engine.workflow("pipeline"), { steps: 0 }, { instanceId: `fan-${i}` });
     // One sweep (one invocation) dispatches all twelve: 2 single requests + 1 continuation with the other 10.
     await edda.sweep({ resumeIdleSeconds: 0 });

@@ -17,6 +17,7 @@ import { orderSaga } from "../../functions/workflows/order-saga.ts";
 import { pipeline } from "../../functions/workflows/pipeline.ts";
 import { reminder } from "../../functions/workflows/reminder.ts";
 import { makeTestApp, openTestDatabase, type DriverKind, type TestApp } from "../support/engine.ts";
+import { engineOf } from "../../src/edda.ts";
 
 class InsufficientFunds extends Error {
   override name = "InsufficientFunds";
@@ -259,7 +260,7 @@ describe.each<DriverKind>(["pglite", "postgres-js"])("engine on %s", (kind) => {
   });
 
   it("an in-process follow-up continues the run in memory: no history load, no replay", async () => {
-    const engine = await t.edda.engine();
+    const engine = await engineOf(t.edda);
     const hits = engine.warmRuns.hits;
     const before = t.database.stats.statements;
     const { instanceId } = await t.edda.start(pipeline, { steps: 30 });

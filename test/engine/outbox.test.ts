@@ -5,7 +5,7 @@
 // twice.
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEdda } from "../../src/edda.ts";
+import { createEdda, engineOf } from "../../src/edda.ts";
 import { LocalDispatcher } from "../../src/engine/dispatcher.ts";
 import type { Engine } from "../../src/engine/engine.ts";
 import { relayOutbox, type OutboxOptions } from "../../src/engine/outbox.ts";
@@ -26,7 +26,7 @@ async function engineWith(outbox: OutboxOptions & { brokerUrl?: string }): Promi
   const database = createPostgresJsDatabase({ url, max: 4 });
   opened.push(database);
   const edda = createEdda({ workflows: [], database, dispatcher: new LocalDispatcher(), ...(outbox.brokerUrl ? { brokerUrl: outbox.brokerUrl } : {}), outbox });
-  return edda.engine();
+  return engineOf(edda);
 }
 
 beforeAll(async () => {

@@ -41,13 +41,15 @@ export interface SpawnOptions {
   /** Resolves when the server answers this path (default /healthz). */
   readyPath?: string;
   startTimeoutMs?: number;
+  /** Working directory (default: the repository). */
+  cwd?: string;
   cleanup?: () => Promise<void>;
 }
 
 export async function spawnServer(opts: SpawnOptions): Promise<Server> {
   let out = "";
   const child = spawn(opts.command, opts.args, {
-    cwd: ROOT,
+    cwd: opts.cwd ?? ROOT,
     env: { ...process.env, ...opts.env },
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],

@@ -1,0 +1,162 @@
+// The package as users get it: `npm pack` of this repository (which builds
+// dist/ first), installed into an empty project with no TypeScript loader,
+// then the README's three recipes run as written — plain `node` on embedded
+// PGlite and on Postgres (migrated by the package's own CLI), a Worker
+// bundled by `wrangler deploy --dry-run` (measured, and free of PGlite), Deno
+// running the Deno entry — and `tsc` type-checking a consumer file whose
+// expected-error lines prove input/output inference. Also: the API report and
+// the JSR dry run (`deno publish --dry-run`, slow types included).
+import { execFile } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { gzipSync } from "node:zlib";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freshDatabase } from "../support/db.ts";
+import { freePort } from "../support/postgres-cluster.ts";
+import { ROOT, spawnServer, type Server } from "../runtime/processes.ts";
+import { readRecipes } from "./readme.ts";
+
+const exec = promisify(execFile);
+const BIN = (name: string) => join(ROOT, "node_modules", ".bin", name);
+const recipes = readRecipes(ROOT);
+const rootPkg = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as {
+  version: string;
+  exports: Record<string, unknown>;
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+};
+
+let work: string;
+let app: string;
+const servers: Server[] = [];
+
+/** Runs in the consumer project with a clean environment: no tsx loader, no repository paths. */
+function run(command: string, args: string[], env: Record<string, string> = {}, timeout = 300_000) {
+  return exec(command, args, { cwd: app, timeout, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NO_COLOR: "1", ...env }, maxBuffer: 32 * 1024 * 1024 });
+}
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "edda-consumer-"));
+  app = join(work, "app");
+  const { stdout } = await exec("npm", ["pack", "--pack-destination", work, "--silent"], { cwd: ROOT, timeout: 300_000, maxBuffer: 32 * 1024 * 1024 });
+  const tarball = join(work, stdout.trim().split("\n").pop()!);
+  await exec("mkdir", ["-p", app]);
+  await writeFile(join(app, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
+  // The README's install line, with the packed tarball for edda-edge and the
+  // repository's versions pinned for the rest (so the npm cache serves them).
+  const install = recipes.commands.find((c) => c.startsWith("npm install "))!;
+  const pin = (name: string) => (name === "edda-edge" ? tarball : `${name}@${rootPkg.dependencies[name] ?? rootPkg.devDependencies[name] ?? "latest"}`);
+  const packages = install.split(/\s+/).slice(2).map(pin);
+  await run("npm", ["install", ...packages, "zod@" + rootPkg.dependencies.zod, "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"]);
+  for (const [file, body] of Object.entries(recipes.files)) await writeFile(join(app, file), body);
+}, 600_000);
+
+afterAll(async () => {
+  for (const s of servers) await s.stop();
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+async function serve(command: string, args: string[], env: Record<string, string>): Promise<Server> {
+  const port = await freePort();
+  const server = await spawnServer({ command, args, port, env: { ...env, PORT: String(port), NODE_OPTIONS: "" }, cwd: app, startTimeoutMs: 240_000 });
+  servers.push(server);
+  return server;
+}
+
+/** The README's curl, then polling the instance until it completes. */
+async function helloRoundTrip(base: string): Promise<unknown> {
+  const res = await fetch(`${base}/workflows/hello/instances`, { method: "POST", body: JSON.stringify({ input: { name: "Ada" } }) });
+  expect(res.status).toBe(201);
+  const { instanceId } = (await res.json()) as { instanceId: string };
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const view = (await (await fetch(`${base}/instances/${instanceId}`)).json()) as { status: string; output: unknown };
+    if (view.status === "completed") return view.output;
+    if (Date.now() > deadline) throw new Error(`instance ${instanceId} is ${view.status}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe("the packed package in an empty project", () => {
+  it("installs compiled JavaScript and declarations only: no TypeScript sources, no tests", async () => {
+    const dist = join(app, "node_modules", "edda-edge", "dist");
+    const files = (await readdir(dist, { recursive: true })) as string[];
+    expect(files).toContain("index.js");
+    expect(files).toContain("index.d.ts");
+    expect(files.some((f) => f.endsWith(".js.map"))).toBe(true);
+    expect(files.filter((f) => /(?<!\.d)\.ts$/.test(f))).toEqual([]);
+    const top = await readdir(join(app, "node_modules", "edda-edge"));
+    expect(top.sort()).toEqual(["README.md", "bin", "dist", "package.json"]);
+  });
+
+  it("node server.mjs (the README recipe) runs a workflow on embedded PGlite", { timeout: 300_000 }, async () => {
+    const server = await serve("node", ["server.mjs"], { DATABASE_URL: "" });
+    expect(await helloRoundTrip(server.url)).toBe("Hello, Ada!");
+    await server.stop();
+  });
+
+  it("the same server.mjs runs on Postgres after `npx edda-edge migrate` from the package", { timeout: 300_000 }, async () => {
+    const url = await freshDatabase("consumer_node");
+    const migrated = await run(join(app, "node_modules", ".bin", "edda-edge"), ["migrate", "--json"], { DATABASE_URL: url });
+    expect(JSON.parse(migrated.stdout)).toMatchObject({ applied: expect.arrayContaining([1]) as unknown });
+    const server = await serve("node", ["server.mjs"], { DATABASE_URL: url });
+    expect(await helloRoundTrip(server.url)).toBe("Hello, Ada!");
+    await server.stop();
+  });
+
+  it("wrangler bundles the Worker recipe without PGlite, within the size budget", { timeout: 300_000 }, async () => {
+    const out = join(work, "worker-out");
+    await run(process.execPath, [join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"), "deploy", "--dry-run", "--outdir", out, "--metafile", join(out, "meta.json")], {
+      WRANGLER_SEND_METRICS: "false",
+      CI: "true",
+    });
+    const meta = JSON.parse(await readFile(join(out, "meta.json"), "utf8")) as { inputs: Record<string, unknown> };
+    const inputs = Object.keys(meta.inputs);
+    expect(inputs.some((f) => f.includes("node_modules/edda-edge/dist/platform/cloudflare.js"))).toBe(true);
+    expect(inputs.filter((f) => /pglite|@hono\/node-server|platform\/node\.js/.test(f))).toEqual([]);
+    const script = await readFile(join(out, "worker.js"));
+    const gzip = gzipSync(script).length;
+    console.log(`Worker bundle from the package: ${(script.length / 1024).toFixed(0)} KiB raw, ${(gzip / 1024).toFixed(0)} KiB gzipped`);
+    expect(script.length).toBeLessThan(1400 * 1024);
+    expect(gzip).toBeLessThan(400 * 1024);
+  });
+
+  it("deno runs the Deno recipe (main.ts) from the installed package on Postgres", { timeout: 300_000 }, async () => {
+    const url = await freshDatabase("consumer_deno");
+    await run(join(app, "node_modules", ".bin", "edda-edge"), ["migrate"], { DATABASE_URL: url });
+    // The README maps @edda/edge to JSR with `deno add`; here it maps to the npm package installed from the tarball.
+    const imports = Object.fromEntries(Object.keys(rootPkg.exports).filter((k) => k !== "./package.json").map((k) => [`@edda/edge${k.slice(1)}`, `npm:edda-edge${k.slice(1)}`]));
+    await writeFile(join(app, "deno.json"), JSON.stringify({ nodeModulesDir: "manual", imports }));
+    const server = await serve(BIN("deno"), ["run", "-A", "main.ts"], { DATABASE_URL: url, EDDA_SECRET: "consumer-secret", DENO_NO_UPDATE_CHECK: "1" });
+    expect(await helloRoundTrip(server.url)).toBe("Hello, Ada!");
+    await server.stop();
+  });
+
+  it("tsc type-checks a consumer of the typed API; each expected error is real", { timeout: 300_000 }, async () => {
+    await writeFile(join(app, "typed.ts"), await readFile(join(ROOT, "test", "package", "fixtures", "typed.ts"), "utf8"));
+    await writeFile(
+      join(app, "tsconfig.json"),
+      JSON.stringify({ compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, skipLibCheck: true, types: [], lib: ["ES2023", "DOM"] }, files: ["typed.ts"] }),
+    );
+    const r = await run(process.execPath, [join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.json"]).catch((e: { stdout: string }) => e);
+    expect("code" in r ? r.stdout : "").toBe("");
+  });
+});
+
+describe("release checks", () => {
+  it("the API report in etc/api matches the built declarations", { timeout: 300_000 }, async () => {
+    const r = await exec(process.execPath, ["--import", "tsx", join(ROOT, "scripts", "api-report.ts")], { cwd: ROOT, timeout: 300_000 }).catch((e: { stderr: string; code: number }) => e);
+    expect("code" in r ? r.stderr : "", "run `npm run build && npm run api:update` and review etc/api/").toBe("");
+  });
+
+  it("deno.json (JSR) names the same version and entries as package.json", async () => {
+    const jsr = JSON.parse(await readFile(join(ROOT, "deno.json"), "utf8")) as { name: string; version: string; exports: Record<string, string> };
+    expect(jsr.name).toBe("@edda/edge");
+    expect(jsr.version).toBe(rootPkg.version);
+    expect(Object.keys(jsr.exports).sort()).toEqual(Object.keys(rootPkg.exports).filter((k) => k !== "./package.json").sort());
+    for (const target of Object.values(jsr.exports)) expect((await stat(join(ROOT, target))).isFile()).toBe(true);
+  });
+});
+
