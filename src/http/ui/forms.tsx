@@ -134,12 +134,13 @@ function FieldInput({ f, value }: { f: Field; value: string }) {
       </label>
     );
   }
+  // One element: labels stack their children in a column.
   const label = (
-    <>
+    <span>
       {f.name}
       {f.required ? " *" : ""} <span class="muted">({f.kind === "json" ? "JSON" : f.kind})</span>
       {f.description ? <span class="muted"> — {f.description}</span> : null}
-    </>
+    </span>
   );
   if (f.kind === "enum") {
     return (
