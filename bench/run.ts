@@ -21,6 +21,7 @@ import { runDbos } from "./scenarios/dbos.ts";
 import { runEngineHttp } from "./scenarios/engine-http.ts";
 import { runEngineLocal } from "./scenarios/engine-local.ts";
 import { runFanout } from "./scenarios/fanout.ts";
+import { runLatency } from "./scenarios/latency.ts";
 import { runReplay } from "./scenarios/replay.ts";
 import { runSweeper } from "./scenarios/sweeper.ts";
 import { pipelineNonTx } from "./workflows.ts";
@@ -48,6 +49,8 @@ const config = {
   replay: { histories: [10, 100, 1000], instances: quick ? 2 : 5, probes: quick ? 10 : 20 },
   sweeperTimers: 10_000,
   fanoutSubscribers: 1_000,
+  // Postgres a region away: 10 ms round trips through a delaying TCP proxy, 100 concurrent 10-step pipelines.
+  latency: { rttMs: 10, workflows: 100, steps: 10, pool: POOL },
 };
 
 const resultsDir = join(dirname(fileURLToPath(import.meta.url)), "results");
@@ -106,6 +109,7 @@ async function main(pg: BenchPostgres): Promise<void> {
   }
   await scenario("replay", () => runReplay(pg, config.replay));
   await scenario("sweeper", () => runSweeper(pg, { timers: config.sweeperTimers, pool: POOL, concurrency: config.localConcurrency }));
+  await scenario("latency", () => runLatency(pg, config.latency));
   await scenario("fanout", () => runFanout(pg, { subscribers: config.fanoutSubscribers, pool: POOL, concurrency: config.localConcurrency }));
 
   for (const [k, v] of Object.entries(samples)) figures[k] = round(median(v), k.endsWith("_per_s") ? 0 : 3);
@@ -142,6 +146,13 @@ async function main(pg: BenchPostgres): Promise<void> {
     ["10,000 expired timers → all resumed", "sweep_10k_timers_s", "s"],
     ["  of which sweep() firing them", "sweep_fire_s", "s"],
     ["1 broadcast → 1,000 subscribers received", "fanout_1k_s", "s"],
+    ["Postgres 10 ms away: round trips per cold step", "latency_cold_round_trips_per_step", ""],
+    ["  cold step latency", "latency_cold_step_ms", "ms"],
+    ["  round trips per warm step (run in memory)", "latency_warm_round_trips_per_step", ""],
+    ["  warm step latency", "latency_warm_step_ms", "ms"],
+    ["  100 × 10-step pipelines, local dispatcher", "latency_local_steps_per_s", "steps/s"],
+    ["  step latency p50 / p99 (local)", "latency_local_step_p50_ms", "ms"],
+    ["", "latency_local_step_p99_ms", "ms"],
     ["  of which delivery (last subscriber dispatched)", "fanout_delivered_s", "s"],
   ]);
   const targets = checkTargets(figures);

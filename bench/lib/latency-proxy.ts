@@ -1,0 +1,77 @@
+/**
+ * A TCP proxy in front of Postgres that adds a round-trip delay (half each
+ * way, order preserved) — a Worker talking to a database a region away — and
+ * counts round trips: a client→server flight that starts after the server
+ * last answered (or opens the connection) is one round trip. Queries sent
+ * together (a pipeline) are one flight; that is what the count rewards.
+ */
+import { createServer, connect, type Socket } from "node:net";
+
+export interface LatencyProxy {
+  /** `url` with host and port replaced by the proxy's. */
+  url: string;
+  /** Round trips since start (or the last reset). */
+  roundTrips(): number;
+  reset(): void;
+  stop(): Promise<void>;
+}
+
+export async function startLatencyProxy(targetUrl: string, rttMs: number): Promise<LatencyProxy> {
+  const target = new URL(targetUrl);
+  const oneWay = rttMs / 2;
+  let trips = 0;
+  const sockets = new Set<Socket>();
+
+  // Delay each chunk by `oneWay`, never reordering a direction's bytes.
+  const delayed = (to: Socket) => {
+    let last = 0;
+    return (chunk: Buffer) => {
+      const at = Math.max(Date.now() + oneWay, last);
+      last = at;
+      setTimeout(() => to.destroyed || to.write(chunk), at - Date.now());
+    };
+  };
+
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port || 5432), target.hostname === "localhost" ? "127.0.0.1" : target.hostname);
+    sockets.add(client).add(upstream);
+    let awaitingAnswer = false;
+    const toServer = delayed(upstream);
+    const toClient = delayed(client);
+    client.on("data", (chunk: Buffer) => {
+      if (!awaitingAnswer) {
+        trips++;
+        awaitingAnswer = true;
+      }
+      toServer(chunk);
+    });
+    upstream.on("data", (chunk: Buffer) => {
+      awaitingAnswer = false;
+      toClient(chunk);
+    });
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on("close", close).on("error", close);
+    upstream.on("close", close).on("error", close);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  const url = new URL(targetUrl);
+  url.hostname = "127.0.0.1";
+  url.port = String(port);
+  return {
+    url: url.toString(),
+    roundTrips: () => trips,
+    reset: () => {
+      trips = 0;
+    },
+    stop: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
