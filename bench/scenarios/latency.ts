@@ -8,7 +8,7 @@
  * - steps/s and step latency for `workflows` concurrent `steps`-step
  *   pipelines through the local dispatcher, on a pool of `pool`.
  */
-import { createEdda } from "../../src/edda.ts";
+import { createEdda, engineOf } from "../../src/edda.ts";
 import { LocalDispatcher, type Dispatcher, type StepRequest } from "../../src/engine/dispatcher.ts";
 import { Engine } from "../../src/engine/engine.ts";
 import { createStorage } from "../../src/storage/pg-storage.ts";
@@ -75,7 +75,7 @@ export async function runLatency(pg: BenchPostgres, opts: LatencyOptions) {
     await sleepMs(50);
     const started = await warm.start(pipeline, { steps: opts.steps + 1 }, { instanceId: "warm-1" });
     // Measure from the second step on: the first is a cold acquisition after the start.
-    const engine = await warm.engine();
+    const engine = await engineOf(warm);
     while (((await engine.storage.loadHistory(started.instanceId)).length) < 1) await sleepMs(1);
     const trips0 = proxy.roundTrips();
     const warmT0 = performance.now();
