@@ -10,7 +10,7 @@ export class SubrequestBudget {
   private used = 0;
 
   /** `limit`: Infinity where the platform has none (Node, Deno). */
-  constructor(readonly limit = Infinity) {
+  constructor(readonly limit: number = Infinity) {
     if (!(limit >= 0)) throw new TypeError(`a subrequest budget must be ≥ 0, got ${limit}`);
   }
 
