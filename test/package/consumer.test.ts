@@ -158,5 +158,11 @@ describe("release checks", () => {
     expect(Object.keys(jsr.exports).sort()).toEqual(Object.keys(rootPkg.exports).filter((k) => k !== "./package.json").sort());
     for (const target of Object.values(jsr.exports)) expect((await stat(join(ROOT, target))).isFile()).toBe(true);
   });
-});
 
+  it("`deno publish --dry-run` passes, slow-type check included", { timeout: 300_000 }, async () => {
+    const r = await exec(BIN("deno"), ["publish", "--dry-run", "--allow-dirty"], { cwd: ROOT, timeout: 300_000, env: { ...process.env, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" } }).catch(
+      (e: { stderr: string; code: number }) => e,
+    );
+    expect("code" in r ? r.stderr : "").toBe("");
+  });
+});
