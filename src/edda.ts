@@ -54,6 +54,8 @@ export interface EddaOptions {
   leaseSeconds?: number;
   handoffLeaseSeconds?: number;
   errorClasses?: ErrorClass[];
+  /** Show stored error stacks in API responses (default false; development only). */
+  exposeErrorStacks?: boolean;
   maxBodyBytes?: number;
   /**
    * Outgoing fetches one invocation (request, sweep, queue batch) may make:
@@ -164,6 +166,7 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.retryPolicy ? { retryPolicy: opts.retryPolicy } : {}),
       ...(opts.hooks ? { hooks: opts.hooks } : {}),
       ...(opts.errorClasses ? { errorClasses: opts.errorClasses } : {}),
+      ...(opts.exposeErrorStacks ? { exposeErrorStacks: true } : {}),
       outbox,
     });
 

@@ -14,9 +14,11 @@
  * Keys such as `__proto__` and `constructor` are own data properties on both
  * sides (JSON.parse and `Object.fromEntries` define, never assign).
  *
- * Errors are stored as name, message, stack and an allow-listed cause chain
- * (see `serializeError`); they are restored as the same class when the name
- * is a known one (built-in or registered, looked up by own property only).
+ * Errors are stored as name, message, stack, a few allow-listed primitive
+ * fields and the cause chain (see `serializeError`) — never an error's other
+ * enumerable fields. They are restored as the same class when the name is a
+ * known one (built-in or registered, looked up by own property only). The API
+ * shows them through `errorView`: no stack unless the deployment asks for it.
  */
 import type { Payload } from "./model.ts";
 import { BUILTIN_ERRORS } from "./errors.ts";
@@ -138,25 +140,80 @@ export interface SerializedError {
   fields?: Record<string, unknown>;
 }
 
+/**
+ * The only own fields of an error that are stored, and only with a primitive
+ * value: an error's enumerable fields are arbitrary (an HTTP client's error
+ * carries its request config, Authorization header included), so none but
+ * these well-known ones leave the process.
+ */
+const ERROR_FIELDS = ["code", "errno", "status", "statusCode", "attempts", "retryable"] as const;
+/** Causes kept below the error itself. */
+const MAX_CAUSE_DEPTH = 5;
+
+function allowedFields(source: object): Record<string, unknown> | undefined {
+  let out: Record<string, unknown> | undefined;
+  for (const k of ERROR_FIELDS) {
+    if (!Object.hasOwn(source, k)) continue;
+    const v = (source as Record<string, unknown>)[k];
+    if (typeof v === "number" || typeof v === "boolean") (out ??= {})[k] = v;
+    else if (typeof v === "string") (out ??= {})[k] = v.slice(0, 200);
+  }
+  return out;
+}
+
+/** What is stored of an error: name, message, stack, allow-listed fields, and its cause chain. */
 export function serializeError(err: unknown, depth = 0): SerializedError {
   if (!(err instanceof Error)) {
     return { name: "Error", message: typeof err === "string" ? err : safeString(err) };
   }
-  const out: SerializedError = { name: err.name || "Error", message: err.message };
-  if (err.stack) out.stack = err.stack;
-  if (err.cause !== undefined && depth < 5) out.cause = serializeError(err.cause, depth + 1);
-  const fields: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(err)) {
-    if (k === "name" || k === "message" || k === "stack" || k === "cause") continue;
-    try {
-      JSON.stringify(v);
-      fields[k] = v;
-    } catch {
-      /* not serializable: dropped */
-    }
-  }
-  if (Object.keys(fields).length) out.fields = fields;
+  const out: SerializedError = { name: typeof err.name === "string" && err.name ? err.name : "Error", message: String(err.message) };
+  if (typeof err.stack === "string") out.stack = err.stack;
+  if (err.cause !== undefined && depth < MAX_CAUSE_DEPTH) out.cause = serializeError(err.cause, depth + 1);
+  const fields = allowedFields(err);
+  if (fields) out.fields = fields;
   return out;
+}
+
+/** The `error_data` of a failed instance: the error's type, message, stack and cause chain. */
+export function instanceErrorData(err: unknown): string {
+  const s = serializeError(err);
+  return toJson({ error_type: s.name, error_message: s.message, ...(s.stack ? { stack: s.stack } : {}), ...(s.cause ? { cause: s.cause } : {}), ...(s.fields ? { fields: s.fields } : {}) });
+}
+
+/** How the API shows a stored error: allow-listed keys only, a stack only when asked. */
+export interface ErrorViewOptions {
+  stacks?: boolean;
+}
+
+/** A recorded error (history shape) as the API shows it, whatever was stored (older rows kept every field). */
+export function errorView(stored: unknown, opts: ErrorViewOptions = {}, depth = 0): SerializedError {
+  const s = isPlainRecord(stored) ? stored : {};
+  const out: SerializedError = { name: typeof s.name === "string" ? s.name : "Error", message: typeof s.message === "string" ? s.message : "" };
+  if (opts.stacks && typeof s.stack === "string") out.stack = s.stack;
+  if (isPlainRecord(s.cause) && depth < MAX_CAUSE_DEPTH) out.cause = errorView(s.cause, opts, depth + 1);
+  const fields = isPlainRecord(s.fields) ? allowedFields(s.fields) : undefined;
+  if (fields) out.fields = fields;
+  return out;
+}
+
+/** An instance's `error_data` as the API shows it: `{ error_type, error_message, cause?, fields? }` (+ `stack` when asked). */
+export function instanceErrorView(stored: unknown, opts: ErrorViewOptions = {}): Record<string, unknown> {
+  const s = isPlainRecord(stored) ? stored : {};
+  const out: Record<string, unknown> = {
+    error_type: typeof s.error_type === "string" ? s.error_type : "Error",
+    error_message: typeof s.error_message === "string" ? s.error_message : "",
+  };
+  if (opts.stacks && typeof s.stack === "string") out.stack = s.stack;
+  if (isPlainRecord(s.cause)) out.cause = errorView(s.cause, opts);
+  const fields = isPlainRecord(s.fields) ? allowedFields(s.fields) : undefined;
+  if (fields) out.fields = fields;
+  return out;
+}
+
+/** A history event's data as the API shows it: any recorded error (`data.error`) through `errorView`. */
+export function historyDataView(data: unknown, opts: ErrorViewOptions = {}): unknown {
+  if (!isPlainRecord(data) || !isPlainRecord(data.error)) return data;
+  return { ...data, error: errorView(data.error, opts) };
 }
 
 export type ErrorClass = new (message: string) => Error;
@@ -168,7 +225,7 @@ function errorClassFor(name: string, registry: Record<string, ErrorClass>): Erro
   return Error;
 }
 
-export function deserializeError(s: SerializedError, registry: Record<string, ErrorClass> = {}): Error {
+export function deserializeError(s: SerializedError, registry: Record<string, ErrorClass> = {}, depth = 0): Error {
   const name = typeof s.name === "string" ? s.name : "Error";
   const message = typeof s.message === "string" ? s.message : safeString(s.message);
   let err: Error;
@@ -186,7 +243,9 @@ export function deserializeError(s: SerializedError, registry: Record<string, Er
   }
   Object.defineProperty(err, "name", { value: name, writable: true, configurable: true, enumerable: false });
   if (typeof s.stack === "string") err.stack = s.stack;
-  if (isPlainRecord(s.cause)) Object.defineProperty(err, "cause", { value: deserializeError(s.cause as unknown as SerializedError, registry), writable: true, configurable: true });
+  if (isPlainRecord(s.cause) && depth < MAX_CAUSE_DEPTH) {
+    Object.defineProperty(err, "cause", { value: deserializeError(s.cause as unknown as SerializedError, registry, depth + 1), writable: true, configurable: true });
+  }
   return err;
 }
 

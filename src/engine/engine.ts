@@ -7,7 +7,7 @@
 import type { Workflow } from "../core/definitions.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
 import type { RetryPolicy } from "../core/retry.ts";
-import { fromJson, toJson, toPayload, type ErrorClass } from "../core/serialization.ts";
+import { fromJson, historyDataView, instanceErrorView, toJson, toPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
 import { sha256Hex } from "../core/signature.ts";
 import type { InstanceRecord, InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
 import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
@@ -34,6 +34,12 @@ export interface EngineOptions {
   errorClasses?: ErrorClass[];
   /** Outbox relay settings; without a broker URL rows stay pending. */
   outbox?: OutboxOptions;
+  /**
+   * Show stored error stacks in instance views (default false: type, message
+   * and cause chain only). Stacks stay stored either way; turn this on only
+   * where every API caller may read server internals (development).
+   */
+  exposeErrorStacks?: boolean;
 }
 
 export interface StartOptions {
@@ -79,6 +85,8 @@ export class Engine implements StepRunner {
   readonly retryPolicy: RetryPolicy | undefined;
   readonly hooks: EngineHooks;
   readonly errorClasses: Record<string, ErrorClass>;
+  /** How instance views show stored errors (see `exposeErrorStacks`). */
+  readonly errorView: ErrorViewOptions;
   /** Relay settings when a broker is configured, else null. */
   readonly outbox: OutboxOptions | null;
   private readonly hashes = new Map<string, Promise<string>>();
@@ -99,6 +107,7 @@ export class Engine implements StepRunner {
     this.retryPolicy = opts.retryPolicy;
     this.hooks = opts.hooks ?? {};
     this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
+    this.errorView = { stacks: opts.exposeErrorStacks ?? false };
     this.errorClasses = Object.fromEntries((opts.errorClasses ?? []).map((C) => [new C("").name, C]));
     opts.dispatcher.attach(this);
   }
@@ -217,14 +226,14 @@ export class Engine implements StepRunner {
   async getInstance(instanceId: string, opts: { history?: boolean } = {}): Promise<(InstanceView & { history?: HistoryEntry[] }) | null> {
     const inst = await this.storage.getInstance(instanceId);
     if (!inst) return null;
-    const view: InstanceView & { history?: HistoryEntry[] } = toView(inst);
+    const view: InstanceView & { history?: HistoryEntry[] } = toView(inst, this.errorView);
     if (opts.history) {
       const events = await this.storage.loadHistory(instanceId);
       view.history = events.map((e) => ({
         id: e.id,
         activityId: e.activityId,
         eventType: e.eventType,
-        data: e.data.type === "json" ? fromJson(e.data.json) : { $binary: e.data.bytes.length },
+        data: e.data.type === "json" ? historyDataView(fromJson(e.data.json), this.errorView) : { $binary: e.data.bytes.length },
         createdAt: e.createdAt.toISOString(),
       }));
     }
@@ -233,7 +242,7 @@ export class Engine implements StepRunner {
 
   async findInstances(query: ListInstancesQuery): Promise<{ instances: InstanceView[]; nextCursor: string | null }> {
     const page = await this.storage.listInstances(query);
-    return { instances: page.instances.map(toView), nextCursor: page.nextCursor };
+    return { instances: page.instances.map((i) => toView(i, this.errorView)), nextCursor: page.nextCursor };
   }
 
   /** Fire due timers and expire due message waits; dispatch the instances they made runnable. */
@@ -291,7 +300,7 @@ function sourceHash(wf: Workflow): Promise<string> {
   return h;
 }
 
-export function toView(inst: InstanceRecord): InstanceView {
+export function toView(inst: InstanceRecord, errors: ErrorViewOptions = {}): InstanceView {
   return {
     instanceId: inst.instanceId,
     workflowName: inst.workflowName,
@@ -299,7 +308,7 @@ export function toView(inst: InstanceRecord): InstanceView {
     run: inst.run,
     input: fromJson(inst.inputData),
     output: inst.outputData === null ? null : fromJson(inst.outputData),
-    error: inst.errorData === null ? null : fromJson(inst.errorData),
+    error: inst.errorData === null ? null : instanceErrorView(fromJson(inst.errorData), errors),
     cancellation: inst.cancelData === null ? null : fromJson(inst.cancelData),
     currentActivityId: inst.currentActivityId,
     runnable: (inst.status === "running" || inst.status === "compensating") && (inst.lockedBy === null || (inst.lockExpiresAt !== null && inst.lockExpiresAt.getTime() <= Date.now())),

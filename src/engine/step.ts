@@ -18,7 +18,7 @@ import { findActivity } from "../core/registry.ts";
 import { ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult, type WaitRequest } from "../core/replay.ts";
 import type { WarmRun } from "./warm-runs.ts";
 import { prepareMessageWait } from "./channels.ts";
-import { fromJson, serializeError, toJson } from "../core/serialization.ts";
+import { fromJson, instanceErrorData, toJson } from "../core/serialization.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage } from "../storage/types.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
@@ -181,8 +181,7 @@ class Step {
 
   /** The workflow failed: compensate (if anything is registered) or end `failed`. */
   private async fail(error: unknown, compensations: NewCompensation[], events: NewHistoryEvent[]): Promise<StepResult> {
-    const s = serializeError(error);
-    const errorData = toJson({ error_type: s.name, error_message: s.message, ...(s.stack ? { stack: s.stack } : {}) });
+    const errorData = instanceErrorData(error);
     const hasCompensations = compensations.length > 0 || (await this.engine.storage.listCompensations(this.instance.instanceId)).length > 0;
     if (hasCompensations && !(error instanceof NonDeterminismError)) {
       return this.conclude({ status: "compensating", currentActivityId: null, history: events, errorData, compensations, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } });

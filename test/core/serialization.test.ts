@@ -2,11 +2,23 @@
 // look like the encoding's own tags (`$bytes`, `$date`, escaped `$$…`) and
 // keys such as `__proto__` or `constructor` — round-trips unchanged, next to
 // real bytes and dates; decoding what the database may hold never throws; and
-// error classes are looked up by own property only.
+// error classes are looked up by own property only; what is stored of an
+// error and what the API shows of it.
 import fc from "fast-check";
 import { isDeepStrictEqual } from "node:util";
 import { describe, expect, it } from "vitest";
-import { deserializeError, fromJson, fromPayload, serializeError, toJson, toPayload } from "../../src/core/serialization.ts";
+import {
+  deserializeError,
+  errorView,
+  fromJson,
+  fromPayload,
+  historyDataView,
+  instanceErrorView,
+  serializeError,
+  toJson,
+  toPayload,
+  type SerializedError,
+} from "../../src/core/serialization.ts";
 import { TerminalError } from "../../src/core/errors.ts";
 
 const hostileKey = fc.oneof(
@@ -119,6 +131,42 @@ describe("error classes", () => {
     expect(err).toBeInstanceOf(TerminalError);
     expect((err as unknown as { code: number }).code).toBe(7);
     expect(Object.getPrototypeOf(err)).toBe(TerminalError.prototype);
-    expect(serializeError(err).name).toBe("TerminalError");
+    expect(serializeError(err)).toMatchObject({ name: "TerminalError", fields: { code: 7 } });
+  });
+});
+
+describe("what is stored of an error", () => {
+  it("name, message, stack, cause chain and allow-listed primitive fields; never other enumerable fields", () => {
+    const root = Object.assign(new Error("socket hang up"), { code: "ECONNRESET", config: { headers: { Authorization: "Bearer s3cret" } } });
+    const err = Object.assign(new TypeError("request failed", { cause: root }), {
+      status: 502,
+      response: { data: "s3cret" },
+      request: { headers: { authorization: "Bearer s3cret" } },
+      attempts: { nested: true },
+    });
+    const s = serializeError(err);
+    expect(JSON.stringify(s)).not.toContain("s3cret");
+    expect(s).toMatchObject({ name: "TypeError", message: "request failed", fields: { status: 502 }, cause: { name: "Error", message: "socket hang up", fields: { code: "ECONNRESET" } } });
+    expect(s.stack).toContain("request failed");
+    expect(Object.keys(s.fields!)).toEqual(["status"]);
+  });
+
+  it("a cause chain is cut after five levels, also a cyclic one", () => {
+    const a = new Error("a");
+    const b = new Error("b", { cause: a });
+    (a as { cause?: unknown }).cause = b;
+    let depth = 0;
+    for (let s: SerializedError | undefined = serializeError(a); s; s = s.cause) depth++;
+    expect(depth).toBe(6);
+  });
+
+  it("views show type, message and the cause chain; a stack only when asked; old rows' arbitrary fields are dropped", () => {
+    const stored = { name: "Error", message: "top", stack: "Error: top\n    at x (/srv/app.js:1:1)", fields: { code: "E1", config: { auth: "s3cret" } }, cause: { name: "RangeError", message: "inner", stack: "RangeError: inner" } };
+    expect(errorView(stored)).toEqual({ name: "Error", message: "top", fields: { code: "E1" }, cause: { name: "RangeError", message: "inner" } });
+    expect(errorView(stored, { stacks: true })).toMatchObject({ stack: stored.stack, cause: { stack: "RangeError: inner" } });
+    const data = { error_type: "Error", error_message: "top", stack: "s", cause: stored, extra: "x" };
+    expect(instanceErrorView(data)).toEqual({ error_type: "Error", error_message: "top", cause: errorView(stored) });
+    expect(historyDataView({ name: "act", error: stored, attempt: 2 })).toEqual({ name: "act", error: errorView(stored), attempt: 2 });
+    expect(errorView("garbage")).toEqual({ name: "Error", message: "" });
   });
 });
