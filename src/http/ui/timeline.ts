@@ -9,7 +9,7 @@
  * dispatch, for a timer the sleep, for a receive the wait.
  */
 import { EV } from "../../core/model.ts";
-import { fromPayload, type SerializedError } from "../../core/serialization.ts";
+import { fromPayload, historyDataView, type SerializedError } from "../../core/serialization.ts";
 import type { HistoryEvent } from "../../storage/types.ts";
 
 export type EntryKind = "activity" | "attempt" | "retry" | "failed" | "timer" | "message" | "timeout" | "compensation" | "compensation-failed" | "other";
@@ -55,7 +55,8 @@ function nameFromId(activityId: string): string {
 export function buildTimeline(history: HistoryEvent[], startedAt: Date): TimelineEntry[] {
   let prev = startedAt.getTime();
   return history.map((ev) => {
-    const value = fromPayload(ev.data);
+    // Recorded errors as the API shows them: allow-listed fields, no stack.
+    const value = historyDataView(fromPayload(ev.data));
     const r = asRecord(value);
     const at = ev.createdAt;
     const sinceMs = Math.max(0, at.getTime() - prev);
