@@ -54,6 +54,9 @@ const startBody = (input: z.ZodType = z.unknown()) =>
 const nameParam = z.object({ name: z.string().describe("a registered workflow") });
 const idParam = z.object({ id: z.string().describe("instance id") });
 
+/** A list page is bounded work: at most this many instances, payload-free unless asked. */
+const MAX_PAGE = 100;
+
 const listQuery = z.object({
   status: z
     .string()
@@ -61,8 +64,9 @@ const listQuery = z.object({
     .pipe(z.array(z.enum(INSTANCE_STATUSES)))
     .optional(),
   workflow: z.string().min(1).max(255).optional(),
-  limit: z.coerce.number().int().min(1).max(1000).optional(),
+  limit: z.coerce.number().int().min(1).max(MAX_PAGE).optional().describe(`page size, at most ${MAX_PAGE} (default 50)`),
   cursor: z.string().min(1).max(1000).optional().describe("nextCursor of the previous page"),
+  include: z.enum(["payloads"]).optional().describe("payloads: also return each instance's input and output (left out by default)"),
   started_after: z.iso.datetime({ offset: true }).optional(),
   started_before: z.iso.datetime({ offset: true }).optional(),
 });
@@ -228,7 +232,8 @@ export function createApp(opts: AppOptions): Hono {
         ...(q.started_after ? { startedAfter: new Date(q.started_after) } : {}),
         ...(q.started_before ? { startedBefore: new Date(q.started_before) } : {}),
       });
-      return c.json(page);
+      if (q.include === "payloads") return c.json(page);
+      return c.json({ ...page, instances: page.instances.map(({ input: _input, output: _output, ...summary }) => summary) });
     },
   );
 

@@ -33,7 +33,10 @@ export const instanceView = z.object({
     .describe("with ?history=1"),
 });
 
-export const instancePage = z.object({ instances: z.array(instanceView), nextCursor: z.string().nullable() });
+export const instancePage = z.object({
+  instances: z.array(instanceView.partial({ input: true, output: true }).describe("input and output only with ?include=payloads")),
+  nextCursor: z.string().nullable(),
+});
 
 export const started = z.object({ instanceId: z.string(), status: instanceStatus });
 
