@@ -102,7 +102,9 @@ describe("relay", () => {
   });
 
   it("5xx → failed with retry_count+1 and a backoff; a later sweep retries and publishes it", async () => {
-    const engine = await engineWith({ brokerUrl: broker.url, initialBackoffSeconds: 0.3 });
+    // A backoff long enough that a slow machine cannot outlast it between the
+    // failed attempt and the sweep that must find it still pending.
+    const engine = await engineWith({ brokerUrl: broker.url, initialBackoffSeconds: 2 });
     const id = await addEvent(engine, "flaky.once");
     expect(await relayOutbox(engine, { eventIds: [id] })).toMatchObject({ failed: 1 });
     let r = await row(engine, id);
@@ -111,7 +113,7 @@ describe("relay", () => {
     // Inside the backoff nothing is sent.
     expect((await engine.sweep()).outbox).toMatchObject({ published: 0, failed: 0 });
     expect(broker.deliveries(id)).toHaveLength(1);
-    await new Promise((res) => setTimeout(res, 350));
+    await new Promise((res) => setTimeout(res, 2_100));
     expect((await engine.sweep()).outbox).toMatchObject({ published: 1 });
     r = await row(engine, id);
     expect(r).toMatchObject({ status: "published", retry_count: 1 });
