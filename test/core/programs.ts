@@ -34,7 +34,8 @@ export type ActName = (typeof ACT_NAMES)[number];
 export const CHANNELS = ["m1", "m#2"] as const;
 export type Channel = (typeof CHANNELS)[number];
 
-const RETRY = { maxAttempts: 3, initialIntervalSeconds: 1, backoffCoefficient: 2, maxIntervalSeconds: 4, maxDurationSeconds: 600 };
+// Short intervals so the database-backed variant runs retries in real time quickly.
+const RETRY = { maxAttempts: 3, initialIntervalSeconds: 0.01, backoffCoefficient: 2, maxIntervalSeconds: 0.04, maxDurationSeconds: 600 };
 
 /** One activity per name; the behaviour travels in the arguments. */
 const acts = Object.fromEntries(
@@ -131,6 +132,25 @@ const stmt: fc.Arbitrary<Stmt> = fc.letrec<{ stmt: Stmt; block: Stmt[] }>((tie) 
   ),
   block: fc.array(tie("stmt"), { minLength: 1, maxLength: 3 }),
 })).stmt;
+
+/** Programs the database-backed variant runs in real time: no message waits, timers of 0 s. */
+export function forDatabase(body: Stmt[]): Stmt[] {
+  return body.flatMap((s): Stmt[] => {
+    switch (s.t) {
+      case "receive":
+        return [];
+      case "sleep":
+        return [{ ...s, seconds: 0 }];
+      case "all":
+        return [{ ...s, branches: s.branches.map(forDatabase) }];
+      case "try":
+      case "helper":
+        return [{ ...s, body: forDatabase(s.body) }];
+      default:
+        return [s];
+    }
+  });
+}
 
 export const programArb: fc.Arbitrary<Program> = fc.record({
   body: fc.array(stmt, { minLength: 1, maxLength: 5 }),
