@@ -41,8 +41,12 @@ export interface PendingActivity {
   args: unknown[];
   /** 1-based attempt about to run. */
   attempt: number;
-  /** When the first failed attempt was recorded (the database's clock), for maxDuration. */
+  /**
+   * When the first and the latest failed attempts were recorded — both the
+   * database's clock (history `created_at`), for maxDuration.
+   */
   firstFailureAt: Date | null;
+  lastFailureAt: Date | null;
 }
 
 export interface CompensationRegistration {
@@ -295,7 +299,7 @@ export class ReplayRun {
 
   private pending(activityId: string, activity: Activity, args: unknown[]): PendingActivity {
     const failures = this.state.failedAttempts(activityId);
-    return { activityId, activity, args, attempt: failures.length + 1, firstFailureAt: failures[0]?.createdAt ?? null };
+    return failedSoFar(activityId, activity, args, failures);
   }
 
   /**
@@ -314,4 +318,16 @@ export class ReplayRun {
 function recordValue(op: OpenOperation): NewHistoryEvent {
   const produce = (op.request as Extract<OperationRequest, { kind: "value" }>).produce;
   return { activityId: op.id, eventType: EV.ValueRecorded, data: toPayload({ value: produce() }) };
+}
+
+/** A pending activity after `failures` (its failed-attempt rows, oldest first). */
+export function failedSoFar(activityId: string, activity: Activity, args: unknown[], failures: HistoryEvent[]): PendingActivity {
+  return {
+    activityId,
+    activity,
+    args,
+    attempt: failures.length + 1,
+    firstFailureAt: failures[0]?.createdAt ?? null,
+    lastFailureAt: failures.at(-1)?.createdAt ?? null,
+  };
 }

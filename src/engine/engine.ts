@@ -11,7 +11,7 @@ import { fromJson, historyDataView, instanceErrorView, toJson, toPayload, type E
 import { sha256Hex } from "../core/signature.ts";
 import type { InstanceRecord, InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
 import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
-import type { EngineHooks } from "./hooks.ts";
+import { guardHooks, type EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
 import { wakeChannel } from "./channels.ts";
 import { relayOutbox, type OutboxOptions } from "./outbox.ts";
@@ -97,7 +97,11 @@ export class Engine implements StepRunner {
     this.storage = opts.storage;
     this.dispatcher = dispatchingAs(opts.dispatcher, this);
     for (const wf of opts.workflows) {
-      if (this.workflows.has(wf.workflowName)) throw new TypeError(`workflow "${wf.workflowName}" registered twice`);
+      const prior = this.workflows.get(wf.workflowName);
+      if (prior) {
+        const line = (w: Workflow) => w.source.split("\n")[0]!.slice(0, 80);
+        throw new TypeError(`workflow "${wf.workflowName}" registered twice: first as ${line(prior)} …, again as ${line(wf)} …`);
+      }
       this.workflows.set(wf.workflowName, wf);
     }
     this.serviceName = opts.serviceName ?? "edda-edge";
@@ -105,7 +109,7 @@ export class Engine implements StepRunner {
     this.defaultLeaseSeconds = opts.leaseSeconds ?? 300;
     this.handoffLeaseSeconds = opts.handoffLeaseSeconds ?? 30;
     this.retryPolicy = opts.retryPolicy;
-    this.hooks = opts.hooks ?? {};
+    this.hooks = guardHooks(opts.hooks ?? {});
     this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
     this.errorView = { stacks: opts.exposeErrorStacks ?? false };
     this.errorClasses = Object.fromEntries((opts.errorClasses ?? []).map((C) => [new C("").name, C]));

@@ -16,7 +16,7 @@ import type { PendingActivity } from "../core/replay.ts";
 import { attemptId, retryTimerId } from "../core/ids.ts";
 import { EV } from "../core/model.ts";
 import { RetryExhaustedError } from "../core/errors.ts";
-import { nextRetry, resolveRetryPolicy, type RetryPolicy } from "../core/retry.ts";
+import { backoffSeconds, nextRetry, resolveRetryPolicy, type RetryPolicy } from "../core/retry.ts";
 import { serializeError, toJson, toPayload } from "../core/serialization.ts";
 import type { NewCompensation, NewHistoryEvent, Storage, TimerRegistration } from "../storage/types.ts";
 
@@ -96,7 +96,6 @@ export function recordOutcomes(
   results: { pending: PendingActivity; outcome: ActivityOutcome }[],
   appRetry: RetryPolicy | undefined,
   kind: "activity" | "compensation",
-  now = Date.now(),
 ): RecordedOutcomes {
   const out: RecordedOutcomes = { history: [], compensations: [], retryTimer: null, events: [] };
   for (const { pending, outcome } of results) {
@@ -116,7 +115,12 @@ export function recordOutcomes(
     }
     const policy = resolveRetryPolicy(pending.activity.options.retry, appRetry);
     const err = serializeError(outcome.error);
-    const elapsed = pending.firstFailureAt ? (now - pending.firstFailureAt.getTime()) / 1000 : 0;
+    // maxDuration on one clock, the database's: from the first failed attempt's record to the latest one's,
+    // plus the backoff that then had to pass before this attempt could start (never the process clock).
+    const elapsed =
+      pending.firstFailureAt && pending.lastFailureAt
+        ? (pending.lastFailureAt.getTime() - pending.firstFailureAt.getTime()) / 1000 + backoffSeconds(policy, pending.attempt - 1)
+        : 0;
     const decision = nextRetry(policy, pending.attempt, err.name, elapsed);
     if (decision.retry) {
       out.history.push({

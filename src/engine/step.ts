@@ -15,7 +15,7 @@ import type { Transaction } from "../core/context.ts";
 import { LeaseLostError, NonDeterminismError } from "../core/errors.ts";
 import { createWorkflowContext } from "../core/operation.ts";
 import { findActivity } from "../core/registry.ts";
-import { ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult, type WaitRequest } from "../core/replay.ts";
+import { failedSoFar, ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult, type WaitRequest } from "../core/replay.ts";
 import type { WarmRun } from "./warm-runs.ts";
 import { prepareMessageWait } from "./channels.ts";
 import { fromJson, instanceErrorData, toJson } from "../core/serialization.ts";
@@ -50,9 +50,9 @@ export async function runStep(engine: Engine, req: StepRequest, scope?: Dispatch
     return { status: "skipped", reason: `workflow "${leased.instance.workflowName}" is not registered in this app` };
   }
   const leaseSeconds = wf.options.lockTimeoutSeconds ?? leased.instance.lockTimeoutSeconds ?? engine.defaultLeaseSeconds;
-  const stopRenewal = startRenewal(storage, leased.fence, leaseSeconds, engine.handoffLeaseSeconds);
+  const renewal = startRenewal(storage, leased.fence, leaseSeconds, engine.handoffLeaseSeconds);
   try {
-    const step = new Step(engine, leased, leaseSeconds, scope);
+    const step = new Step(engine, leased, leaseSeconds, scope, renewal);
     if (warm) return await step.continueWarm(warm);
     return leased.instance.status === "compensating" ? await step.compensate() : await step.advance();
   } catch (err) {
@@ -62,18 +62,41 @@ export async function runStep(engine: Engine, req: StepRequest, scope?: Dispatch
     await storage.releaseLease(leased.fence).catch(() => false);
     throw err;
   } finally {
-    stopRenewal();
+    renewal.stop();
   }
 }
 
-/** Renew the lease while a long activity runs; stops at the step's end. */
-function startRenewal(storage: Storage, fence: Fence, leaseSeconds: number, handoffSeconds: number): () => void {
+interface Renewal {
+  stop(): void;
+  /** Throws LeaseLostError once a renewal found the lease gone (expired and taken, or cancelled). */
+  check(): void;
+}
+
+/**
+ * Renew the lease while a long activity runs; stops at the step's end. A
+ * renewal that matches no row means someone else owns the instance now: the
+ * step starts nothing more (no further activity, no look-ahead) and ends
+ * `lease_lost`. A renewal that fails for another reason (the database
+ * briefly unreachable) is not a loss: the fenced conclusion still decides.
+ */
+function startRenewal(storage: Storage, fence: Fence, leaseSeconds: number, handoffSeconds: number): Renewal {
   const everyMs = (Math.min(leaseSeconds, handoffSeconds) * 1000) / 3;
+  let lost = false;
   const timer = setInterval(() => {
-    storage.renewLease(fence, leaseSeconds).catch(() => false);
+    storage.renewLease(fence, leaseSeconds).then(
+      (ok) => {
+        if (!ok) lost = true;
+      },
+      () => undefined,
+    );
   }, everyMs);
   (timer as { unref?: () => void }).unref?.();
-  return () => clearInterval(timer);
+  return {
+    stop: () => clearInterval(timer),
+    check: () => {
+      if (lost) throw new LeaseLostError(`lease on ${fence.instanceId} lost while the step ran`);
+    },
+  };
 }
 
 class Step {
@@ -89,6 +112,7 @@ class Step {
     private readonly leased: LeasedInstance,
     private readonly leaseSeconds: number,
     private readonly scope: DispatchScope | undefined,
+    private readonly renewal: Renewal,
   ) {
     this.instance = leased.instance;
     this.fence = leased.fence;
@@ -208,21 +232,14 @@ class Step {
     const def = findActivity(next.activityName);
     const state = new ReplayState(this.leased.history, this.engine.errorClasses);
     const failures = state.failedAttempts(activityId);
-    const pending: PendingActivity = {
-      activityId,
-      activity:
-        def ??
-        ({
-          activityName: next.activityName,
-          options: { retry: { maxAttempts: 1 } },
-          fn: () => {
-            throw new Error(`compensation activity "${next.activityName}" is not defined in this app`);
-          },
-        } as unknown as PendingActivity["activity"]),
-      args: fromJson(next.args) as unknown[],
-      attempt: failures.length + 1,
-      firstFailureAt: failures[0]?.createdAt ?? null,
-    };
+    const missing = {
+      activityName: next.activityName,
+      options: { retry: { maxAttempts: 1 } },
+      fn: () => {
+        throw new Error(`compensation activity "${next.activityName}" is not defined in this app`);
+      },
+    } as unknown as PendingActivity["activity"];
+    const pending = failedSoFar(activityId, def ?? missing, fromJson(next.args) as unknown[], failures);
     return this.execute([pending], [], "compensation", []);
   }
 
@@ -239,6 +256,7 @@ class Step {
     );
 
     const buildConclusion = async () => {
+      this.renewal.check();
       const rec = recordOutcomes(
         pending.map((p) => ({ pending: p, outcome: results.get(p.activityId)! })),
         engine.retryPolicy,
@@ -281,6 +299,8 @@ class Step {
     }
 
     try {
+      // The non-transactional activities may have run long: start nothing more once the lease is gone.
+      this.renewal.check();
       return await storage.transaction(async (tx) => {
         const txExecutor = tx.executor as Transaction;
         if (inside.length === 1) {
@@ -290,6 +310,7 @@ class Step {
           results.set(p.activityId, outcome);
         } else {
           for (const p of inside) {
+            this.renewal.check();
             let outcome: ActivityOutcome | null = null;
             try {
               await tx.transaction(async (sp) => {

@@ -182,7 +182,7 @@ async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Se
           results.push({ pending: p, outcome: { ok: false, error } });
         }
       }
-      const rec = recordOutcomes(results, undefined, "activity", now * 1000);
+      const rec = recordOutcomes(results, undefined, "activity");
       const events = [...base.events, ...rec.history];
       if (rec.retryTimer) return { ...base, events, timer: { id: rec.retryTimer.timerId, at: now + (rec.retryTimer.delaySeconds ?? 0) } };
       return { ...base, events, settled: outcome.activities };
