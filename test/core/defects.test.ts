@@ -35,9 +35,8 @@ describe("smaller defects", () => {
     try {
       const hooks = guardHooks(
         {
-          onWorkflowStart: async () => {
-            throw new Error("async boom");
-          },
+          // A user may pass an async hook even though hooks are typed to return void.
+          onWorkflowStart: (() => Promise.reject(new Error("async boom"))) as () => void,
           onWorkflowComplete: () => {
             throw new Error("sync boom");
           },
