@@ -7,6 +7,7 @@
  * a factory called per request (Workers: a client must not outlive the
  * request that opened it), closed once the request's background work is done.
  */
+import { ConfigurationError } from "./core/errors.ts";
 import type { Context } from "hono";
 import type { Hono } from "hono";
 import type { Workflow } from "./core/definitions.ts";
@@ -152,6 +153,10 @@ function executionCtxOf(c: Context): ExecutionContextLike | undefined {
 export function createEdda(opts: EddaOptions): Edda {
   if (opts.mcp) checkMcpExposure(opts.workflows, opts.mcp);
   const dispatcher = makeDispatcher(opts.dispatcher, opts.secret);
+  for (const [name, value] of [["apiToken", opts.apiToken], ["eventsToken", opts.eventsToken]] as const) {
+    const list = value === undefined ? [] : Array.isArray(value) ? value : [value];
+    if (list.some((t) => typeof t !== "string" || t.trim() === "")) throw new ConfigurationError(`${name} must be a non-empty string: an empty token would turn authentication off`, name === "apiToken" ? "EDDA_API_TOKEN" : "EDDA_EVENTS_TOKEN");
+  }
   const tokens = opts.apiToken === undefined ? undefined : Array.isArray(opts.apiToken) ? opts.apiToken : [opts.apiToken];
   const eventTokens = opts.eventsToken === undefined ? undefined : Array.isArray(opts.eventsToken) ? opts.eventsToken : [opts.eventsToken];
   const outbox: OutboxOptions = { ...opts.outbox, ...(opts.brokerUrl ? { brokerUrl: opts.brokerUrl } : {}) };

@@ -1,9 +1,11 @@
 /**
  * HMAC-SHA256 request signatures for the internal routes (`/_edda/step`,
  * `/_edda/sweep`) and the follow-up requests the http dispatcher sends.
- * Web Crypto only, so it runs on Workers, Deno and Node alike. The signed
- * string is `${timestamp}.${body}`; verification is constant-time and rejects
- * timestamps outside the replay window.
+ * Web Crypto only, so it runs on Workers, Deno and Node alike. The MAC
+ * covers the method, the path, the timestamp and the body (`v1`, one per
+ * line), so a captured request cannot be replayed against another route (a
+ * step request against /_edda/sweep) or with another body; verification is
+ * constant-time and rejects timestamps outside the replay window (±300 s).
  */
 export const SIGNATURE_HEADER = "x-edda-signature";
 export const TIMESTAMP_HEADER = "x-edda-timestamp";
@@ -24,8 +26,18 @@ function toHex(buf: ArrayBuffer): string {
   return Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-export async function sign(secret: string, body: string, timestampSeconds = Math.floor(Date.now() / 1000)) {
-  const mac = await crypto.subtle.sign("HMAC", await hmacKey(secret), encoder.encode(`${timestampSeconds}.${body}`));
+/** What a signature covers: the request's method, its URL path (no query) and its body. */
+export interface SignedRequest {
+  method: string;
+  path: string;
+  body: string;
+}
+
+// A path never holds a newline (URLs percent-encode it), so the fields cannot run into each other.
+const signedString = (r: SignedRequest, ts: number) => `v1\n${r.method.toUpperCase()}\n${r.path}\n${ts}\n${r.body}`;
+
+export async function sign(secret: string, request: SignedRequest, timestampSeconds = Math.floor(Date.now() / 1000)) {
+  const mac = await crypto.subtle.sign("HMAC", await hmacKey(secret), encoder.encode(signedString(request, timestampSeconds)));
   return { [TIMESTAMP_HEADER]: String(timestampSeconds), [SIGNATURE_HEADER]: `sha256=${toHex(mac)}` };
 }
 
@@ -38,7 +50,7 @@ function constantTimeEqual(a: string, b: string): boolean {
 
 export async function verify(
   secret: string,
-  body: string,
+  request: SignedRequest,
   timestamp: string | null | undefined,
   signature: string | null | undefined,
   windowSeconds = 300,
@@ -47,7 +59,7 @@ export async function verify(
   if (!timestamp || !signature || !/^\d{1,12}$/.test(timestamp)) return false;
   const ts = Number(timestamp);
   if (Math.abs(nowSeconds - ts) > windowSeconds) return false;
-  const expected = (await sign(secret, body, ts))[SIGNATURE_HEADER];
+  const expected = (await sign(secret, request, ts))[SIGNATURE_HEADER];
   return constantTimeEqual(expected, signature);
 }
 

@@ -119,7 +119,7 @@ export class HttpDispatcher implements Dispatcher {
   private post(steps: StepRequest[], hop: number, scope?: DispatchScope): void {
     const body = JSON.stringify(steps.length === 1 ? { ...steps[0], hop } : { steps, hop });
     const p = (async () => {
-      const headers = { "content-type": "application/json", ...(await sign(this.opts.secret, body)) };
+      const headers = { "content-type": "application/json", ...(await sign(this.opts.secret, { method: "POST", path: new URL(this.url).pathname, body })) };
       const res = await this.fetchFn(this.url, { method: "POST", headers, body });
       // Drain the body so the connection is reusable.
       await res.arrayBuffer().catch(() => undefined);

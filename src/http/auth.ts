@@ -57,13 +57,18 @@ export function bearerAuth(opts: BearerAuthOptions): MiddlewareHandler {
   };
 }
 
-/** Verifies the signature over the raw body; the body stays readable downstream. */
+/** Verifies the signature over method, path, timestamp and raw body; the body stays readable downstream. */
 export function signedOnly(secret: () => string | undefined): MiddlewareHandler {
   return async (c, next) => {
     const key = secret();
-    if (!key) return problem(c, 401, "internal routes are disabled: no EDDA_SECRET configured", "Unauthorized");
+    if (!key) {
+      // A configuration problem: logged for the operator; the caller learns no more than for a bad signature.
+      console.error("edda: configuration error: an internal route was called but EDDA_SECRET is not set");
+      return problem(c, 401, "missing or invalid signature", "Unauthorized");
+    }
     const body = await c.req.text();
-    const ok = await verify(key, body, c.req.header(TIMESTAMP_HEADER), c.req.header(SIGNATURE_HEADER));
+    const request = { method: c.req.method, path: new URL(c.req.url).pathname, body };
+    const ok = await verify(key, request, c.req.header(TIMESTAMP_HEADER), c.req.header(SIGNATURE_HEADER));
     if (!ok) return problem(c, 401, "missing or invalid signature", "Unauthorized");
     return next();
   };

@@ -5,7 +5,7 @@
  */
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { ConflictError, InvalidArgumentError, NotFoundError, ValidationError } from "../core/errors.ts";
+import { ConfigurationError, ConflictError, InvalidArgumentError, NotFoundError, ValidationError } from "../core/errors.ts";
 
 export class BadRequestError extends Error {
   override name = "BadRequestError";
@@ -24,7 +24,24 @@ export function problem(c: Context, status: number, error: string, errorType: st
   });
 }
 
+/**
+ * The answer to a request the server cannot serve because of its configuration:
+ * 503 naming the variable to fix; the full message (which may quote a value)
+ * goes only to the log.
+ */
+export function configurationProblem(err: ConfigurationError): Response {
+  console.error(`edda: configuration error: ${err.message}`);
+  const what = err.variable === "EDDA_API_TOKEN"
+    ? "EDDA_API_TOKEN is not set (or set EDDA_ALLOW_UNAUTHENTICATED=1 to serve without authentication)"
+    : `${err.variable ?? "a setting"} is missing or invalid`;
+  return new Response(
+    JSON.stringify({ error: `service unavailable: ${what}; see the server log`, error_type: "ConfigurationError", retryable: false, ...(err.variable ? { variable: err.variable } : {}) }),
+    { status: 503, headers: { "content-type": "application/problem+json" } },
+  );
+}
+
 export function onError(err: unknown, c: Context) {
+  if (err instanceof ConfigurationError) return configurationProblem(err);
   if (err instanceof InvalidArgumentError) return problem(c, 400, err.message, "BadRequest", { issues: err.issues });
   if (err instanceof ValidationError) return problem(c, 422, err.message, "ValidationError", { issues: err.issues });
   if (err instanceof NotFoundError) return problem(c, 404, err.message, "NotFoundError");

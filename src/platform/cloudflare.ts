@@ -24,7 +24,8 @@ import { createEdda, runInvocation, type Edda, type EddaOptions } from "../edda.
 import { SubrequestBudget, type Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { QueueDispatcher, runFollowUp, type FollowUpQueue, type OutgoingMessage } from "../engine/queue-dispatcher.ts";
-import { readConfig, type EddaConfig, type EddaEnv } from "./env.ts";
+import { configurationProblem } from "../http/problem.ts";
+import { readConfig, unauthenticatedRefusal, type EddaConfig, type EddaEnv } from "./env.ts";
 import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";
 
 /** The parts of the Workers runtime types this adapter uses (no @cloudflare/workers-types). */
@@ -101,7 +102,7 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
   // One Edda per invocation: it is cheap (routes compile lazily) and its dispatcher may use this invocation's loopback.
   function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null): { edda: Edda; config: EddaConfig } {
     const config = readConfig(env);
-    if (!config.secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)");
+    if (!config.secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
     const edda = createEdda({
       serviceName: config.serviceName,
       ...opts,
@@ -109,6 +110,7 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
       secret: config.secret,
       ...(config.apiToken ? { apiToken: config.apiToken } : {}),
       ...(config.eventsToken ? { eventsToken: config.eventsToken } : {}),
+      eventsTokenTargeting: config.eventsTokenTargeting,
       ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
       ...(config.leaseSeconds !== undefined ? { leaseSeconds: config.leaseSeconds } : {}),
       ...(config.handoffLeaseSeconds !== undefined ? { handoffLeaseSeconds: config.handoffLeaseSeconds } : {}),
@@ -128,9 +130,13 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
       if (request.method === "POST" && new URL(request.url).pathname === "/_edda/step") counts.fetchFollowUps++;
       let edda: Edda;
       try {
+        // Secure by default: a Worker answers the internet, so no API without a token unless explicitly allowed.
+        const refusal = unauthenticatedRefusal(readConfig(env));
+        if (refusal) throw refusal;
         edda = eddaFor(env, ctx, new URL(request.url).origin).edda;
       } catch (err) {
-        return Response.json({ error: (err as Error).message, error_type: "ConfigurationError" }, { status: 500 });
+        if (err instanceof ConfigurationError) return configurationProblem(err);
+        throw err;
       }
       return edda.fetch(request, env, ctx);
     },

@@ -19,7 +19,8 @@ import type { Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { QueueDispatcher, runFollowUp, type FollowUpQueue } from "../engine/queue-dispatcher.ts";
 import type { Database } from "../storage/database.ts";
-import { readConfig, type EddaConfig } from "./env.ts";
+import { configurationProblem } from "../http/problem.ts";
+import { readConfig, unauthenticatedRefusal, type EddaConfig } from "./env.ts";
 import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";
 
 /** The parts of the `Deno` namespace this adapter uses (declared here; tsc has no Deno types). */
@@ -80,7 +81,10 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
   const { env: envOption, hostname, cronSchedule: _schedule, kv, ...eddaOptions } = opts;
   const env = envOption ?? Deno.env.toObject();
   const config = readConfig(env);
-  if (!config.secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)");
+  if (!config.secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
+  // Secure by default: without a token (or EDDA_ALLOW_UNAUTHENTICATED=1) the server answers every request 503.
+  const refusal = unauthenticatedRefusal(config);
+  if (refusal) console.error(`edda: refusing to serve the API: ${refusal.message}`);
   const database = openServerlessDatabase(config, { max: 10 });
   const host = hostname ?? "127.0.0.1";
   const port = Number(env.PORT ?? 8000);
@@ -95,6 +99,7 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
     secret: config.secret,
     ...(config.apiToken ? { apiToken: config.apiToken } : {}),
     ...(config.eventsToken ? { eventsToken: config.eventsToken } : {}),
+    eventsTokenTargeting: config.eventsTokenTargeting,
     ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
     ...(config.leaseSeconds !== undefined ? { leaseSeconds: config.leaseSeconds } : {}),
     ...(config.handoffLeaseSeconds !== undefined ? { handoffLeaseSeconds: config.handoffLeaseSeconds } : {}),
@@ -124,7 +129,7 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
     sweep,
     runQueued,
     serve() {
-      const server = Deno.serve({ port, hostname: host, onListen: () => {} }, (req) => edda.fetch(req));
+      const server = Deno.serve({ port, hostname: host, onListen: () => {} }, (req) => (refusal ? configurationProblem(refusal) : edda.fetch(req)));
       const interval = config.sweepIntervalMs !== undefined ? setInterval(() => void sweep(), config.sweepIntervalMs) : null;
       return {
         edda,

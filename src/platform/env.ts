@@ -2,7 +2,16 @@
  * The configuration every platform reads from its environment, parsed in one
  * shape. Each platform adapter passes its own variables in (process.env,
  * Deno.env, Worker bindings); nothing else reads the environment.
+ *
+ * Secure by default: a token variable that is set but empty is a
+ * ConfigurationError (it would otherwise silently mean "no auth"), and
+ * `unauthenticatedRefusal` says when an API reachable from the network has
+ * no API token and no explicit EDDA_ALLOW_UNAUTHENTICATED=1. Configuration
+ * errors go to the log in full; a client only learns which variable to fix.
  */
+import { ConfigurationError } from "../core/errors.ts";
+
+export { ConfigurationError };
 export interface EddaEnv {
   DATABASE_URL?: string;
   DATABASE_DRIVER?: string;
@@ -10,6 +19,8 @@ export interface EddaEnv {
   EDDA_SECRET?: string;
   EDDA_API_TOKEN?: string;
   EDDA_EVENTS_TOKEN?: string;
+  EDDA_EVENTS_TOKEN_TARGETING?: string;
+  EDDA_ALLOW_UNAUTHENTICATED?: string;
   EDDA_BROKER_URL?: string;
   EDDA_SERVICE_NAME?: string;
   EDDA_PUBLIC_URL?: string;
@@ -30,6 +41,10 @@ export interface EddaConfig {
   apiToken: string | undefined;
   /** A separate bearer token accepted by CloudEvents ingestion (`POST /`, `/events`). */
   eventsToken: string | undefined;
+  /** The events token may target instances with `eddainstanceid` (EDDA_EVENTS_TOKEN_TARGETING=1). */
+  eventsTokenTargeting: boolean;
+  /** Serve the API without a token, explicitly (EDDA_ALLOW_UNAUTHENTICATED=1). */
+  allowUnauthenticated: boolean;
   brokerUrl: string | undefined;
   serviceName: string;
   publicUrl: string | undefined;
@@ -52,22 +67,39 @@ function num(env: EddaEnv, name: string): number | undefined {
   const v = str(env[name]);
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isFinite(n) || n < 0) throw new TypeError(`${name} must be a number ≥ 0, got "${v}"`);
+  if (!Number.isFinite(n) || n < 0) throw new ConfigurationError(`${name} must be a number ≥ 0, got "${v}"`, name);
   return n;
+}
+
+/** A token: unset is fine, set-but-blank is a mistake that must not turn authentication off. */
+function token(env: EddaEnv, name: string): string | undefined {
+  const v = env[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string" || v.trim() === "") throw new ConfigurationError(`${name} is set but empty: give it a token, or remove it`, name);
+  return v.trim();
+}
+
+function flag(env: EddaEnv, name: string): boolean {
+  const v = str(env[name])?.toLowerCase();
+  if (v === undefined || v === "0" || v === "false") return false;
+  if (v === "1" || v === "true") return true;
+  throw new ConfigurationError(`${name} must be 1 or 0, got "${v}"`, name);
 }
 
 export function readConfig(env: EddaEnv): EddaConfig {
   const driver = str(env.DATABASE_DRIVER) ?? "postgres-js";
   if (driver !== "postgres-js" && driver !== "neon-serverless") {
-    throw new TypeError(`DATABASE_DRIVER must be "postgres-js" or "neon-serverless", got "${driver}"`);
+    throw new ConfigurationError(`DATABASE_DRIVER must be "postgres-js" or "neon-serverless", got "${driver}"`, "DATABASE_DRIVER");
   }
   return {
     databaseUrl: str(env.DATABASE_URL),
     driver,
     neonWsProxy: str(env.NEON_WS_PROXY),
     secret: str(env.EDDA_SECRET),
-    apiToken: str(env.EDDA_API_TOKEN),
-    eventsToken: str(env.EDDA_EVENTS_TOKEN),
+    apiToken: token(env, "EDDA_API_TOKEN"),
+    eventsToken: token(env, "EDDA_EVENTS_TOKEN"),
+    eventsTokenTargeting: flag(env, "EDDA_EVENTS_TOKEN_TARGETING"),
+    allowUnauthenticated: flag(env, "EDDA_ALLOW_UNAUTHENTICATED"),
     brokerUrl: str(env.EDDA_BROKER_URL),
     serviceName: str(env.EDDA_SERVICE_NAME) ?? "edda-edge",
     publicUrl: str(env.EDDA_PUBLIC_URL),
@@ -78,4 +110,16 @@ export function readConfig(env: EddaEnv): EddaConfig {
     leaseSeconds: num(env, "EDDA_LEASE_SECONDS"),
     handoffLeaseSeconds: num(env, "EDDA_HANDOFF_LEASE_SECONDS"),
   };
+}
+
+/**
+ * Why this configuration must not serve its API (Workers, Deno: reachable from
+ * the network), or null: no EDDA_API_TOKEN and no explicit opt-out.
+ */
+export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError | null {
+  if (config.apiToken || config.allowUnauthenticated) return null;
+  return new ConfigurationError(
+    "EDDA_API_TOKEN is not set, so anyone could start, read and cancel workflows: set EDDA_API_TOKEN, or EDDA_ALLOW_UNAUTHENTICATED=1 to serve without authentication",
+    "EDDA_API_TOKEN",
+  );
 }

@@ -11,7 +11,7 @@ import type { Database } from "../storage/database.ts";
 import { createPostgresJsDatabase } from "../storage/drivers/postgres-js.ts";
 import { createNeonDatabase } from "../storage/drivers/neon-serverless.ts";
 import { migrate } from "../storage/migrate.ts";
-import { readConfig, type EddaConfig } from "./env.ts";
+import { ConfigurationError, readConfig, type EddaConfig } from "./env.ts";
 
 export interface NodeServeOptions extends Omit<EddaOptions, "database"> {
   port?: number;
@@ -56,17 +56,27 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
   if (!config.databaseUrl || opts.autoMigrate) await migrate(database.db);
   const port = opts.port ?? Number(env.PORT ?? 8787);
   const publicUrl = config.publicUrl ?? `http://127.0.0.1:${port}`;
+  const hostname = opts.hostname ?? "127.0.0.1";
+  const loopback = /^(127\.\d+\.\d+\.\d+|localhost|::1|\[::1\])$/.test(hostname);
+  if (!(opts.apiToken ?? config.apiToken)) {
+    // Secure by default: an open API only on the loopback interface, unless explicitly allowed.
+    if (!loopback && !config.allowUnauthenticated) {
+      throw new ConfigurationError(`refusing to serve an unauthenticated API on ${hostname}: set EDDA_API_TOKEN, or EDDA_ALLOW_UNAUTHENTICATED=1`, "EDDA_API_TOKEN");
+    }
+    console.warn(`edda: the API is unauthenticated (no EDDA_API_TOKEN)${loopback ? `; listening on ${hostname} only` : ""}`);
+  }
   const edda = createEdda({
     ...opts,
     database,
     ...(config.secret || opts.secret ? { secret: opts.secret ?? config.secret } : {}),
     ...(config.apiToken || opts.apiToken ? { apiToken: opts.apiToken ?? config.apiToken! } : {}),
     ...(config.eventsToken || opts.eventsToken ? { eventsToken: opts.eventsToken ?? config.eventsToken! } : {}),
+    eventsTokenTargeting: opts.eventsTokenTargeting ?? config.eventsTokenTargeting,
     serviceName: opts.serviceName ?? config.serviceName,
     dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } } : "local"),
   });
   const server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: edda.app.fetch, port, hostname: opts.hostname ?? "127.0.0.1" }, () => resolve(s));
+    const s = serve({ fetch: edda.app.fetch, port, hostname }, () => resolve(s));
   });
   const address = server.address();
   const boundPort = typeof address === "object" && address ? address.port : port;

@@ -7,7 +7,9 @@
 import type { Database } from "../storage/database.ts";
 import { createNeonDatabase } from "../storage/drivers/neon-serverless.ts";
 import { createPostgresJsDatabase } from "../storage/drivers/postgres-js.ts";
-import type { EddaConfig } from "./env.ts";
+import { ConfigurationError, type EddaConfig } from "./env.ts";
+
+export { ConfigurationError };
 
 export interface ServerlessDatabaseOptions {
   /** Connection string that wins over DATABASE_URL (a Hyperdrive binding's). */
@@ -18,14 +20,10 @@ export interface ServerlessDatabaseOptions {
 
 export function openServerlessDatabase(config: EddaConfig, opts: ServerlessDatabaseOptions = {}): Database {
   const url = opts.connectionString ?? config.databaseUrl;
-  if (!url) throw new ConfigurationError("DATABASE_URL is not set (nor a Hyperdrive binding)");
+  if (!url) throw new ConfigurationError("DATABASE_URL is not set (nor a Hyperdrive binding)", "DATABASE_URL");
   if (config.driver === "neon-serverless") {
     return createNeonDatabase({ url, max: opts.max ?? 5, ...(config.neonWsProxy ? { wsProxy: config.neonWsProxy } : {}) });
   }
   return createPostgresJsDatabase({ url, max: opts.max ?? 5 });
 }
 
-/** A deployment is missing a setting: the message says which. */
-export class ConfigurationError extends Error {
-  override name = "ConfigurationError";
-}

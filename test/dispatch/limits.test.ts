@@ -150,7 +150,7 @@ describe("bounded hops", () => {
     await engine.createValidated(engine.storage, engine.workflow("pipeline"), { steps: 3 }, { instanceId: "deep-1" });
     const { sign } = await import("../../src/core/signature.ts");
     const body = JSON.stringify({ instanceId: "deep-1", hop: 2 });
-    const res = await edda.fetch(new Request("http://edda.test/_edda/step", { method: "POST", headers: { "content-type": "application/json", ...(await sign(SECRET, body)) }, body }));
+    const res = await edda.fetch(new Request("http://edda.test/_edda/step", { method: "POST", headers: { "content-type": "application/json", ...(await sign(SECRET, { method: "POST", path: "/_edda/step", body })) }, body }));
     expect(res.status).toBe(202);
     expect(await res.json()).toEqual({ accepted: 1 });
     const v = await until("step ran", async () => {

@@ -3,7 +3,14 @@
 // change nothing.
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mkdtemp } from "node:fs/promises";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConfigurationError } from "../../src/core/errors.ts";
 import { sign } from "../../src/core/signature.ts";
+import { readConfig, unauthenticatedRefusal } from "../../src/platform/env.ts";
+import { serveNode } from "../../src/platform/node.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { orderSaga } from "../../functions/workflows/order-saga.ts";
 import { pipeline } from "../../functions/workflows/pipeline.ts";
@@ -127,15 +134,27 @@ describe("internal routes", () => {
     expect((await t.edda.app.request("/_edda/step", { method: "POST", body })).status).toBe(401);
     const bad = await t.edda.app.request("/_edda/step", { method: "POST", body, headers: { "x-edda-timestamp": String(Math.floor(Date.now() / 1000)), "x-edda-signature": "sha256=00" } });
     expect(bad.status).toBe(401);
-    const old = await sign("test-secret", body, Math.floor(Date.now() / 1000) - 3600);
+    const step = { method: "POST", path: "/_edda/step", body };
+    const old = await sign("test-secret", step, Math.floor(Date.now() / 1000) - 3600);
     expect((await t.edda.app.request("/_edda/step", { method: "POST", body, headers: old })).status).toBe(401);
-    const ok = await t.edda.app.request("/_edda/step", { method: "POST", body, headers: await sign("test-secret", body) });
+    const ok = await t.edda.app.request("/_edda/step", { method: "POST", body, headers: await sign("test-secret", step) });
     expect(ok.status).toBe(202); // acknowledged at once; the step runs in the request's background work
     expect(await ok.json()).toEqual({ accepted: 1 });
     const sweepBody = "{}";
-    const sw = await t.edda.app.request("/_edda/sweep", { method: "POST", body: sweepBody, headers: await sign("test-secret", sweepBody) });
+    const sw = await t.edda.app.request("/_edda/sweep", { method: "POST", body: sweepBody, headers: await sign("test-secret", { method: "POST", path: "/_edda/sweep", body: sweepBody }) });
     expect(sw.status).toBe(200);
     expect(await sw.json()).toHaveProperty("timersFired");
+  });
+
+  it("a captured step request replayed against /_edda/sweep (or with another method) is 401 and runs nothing", async () => {
+    const body = JSON.stringify({ instanceId: "nope" });
+    const captured = await sign("test-secret", { method: "POST", path: "/_edda/step", body });
+    expect((await t.edda.app.request("/_edda/step", { method: "POST", body, headers: captured })).status).toBeLessThan(300);
+    const replayed = await t.edda.app.request("/_edda/sweep", { method: "POST", body, headers: captured });
+    expect(replayed.status).toBe(401);
+    expect(await replayed.json()).toEqual({ error: "missing or invalid signature", error_type: "Unauthorized" });
+    const asGet = await sign("test-secret", { method: "GET", path: "/_edda/step", body });
+    expect((await t.edda.app.request("/_edda/step", { method: "POST", body, headers: asGet })).status).toBe(401);
   });
 
   it("GET /healthz needs no token", async () => {
@@ -166,5 +185,34 @@ describe("CloudEvents ingestion token", () => {
     expect(start.status).toBe(401);
     await app.edda.close();
     await app.database.close();
+  });
+});
+
+describe("secure defaults (Node)", () => {
+  it("empty tokens are configuration errors, from the environment and in code", async () => {
+    expect(() => readConfig({ EDDA_API_TOKEN: "" })).toThrow(ConfigurationError);
+    expect(() => readConfig({ EDDA_EVENTS_TOKEN: "   " })).toThrow(/EDDA_EVENTS_TOKEN is set but empty/);
+    expect(() => readConfig({ EDDA_ALLOW_UNAUTHENTICATED: "maybe" })).toThrow(ConfigurationError);
+    expect(readConfig({ EDDA_API_TOKEN: " t " }).apiToken).toBe("t");
+    expect(unauthenticatedRefusal(readConfig({}))?.variable).toBe("EDDA_API_TOKEN");
+    expect(unauthenticatedRefusal(readConfig({ EDDA_ALLOW_UNAUTHENTICATED: "1" }))).toBeNull();
+    expect(unauthenticatedRefusal(readConfig({ EDDA_API_TOKEN: "t" }))).toBeNull();
+    expect(() => makeTestApp(t.database, { workflows: [pipeline], apiToken: "" })).toThrow(ConfigurationError);
+    expect(() => makeTestApp(t.database, { workflows: [pipeline], eventsToken: ["ok", " "] })).toThrow(ConfigurationError);
+  });
+
+  it("the Node server listens on 127.0.0.1 and says it is unauthenticated; another interface without a token is refused", { timeout: 120_000 }, async () => {
+    const logged: string[] = [];
+    const warn = console.warn;
+    console.warn = (...args: unknown[]) => void logged.push(args.join(" "));
+    try {
+      const node = await serveNode({ workflows: [pipeline], port: 0, dataDir: await mkdtemp(join(tmpdir(), "edda-node-")), sweepIntervalMs: 0, env: {} });
+      expect((node.server.address() as AddressInfo).address).toBe("127.0.0.1");
+      expect(logged.join("\n")).toMatch(/unauthenticated.*127\.0\.0\.1 only/);
+      await node.close();
+    } finally {
+      console.warn = warn;
+    }
+    await expect(serveNode({ workflows: [pipeline], port: 0, hostname: "0.0.0.0", dataDir: await mkdtemp(join(tmpdir(), "edda-node-")), sweepIntervalMs: 0, env: {} })).rejects.toThrow(ConfigurationError);
   });
 });

@@ -157,15 +157,16 @@ const ceHeaders = fc.record(
 const auth = fc.oneof({ weight: 6, arbitrary: fc.constant(`Bearer ${TOKEN}`) }, { weight: 1, arbitrary: fc.constantFrom("Bearer wrong", "Basic abc", `bearer  ${TOKEN} `, "") }, { weight: 1, arbitrary: ascii(40) });
 const signing = fc.constantFrom("none", "valid", "valid", "garbage", "wrong-secret", "stale");
 
-async function signatureHeaders(kind: string, payload: string): Promise<Record<string, string>> {
+async function signatureHeaders(kind: string, path: string, payload: string): Promise<Record<string, string>> {
+  const request = { method: "POST", path, body: payload };
   const now = Math.floor(Date.now() / 1000);
   switch (kind) {
     case "valid":
-      return sign(SECRET, payload);
+      return sign(SECRET, request);
     case "wrong-secret":
-      return sign("not-the-secret", payload);
+      return sign("not-the-secret", request);
     case "stale":
-      return sign(SECRET, payload, now - 3600);
+      return sign(SECRET, request, now - 3600);
     case "garbage":
       return { "x-edda-timestamp": String(now), "x-edda-signature": "sha256=" + "0".repeat(64) };
     default:
@@ -185,7 +186,7 @@ describe("hostile input never yields a 5xx, a stack trace, or a write when rejec
         async (r) => {
           const payload = r.route.method === "GET" && !r.otherMethod ? undefined : r.body;
           const headers: Record<string, string> = { ...r.extra, ...r.ceHeaders, "content-type": r.contentType, authorization: r.auth };
-          Object.assign(headers, await signatureHeaders(r.signing, payload === undefined ? "" : decode(payload)));
+          Object.assign(headers, await signatureHeaders(r.signing, r.route.path(r.segment), payload === undefined ? "" : decode(payload)));
           await check({ method: r.otherMethod ?? r.route.method, path: r.route.path(r.segment) + r.query, headers, ...(payload !== undefined ? { body: payload } : {}) });
         },
       ),
@@ -199,15 +200,18 @@ describe("hostile input never yields a 5xx, a stack trace, or a write when rejec
         fc.constantFrom("/_edda/step", "/_edda/sweep"),
         fc.oneof(fc.constant('{"instanceId":"seed-1"}'), fc.constant("{}"), fc.jsonValue().map((v) => JSON.stringify(v))),
         fc.oneof(
-          fc.constantFrom("none", "garbage", "wrong-secret", "stale", "other-body", "future"),
+          fc.constantFrom("none", "garbage", "wrong-secret", "stale", "other-body", "other-route", "other-method", "future"),
           fc.constantFrom("1e9", "-1", " 1", "0x10", "99999999999999", "", "1.5").map((ts) => `timestamp:${ts}`),
         ),
         async (path, payload, kind) => {
           let headers: Record<string, string>;
-          if (kind === "other-body") headers = await sign(SECRET, payload + " ");
-          else if (kind === "future") headers = await sign(SECRET, payload, Math.floor(Date.now() / 1000) + 3600);
-          else if (kind.startsWith("timestamp:")) headers = { ...(await sign(SECRET, payload)), "x-edda-timestamp": kind.slice(10) };
-          else headers = await signatureHeaders(kind, payload);
+          const request = { method: "POST", path, body: payload };
+          if (kind === "other-body") headers = await sign(SECRET, { ...request, body: payload + " " });
+          else if (kind === "other-route") headers = await sign(SECRET, { ...request, path: path === "/_edda/step" ? "/_edda/sweep" : "/_edda/step" });
+          else if (kind === "other-method") headers = await sign(SECRET, { ...request, method: "GET" });
+          else if (kind === "future") headers = await sign(SECRET, request, Math.floor(Date.now() / 1000) + 3600);
+          else if (kind.startsWith("timestamp:")) headers = { ...(await sign(SECRET, request)), "x-edda-timestamp": kind.slice(10) };
+          else headers = await signatureHeaders(kind, path, payload);
           expect(await check({ method: "POST", path, headers: { ...headers, "content-type": "application/json" }, body: payload })).toBe(401);
         },
       ),
@@ -233,7 +237,7 @@ describe("hostile input never yields a 5xx, a stack trace, or a write when rejec
       for (const [, payload] of bodies) {
         for (const ct of cts) {
           const headers = { "content-type": ct, authorization: `Bearer ${TOKEN}`, "ce-specversion": "1.0", "ce-type": "hostile.event", "ce-source": "/s", "ce-id": `h-${Math.random()}` };
-          Object.assign(headers, await signatureHeaders("valid", decode(payload)));
+          Object.assign(headers, await signatureHeaders("valid", r.path("hostile_echo"), decode(payload)));
           await check({ method: "POST", path: r.path("hostile_echo"), headers, body: payload });
         }
       }

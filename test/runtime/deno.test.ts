@@ -30,7 +30,7 @@ beforeAll(async () => {
   db = createPostgresJsDatabase({ url, max: 1 });
   await migrate(db.db);
   kvDir = await mkdtemp(join(tmpdir(), "edda-deno-kv-"));
-  env = { DATABASE_URL: url, EDDA_SECRET: "deno-secret", EDDA_KV_PATH: join(kvDir, "kv.sqlite3"), EDDA_LEASE_SECONDS: "3", EDDA_HANDOFF_LEASE_SECONDS: "3" };
+  env = { DATABASE_URL: url, EDDA_SECRET: "deno-secret", EDDA_ALLOW_UNAUTHENTICATED: "1", EDDA_KV_PATH: join(kvDir, "kv.sqlite3"), EDDA_LEASE_SECONDS: "3", EDDA_HANDOFF_LEASE_SECONDS: "3" };
   deno = await startDeno(env);
 }, 90_000);
 

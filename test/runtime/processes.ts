@@ -40,6 +40,8 @@ export interface SpawnOptions {
   port: number;
   /** Resolves when the server answers this path (default /healthz). */
   readyPath?: string;
+  /** Whether a status on readyPath means "up" (default: below 500). */
+  ready?: (status: number) => boolean;
   startTimeoutMs?: number;
   /** Working directory (default: the repository). */
   cwd?: string;
@@ -82,7 +84,7 @@ export async function spawnServer(opts: SpawnOptions): Promise<Server> {
       await server.stop();
       throw new Error(`${opts.command} exited with ${child.exitCode} before it was ready:\n${out}`);
     }
-    const ok = await fetch(url + (opts.readyPath ?? "/healthz")).then((r) => r.status < 500, () => false);
+    const ok = await fetch(url + (opts.readyPath ?? "/healthz")).then((r) => (opts.ready ?? ((s: number) => s < 500))(r.status), () => false);
     if (ok) return server;
     if (Date.now() > deadline) {
       await server.stop();
@@ -96,7 +98,7 @@ export async function spawnServer(opts: SpawnOptions): Promise<Server> {
  * `wrangler dev` on functions/worker.ts with `--var` settings and /__scheduled
  * enabled; `publicUrl` also sets EDDA_PUBLIC_URL to the server's own address.
  */
-export async function startWrangler(vars: Record<string, string>, opts: { publicUrl?: boolean } = {}): Promise<Server> {
+export async function startWrangler(vars: Record<string, string>, opts: { publicUrl?: boolean; ready?: (status: number) => boolean } = {}): Promise<Server> {
   const [port, inspector] = [await freePort(), await freePort()];
   if (opts.publicUrl) vars = { ...vars, EDDA_PUBLIC_URL: `http://127.0.0.1:${port}` };
   const state = await mkdtemp(join(tmpdir(), "edda-wrangler-"));
@@ -117,18 +119,20 @@ export async function startWrangler(vars: Record<string, string>, opts: { public
     args,
     port,
     env: { WRANGLER_SEND_METRICS: "false", CI: "true", NO_COLOR: "1" },
+    ...(opts.ready ? { ready: opts.ready } : {}),
     cleanup: () => rm(state, { recursive: true, force: true }),
   });
 }
 
 /** `deno run -A functions/deno.ts` with `env`. */
-export async function startDeno(env: Record<string, string>): Promise<Server> {
+export async function startDeno(env: Record<string, string>, opts: { ready?: (status: number) => boolean } = {}): Promise<Server> {
   const port = await freePort();
   return spawnServer({
     command: join(ROOT, "node_modules", ".bin", "deno"),
     args: ["run", "-A", "functions/deno.ts"],
     port,
     env: { ...env, PORT: String(port), NO_COLOR: "1" },
+    ...(opts.ready ? { ready: opts.ready } : {}),
   });
 }
 

@@ -31,7 +31,7 @@ export function workerFlows(opts: WorkerFlowsOptions) {
     await migrate(db.db);
     broker = await startTestBroker();
     worker = await startWrangler(
-      { DATABASE_URL: url, EDDA_SECRET: "workerd-secret", EDDA_BROKER_URL: broker.url, ...(typeof opts.vars === "function" ? opts.vars() : opts.vars) },
+      { DATABASE_URL: url, EDDA_SECRET: "workerd-secret", EDDA_ALLOW_UNAUTHENTICATED: "1", EDDA_BROKER_URL: broker.url, ...(typeof opts.vars === "function" ? opts.vars() : opts.vars) },
       { publicUrl: opts.publicUrl ?? false },
     );
   }, 90_000);
