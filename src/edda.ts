@@ -94,13 +94,21 @@ export interface InstancePage {
 export interface Edda {
   readonly app: Hono;
   fetch(request: Request, env?: unknown, ctx?: ExecutionContextLike): Promise<Response>;
-  start<I>(workflow: Workflow<I, any>, input: I, opts?: StartOptions): Promise<StartResult>;
-  start(workflowName: string, input: unknown, opts?: StartOptions): Promise<StartResult>;
+  /*
+   * These work in both modes. Per request (a database factory), each call
+   * opens a database and closes it once the call's background work (follow-up
+   * dispatches) is done: pass the platform's `ctx` to hand that work to
+   * `ctx.waitUntil` instead of awaiting it.
+   */
+  start<I>(workflow: Workflow<I, any>, input: I, opts?: StartOptions, ctx?: ExecutionContextLike): Promise<StartResult>;
+  start(workflowName: string, input: unknown, opts?: StartOptions, ctx?: ExecutionContextLike): Promise<StartResult>;
   getInstance(instanceId: string, opts?: { history?: boolean }): Promise<(InstanceView & { history?: HistoryEntry[] }) | null>;
   findInstances(query?: ListInstancesQuery): Promise<InstancePage>;
-  cancel(instanceId: string, cancelledBy?: string): Promise<{ status: InstanceStatus }>;
+  cancel(instanceId: string, cancelledBy?: string, ctx?: ExecutionContextLike): Promise<{ status: InstanceStatus }>;
+  /** The instance once finished, or as it is after `timeoutSeconds` (null if unknown); on Postgres it waits with LISTEN. */
+  result(instanceId: string, opts?: { timeoutSeconds?: number; signal?: AbortSignal }): Promise<InstanceView | null>;
   /** Publish a message on a channel (as `POST /channels/:channel/messages`); returns its id. */
-  publish(channel: string, data: unknown, opts?: PublishOptions): Promise<string>;
+  publish(channel: string, data: unknown, opts?: PublishOptions, ctx?: ExecutionContextLike): Promise<string>;
   sweep(opts?: SweepOptions, ctx?: ExecutionContextLike): Promise<SweepReport>;
   readonly dispatcher: Dispatcher;
   close(): Promise<void>;
@@ -230,11 +238,9 @@ export function createEdda(opts: EddaOptions): Edda {
     hop,
   });
 
-  const client = async () => sharedEngine();
-
   async function run<T>(fn: (engine: Engine, scope: DispatchScope) => Promise<T>, o: { ctx?: ExecutionContextLike; budget?: SubrequestBudget } = {}): Promise<T> {
     const withBudget = (scope: DispatchScope) => (o.budget ? { ...scope, budget: o.budget } : scope);
-    if (!perRequest) return fn(await client(), withBudget(invocationScope(o.ctx)));
+    if (!perRequest) return fn(await sharedEngine(), withBudget(invocationScope(o.ctx)));
     const database = await (opts.database as () => Database | Promise<Database>)();
     const pending: Promise<unknown>[] = [];
     try {
@@ -273,11 +279,12 @@ export function createEdda(opts: EddaOptions): Edda {
       else await done;
       return res;
     },
-    start: async (wf: Workflow | string, input: unknown, o?: StartOptions) => (await client()).start(wf, input, o),
-    getInstance: async (id, o) => (await client()).getInstance(id, o),
-    findInstances: async (q = {}) => (await client()).findInstances(q),
-    cancel: async (id, by) => (await client()).cancel(id, by),
-    publish: async (channel, data, o) => (await client()).publish(channel, data, o),
+    start: (wf: Workflow | string, input: unknown, o?: StartOptions, ctx?: ExecutionContextLike) => run((e, scope) => e.start(wf, input, o, scope), ctx ? { ctx } : {}),
+    getInstance: (id, o) => run((e) => e.getInstance(id, o)),
+    findInstances: (q = {}) => run((e) => e.findInstances(q)),
+    cancel: (id, by, ctx) => run((e, scope) => e.cancel(id, by, scope), ctx ? { ctx } : {}),
+    result: (id, o = {}) => run((e) => e.awaitInstance(id, o.timeoutSeconds ?? 0, o.signal)),
+    publish: (channel, data, o, ctx) => run((e, scope) => e.publish(channel, data, o, scope), ctx ? { ctx } : {}),
     sweep: (o, ctx) => run((engine, scope) => engine.sweep(o, scope), ctx ? { ctx } : {}),
     /** Stops the dispatcher. The database stays open: whoever opened it closes it. */
     async close() {

@@ -16,6 +16,7 @@ import { runStep, type StepResult } from "./step.ts";
 import { wakeChannel } from "./channels.ts";
 import { relayOutbox, type OutboxOptions } from "./outbox.ts";
 import { WarmRuns } from "./warm-runs.ts";
+import { awaitFinished } from "./results.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 
 export interface EngineOptions {
@@ -242,6 +243,12 @@ export class Engine implements StepRunner {
       }));
     }
     return view;
+  }
+
+  /** The instance once it has finished, or as it is after `waitSeconds` (see results.ts). */
+  async awaitInstance(instanceId: string, waitSeconds: number, signal?: AbortSignal): Promise<InstanceView | null> {
+    const inst = await awaitFinished(this.storage, instanceId, waitSeconds, signal);
+    return inst ? toView(inst) : null;
   }
 
   async findInstances(query: ListInstancesQuery): Promise<{ instances: InstanceView[]; nextCursor: string | null }> {

@@ -18,6 +18,7 @@ import { mcpRoutes, type McpExposure } from "./mcp/index.ts";
 import { viewer } from "./ui/index.tsx";
 import { documented } from "./openapi.ts";
 import { referenceRoutes } from "./reference.ts";
+import { resultRoutes } from "./results.ts";
 import { onError, problem } from "./problem.ts";
 import { instancePage, instanceView, started, instanceStatus } from "./schemas.ts";
 
@@ -260,6 +261,7 @@ export function createApp(opts: AppOptions): Hono {
 
   const helpers: RouteHelpers = { engine, scope, parse };
   cloudEventRoutes(api, helpers);
+  resultRoutes(api, helpers);
   if (opts.mcp) mcpRoutes(api, helpers, opts.mcp);
   referenceRoutes(app, api, { workflows: opts.workflows ?? (() => []), tokenRequired: () => (opts.apiTokens() ?? []).length > 0 });
   opts.extend?.(api, helpers);

@@ -28,6 +28,11 @@ export interface Database {
   readonly stats: QueryStats;
   /** Whether several connections may run at once (false for PGlite). */
   readonly concurrent: boolean;
+  /**
+   * LISTEN on a channel: `onPayload` gets each NOTIFY payload until the
+   * returned function is called. Absent where the driver cannot listen.
+   */
+  listen?(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 

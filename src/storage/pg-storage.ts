@@ -79,6 +79,9 @@ async function runAfterCommit(callbacks: AfterCommit[]): Promise<void> {
 }
 
 export class PgStorage implements Storage {
+  /** LISTEN on the database (set by createStorage when the driver can). */
+  listen?: Storage["listen"];
+
   constructor(
     readonly executor: Executor,
     protected readonly scope?: CommitScope,
@@ -296,5 +299,7 @@ class PgTxStorage extends PgStorage implements TxStorage {
 }
 
 export function createStorage(database: Database): Storage {
-  return new PgStorage(database.db);
+  const storage = new PgStorage(database.db);
+  if (database.listen) storage.listen = database.listen.bind(database);
+  return storage;
 }

@@ -270,6 +270,8 @@ export interface Storage {
    * they are discarded if the transaction or their savepoint rolls back.
    */
   transaction<T>(fn: (tx: TxStorage) => Promise<T>): Promise<T>;
+  /** LISTEN on the database, where the driver supports it (see Database.listen). */
+  listen?(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
 
   // --- definitions ----------------------------------------------------------
   upsertWorkflowDefinition(workflowName: string, sourceHash: string, sourceCode: string): Promise<void>;

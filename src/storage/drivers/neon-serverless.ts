@@ -33,5 +33,29 @@ export function createNeonDatabase(opts: NeonOptions): Database {
   // An idle client's socket closing must not crash the process.
   pool.on("error", () => {});
   const db = drizzle({ client: pool, logger: countingLogger(stats) }) as unknown as Db;
-  return { driver: "neon-serverless", db, stats, concurrent: true, close: () => pool.end() };
+  return {
+    driver: "neon-serverless",
+    db,
+    stats,
+    concurrent: true,
+    // A pooled client held for the listen (one WebSocket), given back when it ends.
+    listen: async (channel, onPayload) => {
+      const client = await pool.connect();
+      const quoted = `"${channel.replace(/"/g, '""')}"`;
+      client.on("notification", (n) => {
+        if (n.channel === channel) onPayload(n.payload ?? "");
+      });
+      try {
+        await client.query(`LISTEN ${quoted}`);
+      } catch (err) {
+        client.release(true);
+        throw err;
+      }
+      return async () => {
+        await client.query(`UNLISTEN ${quoted}`).catch(() => undefined);
+        client.release();
+      };
+    },
+    close: () => pool.end(),
+  };
 }

@@ -17,5 +17,12 @@ export async function createPgliteDatabase(opts: PgliteOptions = {}): Promise<Da
   await client.waitReady;
   const stats: QueryStats = { statements: 0 };
   const db = drizzle({ client, logger: countingLogger(stats) }) as unknown as Db;
-  return { driver: "pglite", db, stats, concurrent: false, close: () => client.close() };
+  return {
+    driver: "pglite",
+    db,
+    stats,
+    concurrent: false,
+    listen: async (channel, onPayload) => client.listen(channel, onPayload),
+    close: () => client.close(),
+  };
 }

@@ -55,6 +55,11 @@ export function createPostgresJsDatabase(opts: PostgresJsOptions): Database {
     db,
     stats,
     concurrent: true,
+    // postgres.js runs every LISTEN of a client on one dedicated connection.
+    listen: async (channel, onPayload) => {
+      const l = await client.listen(channel, onPayload);
+      return () => l.unlisten();
+    },
     close: () => client.end({ timeout: 5 }),
   };
 }
