@@ -70,23 +70,29 @@ export interface WorkflowOptions<S extends z.ZodType | undefined> {
 
 export type WorkflowFn<I, O> = (ctx: WorkflowContext, input: I) => Promise<O>;
 
-export interface Workflow<I = any, O = any> {
-  readonly workflowName: string;
+/**
+ * `I`/`O`: the input the function receives and what it returns; `N`: the
+ * name as a literal type and `In`: the input a caller sends (before the
+ * schema's defaults and transforms), so a typed client can check `start()`.
+ */
+export interface Workflow<I = any, O = any, N extends string = string, In = I> {
+  readonly workflowName: N;
   readonly fn: WorkflowFn<I, O>;
   readonly options: WorkflowOptions<z.ZodType | undefined>;
   /** The text the source hash is computed from. */
   readonly source: string;
-  readonly __types?: { input: I; output: O };
+  readonly __types?: { input: I; output: O; startInput: In };
 }
 
 type InputOf<S> = S extends z.ZodType ? z.output<S> : unknown;
+type StartInputOf<S> = S extends z.ZodType ? z.input<S> : unknown;
 
-export function workflow<S extends z.ZodType | undefined = undefined, O = unknown>(
-  name: string,
+export function workflow<S extends z.ZodType | undefined = undefined, O = unknown, N extends string = string>(
+  name: N,
   options: WorkflowOptions<S>,
   fn: WorkflowFn<InputOf<S>, O>,
-): Workflow<InputOf<S>, O>;
-export function workflow<I = unknown, O = unknown>(name: string, fn: WorkflowFn<I, O>): Workflow<I, O>;
+): Workflow<InputOf<S>, O, N, StartInputOf<S>>;
+export function workflow<I = unknown, O = unknown, N extends string = string>(name: N, fn: WorkflowFn<I, O>): Workflow<I, O, N>;
 export function workflow(name: string, a: unknown, b?: unknown): Workflow {
   checkName("workflow", name);
   const options = (typeof a === "function" ? {} : a) as WorkflowOptions<z.ZodType | undefined>;
@@ -95,5 +101,5 @@ export function workflow(name: string, a: unknown, b?: unknown): Workflow {
   return { workflowName: name, fn, options, source: fn.toString() };
 }
 
-export type WorkflowInput<W> = W extends Workflow<infer I, any> ? I : never;
-export type WorkflowOutput<W> = W extends Workflow<any, infer O> ? O : never;
+export type WorkflowInput<W> = W extends Workflow<infer I, any, any, any> ? I : never;
+export type WorkflowOutput<W> = W extends Workflow<any, infer O, any, any> ? O : never;

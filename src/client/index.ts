@@ -1,0 +1,236 @@
+/**
+ * `edda-edge/client`: a typed HTTP client for an Edda Edge app. Only `fetch`
+ * and Web APIs — it runs in Node, Deno, Workers and browsers — and it imports
+ * nothing from the server at run time: workflow types come from
+ * `createClient<typeof workflows>()`, a type-only use of the definitions.
+ *
+ *   const edda = createClient<typeof workflows>({ baseUrl, token });
+ *   const run = await edda.start("order_saga", { orderId: "o1", amount: 5 });
+ *   const outcome = await run.result({ timeoutSeconds: 60 });
+ *   if (outcome.status === "completed") console.log(outcome.output.status);
+ */
+import type { Workflow } from "../core/definitions.ts";
+import type { InstanceStatus } from "../storage/types.ts";
+import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
+
+export type { Jsonified, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
+export type { InstanceStatus };
+
+export interface ClientOptions {
+  /** The app's URL, e.g. `https://edda.example.com` (a path prefix is kept). */
+  baseUrl: string;
+  /** Bearer token (EDDA_API_TOKEN). */
+  token?: string;
+  /** Defaults to the global fetch (a service binding's fetch on Workers). */
+  fetch?: (input: string, init: RequestInit) => Promise<Response>;
+  /** Extra headers on every request. */
+  headers?: Record<string, string>;
+}
+
+export interface StoredError {
+  error_type: string;
+  error_message: string;
+  [key: string]: unknown;
+}
+
+export interface InstanceView {
+  instanceId: string;
+  workflowName: string;
+  status: InstanceStatus;
+  run: number;
+  input: unknown;
+  output: unknown;
+  error: StoredError | null;
+  cancellation: unknown;
+  currentActivityId: string | null;
+  startedAt: string;
+  updatedAt: string;
+  history?: { id: number; activityId: string; eventType: string; data: unknown; createdAt: string }[];
+}
+
+/** A finished instance: exactly one of output, error, cancellation is set by its status. */
+export type InstanceOutcome<O = unknown> =
+  | { instanceId: string; workflowName: string; status: "completed"; output: O; error: null; cancellation: null }
+  | { instanceId: string; workflowName: string; status: "failed"; output: null; error: StoredError; cancellation: null }
+  | { instanceId: string; workflowName: string; status: "cancelled"; output: null; error: StoredError | null; cancellation: { cancelled_by: string; cancelled_at: string; previous_status: string } };
+
+export interface ResultOptions {
+  /** How long to wait in total (default 60 s; 0 asks once). */
+  timeoutSeconds?: number;
+  signal?: AbortSignal;
+}
+
+export interface StartedInstance<O = unknown> {
+  instanceId: string;
+  status: InstanceStatus;
+  /** false when an instance with this instanceId already existed. */
+  created: boolean;
+  /** Wait for the outcome (see `EddaClient.result`). */
+  result(opts?: ResultOptions): Promise<InstanceOutcome<O>>;
+}
+
+export interface ListQuery<N extends string = string> {
+  status?: InstanceStatus | InstanceStatus[];
+  workflow?: N;
+  limit?: number;
+  cursor?: string;
+  startedAfter?: Date | string;
+  startedBefore?: Date | string;
+}
+
+export interface OutgoingCloudEvent {
+  type: string;
+  source: string;
+  /** Default: a random UUID. With `source`, the dedupe key. */
+  id?: string;
+  data?: unknown;
+  subject?: string;
+  time?: Date | string;
+  /** Deliver to this instance only (the `eddainstanceid` extension). */
+  instanceId?: string;
+  /** More CloudEvents extension attributes (lower-case names), e.g. `traceparent`. */
+  extensions?: Record<string, string | number | boolean>;
+}
+
+export interface EddaClient<W extends WorkflowSet> {
+  start<N extends WorkflowName<W>>(name: N, input: StartInput<W, N>, opts?: { instanceId?: string }): Promise<StartedInstance<WorkflowResult<W, N>>>;
+  /** The instance, or null if there is none with this id. */
+  get(instanceId: string, opts?: { history?: boolean }): Promise<InstanceView | null>;
+  list(query?: ListQuery<WorkflowName<W>>): Promise<{ instances: InstanceView[]; nextCursor: string | null }>;
+  cancel(instanceId: string): Promise<{ status: InstanceStatus }>;
+  /** A point-to-point message to one instance, on a channel. */
+  send(instanceId: string, channel: string, data?: unknown, opts?: { metadata?: Record<string, unknown> }): Promise<{ messageId: string }>;
+  publish(channel: string, data?: unknown, opts?: { metadata?: Record<string, unknown> }): Promise<{ messageId: string }>;
+  /** Post a CloudEvent (structured mode) to the app's ingestion route. */
+  sendEvent(event: OutgoingCloudEvent): Promise<{ id: string; duplicate: boolean; messageId?: string; instanceId?: string }>;
+  /**
+   * Wait for an instance's outcome: long-polls `GET /instances/:id/result`
+   * until it has finished or `timeoutSeconds` have passed (then throws
+   * ResultTimeoutError). Name the workflow to type the output.
+   */
+  result<N extends WorkflowName<W> = never>(instanceId: string, opts?: ResultOptions & { workflow?: N }): Promise<InstanceOutcome<[N] extends [never] ? unknown : WorkflowResult<W, N>>>;
+}
+
+/** A non-2xx answer from the app (its problem body in `body`). */
+export class EddaApiError extends Error {
+  override name = "EddaApiError";
+  constructor(
+    readonly status: number,
+    readonly errorType: string,
+    message: string,
+    readonly body: unknown,
+  ) {
+    super(message);
+  }
+}
+
+/** `result()` gave up: the instance was still going at the deadline. */
+export class ResultTimeoutError extends Error {
+  override name = "ResultTimeoutError";
+  constructor(
+    readonly instanceId: string,
+    readonly status: InstanceStatus,
+  ) {
+    super(`instance "${instanceId}" is still ${status}`);
+  }
+}
+
+/** The server holds one result request at most this long; longer waits are several requests. */
+const POLL_CHUNK_SECONDS = 25;
+
+export function createClient<W extends WorkflowSet = readonly Workflow<any, any, string, any>[]>(opts: ClientOptions): EddaClient<W> {
+  const base = opts.baseUrl.replace(/\/+$/, "");
+  const fetchFn = opts.fetch ?? ((input: string, init: RequestInit) => fetch(input, init));
+  const enc = encodeURIComponent;
+
+  async function call<T>(method: string, path: string, body?: unknown, init: { contentType?: string; signal?: AbortSignal; accept?: number[] } = {}): Promise<{ status: number; body: T }> {
+    const headers: Record<string, string> = { accept: "application/json", ...opts.headers };
+    if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+    if (body !== undefined) headers["content-type"] = init.contentType ?? "application/json";
+    const res = await fetchFn(base + path, {
+      method,
+      headers,
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      ...(init.signal ? { signal: init.signal } : {}),
+    });
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      parsed = text;
+    }
+    if (res.ok || init.accept?.includes(res.status)) return { status: res.status, body: parsed as T };
+    const p = (typeof parsed === "object" && parsed !== null ? parsed : {}) as { error?: string; error_type?: string };
+    throw new EddaApiError(res.status, p.error_type ?? "HttpError", p.error ?? `${method} ${path} → HTTP ${res.status}`, parsed);
+  }
+
+  async function result(instanceId: string, o: ResultOptions = {}): Promise<InstanceOutcome<any>> {
+    const deadline = Date.now() + (o.timeoutSeconds ?? 60) * 1000;
+    for (;;) {
+      const asked = Math.max(0, Math.min(POLL_CHUNK_SECONDS, (deadline - Date.now()) / 1000));
+      const sent = Date.now();
+      const r = await call<InstanceOutcome | { status: InstanceStatus }>("GET", `/instances/${enc(instanceId)}/result?wait=${asked.toFixed(3)}`, undefined, o.signal ? { signal: o.signal } : {});
+      if (r.status === 200) return r.body as InstanceOutcome;
+      if (Date.now() >= deadline || asked === 0) throw new ResultTimeoutError(instanceId, r.body.status);
+      // A server that answered well before the asked wait (an old one, a proxy): do not spin.
+      if (Date.now() - sent < asked * 500) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, deadline - Date.now())));
+    }
+  }
+
+  const iso = (d: Date | string) => (typeof d === "string" ? d : d.toISOString());
+
+  return {
+    async start(name, input, o = {}) {
+      const r = await call<{ instanceId: string; status: InstanceStatus }>("POST", `/workflows/${enc(name)}/instances`, {
+        input,
+        ...(o.instanceId ? { instanceId: o.instanceId } : {}),
+      });
+      const instanceId = r.body.instanceId;
+      return { instanceId, status: r.body.status, created: r.status === 201, result: (ro) => result(instanceId, ro) };
+    },
+    async get(instanceId, o = {}) {
+      const r = await call<InstanceView | null>("GET", `/instances/${enc(instanceId)}${o.history ? "?history=1" : ""}`, undefined, { accept: [404] });
+      return r.status === 404 ? null : r.body;
+    },
+    async list(q = {}) {
+      const params = new URLSearchParams();
+      if (q.status) params.set("status", ([] as InstanceStatus[]).concat(q.status).join(","));
+      if (q.workflow) params.set("workflow", q.workflow);
+      if (q.limit !== undefined) params.set("limit", String(q.limit));
+      if (q.cursor) params.set("cursor", q.cursor);
+      if (q.startedAfter) params.set("started_after", iso(q.startedAfter));
+      if (q.startedBefore) params.set("started_before", iso(q.startedBefore));
+      const qs = params.toString();
+      return (await call<{ instances: InstanceView[]; nextCursor: string | null }>("GET", `/instances${qs ? `?${qs}` : ""}`)).body;
+    },
+    async cancel(instanceId) {
+      return (await call<{ status: InstanceStatus }>("POST", `/instances/${enc(instanceId)}/cancel`)).body;
+    },
+    async send(instanceId, channel, data = null, o = {}) {
+      const r = await call<{ messageId: string }>("POST", `/instances/${enc(instanceId)}/messages`, { channel, data, ...(o.metadata ? { metadata: o.metadata } : {}) });
+      return { messageId: r.body.messageId };
+    },
+    async publish(channel, data = null, o = {}) {
+      const r = await call<{ messageId: string }>("POST", `/channels/${enc(channel)}/messages`, { data, ...(o.metadata ? { metadata: o.metadata } : {}) });
+      return { messageId: r.body.messageId };
+    },
+    async sendEvent(e) {
+      const event: Record<string, unknown> = {
+        ...e.extensions,
+        specversion: "1.0",
+        id: e.id ?? crypto.randomUUID(),
+        source: e.source,
+        type: e.type,
+        ...(e.subject !== undefined ? { subject: e.subject } : {}),
+        ...(e.time !== undefined ? { time: iso(e.time) } : {}),
+        ...(e.instanceId !== undefined ? { eddainstanceid: e.instanceId } : {}),
+        ...(e.data !== undefined ? { datacontenttype: "application/json", data: e.data } : {}),
+      };
+      const r = await call<{ id: string; duplicate: boolean; messageId?: string; instanceId?: string }>("POST", "/events", event, { contentType: "application/cloudevents+json" });
+      const { id, duplicate, messageId, instanceId } = r.body;
+      return { id, duplicate, ...(messageId ? { messageId } : {}), ...(instanceId ? { instanceId } : {}) };
+    },
+    result: (instanceId, o) => result(instanceId, o),
+  };
+}
