@@ -15,6 +15,7 @@ export default defineConfig({
     "drivers/pglite": "src/storage/drivers/pglite.ts",
     "drivers/postgres-js": "src/storage/drivers/postgres-js.ts",
     "drivers/neon-serverless": "src/storage/drivers/neon-serverless.ts",
+    client: "src/client/index.ts",
     cli: "src/platform/cli.ts",
   },
   format: "esm",
