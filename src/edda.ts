@@ -20,6 +20,7 @@ import type { PublishOptions } from "./engine/messaging.ts";
 import type { OutboxOptions } from "./engine/outbox.ts";
 import type { EngineHooks } from "./engine/hooks.ts";
 import type { SweepOptions, SweepReport } from "./engine/sweeper.ts";
+import type { TracingApi } from "./engine/tracing.ts";
 import type { Database } from "./storage/database.ts";
 import { migrate } from "./storage/migrate.ts";
 import { createStorage } from "./storage/pg-storage.ts";
@@ -52,6 +53,12 @@ export interface EddaOptions {
   dispatcher?: DispatcherOption;
   retryPolicy?: RetryPolicy;
   hooks?: EngineHooks;
+  /**
+   * OpenTelemetry: pass the `@opentelemetry/api` module (an optional peer
+   * dependency) to get a trace per run, with spans per step, activity
+   * attempt, wait and compensation. Without an SDK registered it costs ~nothing.
+   */
+  tracing?: TracingApi;
   leaseSeconds?: number;
   handoffLeaseSeconds?: number;
   errorClasses?: ErrorClass[];
@@ -178,6 +185,7 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.handoffLeaseSeconds ? { handoffLeaseSeconds: opts.handoffLeaseSeconds } : {}),
       ...(opts.retryPolicy ? { retryPolicy: opts.retryPolicy } : {}),
       ...(opts.hooks ? { hooks: opts.hooks } : {}),
+      ...(opts.tracing ? { tracing: opts.tracing } : {}),
       ...(opts.errorClasses ? { errorClasses: opts.errorClasses } : {}),
       ...(opts.exposeErrorStacks ? { exposeErrorStacks: true } : {}),
       outbox,

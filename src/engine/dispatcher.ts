@@ -22,6 +22,8 @@ export interface StepRequest {
   instanceId: string;
   /** A lease handed over by the concluding step: the follow-up starts with a read. */
   lease?: { workerId: string; token: number };
+  /** W3C traceparent of the run's trace: the step joins it (every transport carries it as is). */
+  traceparent?: string;
 }
 
 /** What one invocation (request, cron run, queue batch) shares across everything it dispatches. */

@@ -17,6 +17,7 @@ import { wakeChannel } from "./channels.ts";
 import { relayOutbox, type OutboxOptions } from "./outbox.ts";
 import { WarmRuns } from "./warm-runs.ts";
 import { awaitFinished } from "./results.ts";
+import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 
 export interface EngineOptions {
@@ -41,10 +42,14 @@ export interface EngineOptions {
    * where every API caller may read server internals (development).
    */
   exposeErrorStacks?: boolean;
+  /** The `@opentelemetry/api` module: spans per step, activity attempt, wait and compensation (tracing.ts). */
+  tracing?: TracingApi;
 }
 
 export interface StartOptions {
   instanceId?: string;
+  /** W3C traceparent the run's trace continues (e.g. a CloudEvent's `traceparent` extension). */
+  traceparent?: string;
 }
 
 export interface InstanceView {
@@ -93,10 +98,12 @@ export class Engine implements StepRunner {
   private readonly hashes = new Map<string, Promise<string>>();
   /** Runs kept in memory across in-process hand-offs (see warm-runs.ts). */
   readonly warmRuns = new WarmRuns();
+  readonly tracing: Tracing | null;
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;
-    this.dispatcher = dispatchingAs(opts.dispatcher, this);
+    this.tracing = opts.tracing ? new Tracing(opts.tracing) : null;
+    this.dispatcher = this.tracing ? this.tracing.dispatcher(dispatchingAs(opts.dispatcher, this)) : dispatchingAs(opts.dispatcher, this);
     for (const wf of opts.workflows) {
       const prior = this.workflows.get(wf.workflowName);
       if (prior) {
@@ -110,7 +117,7 @@ export class Engine implements StepRunner {
     this.defaultLeaseSeconds = opts.leaseSeconds ?? 300;
     this.handoffLeaseSeconds = opts.handoffLeaseSeconds ?? 30;
     this.retryPolicy = opts.retryPolicy;
-    this.hooks = guardHooks(opts.hooks ?? {});
+    this.hooks = guardHooks(this.tracing ? combineHooks(opts.hooks ?? {}, this.tracing.hooks) : (opts.hooks ?? {}));
     this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
     this.errorView = { stacks: opts.exposeErrorStacks ?? false };
     this.errorClasses = Object.fromEntries((opts.errorClasses ?? []).map((C) => [new C("").name, C]));
@@ -136,31 +143,34 @@ export class Engine implements StepRunner {
     const wf = typeof workflow === "string" ? this.workflow(workflow) : this.workflow(workflow.workflowName);
     const value = this.validateInput(wf, input);
     const r = await this.createValidated(this.storage, wf, value, opts);
-    if (r.created) this.afterStart(wf, r.instanceId, value, scope);
+    if (r.created) this.afterStart(wf, r.instanceId, value, scope, r.traceContext);
     return r;
   }
 
   /** Create an instance whose input is already validated, on `storage` (possibly a transaction). */
-  async createValidated(storage: Storage, wf: Workflow, value: unknown, opts: StartOptions): Promise<{ instanceId: string; status: InstanceStatus; created: boolean }> {
+  async createValidated(storage: Storage, wf: Workflow, value: unknown, opts: StartOptions): Promise<{ instanceId: string; status: InstanceStatus; created: boolean; traceContext: string | null }> {
     if (opts.instanceId !== undefined && !/^[A-Za-z0-9_.:-]{1,200}$/.test(opts.instanceId)) {
       throw new ValidationError("instanceId must be 1–200 characters of A-Z a-z 0-9 _ . : -", [{ path: ["instanceId"], message: "invalid instance id" }]);
     }
     const sourceHash = await this.ensureDefinition(wf);
+    const instanceId = opts.instanceId ?? crypto.randomUUID();
+    const traceContext = this.tracing?.started(wf.workflowName, instanceId, opts.traceparent) ?? null;
     const { created, instance } = await storage.createInstance({
-      instanceId: opts.instanceId ?? crypto.randomUUID(),
+      instanceId,
+      traceContext,
       workflowName: wf.workflowName,
       sourceHash,
       ownerService: this.serviceName,
       inputData: toJson(value ?? null),
       lockTimeoutSeconds: wf.options.lockTimeoutSeconds ?? null,
     });
-    return { instanceId: instance.instanceId, status: instance.status, created };
+    return { instanceId: instance.instanceId, status: instance.status, created, traceContext };
   }
 
   /** After the creating commit: hook + first step. */
-  afterStart(wf: Workflow, instanceId: string, input: unknown, scope?: DispatchScope): void {
+  afterStart(wf: Workflow, instanceId: string, input: unknown, scope?: DispatchScope, traceparent?: string | null): void {
     this.hooks.onWorkflowStart?.({ instanceId, workflowName: wf.workflowName, input });
-    this.dispatcher.dispatch({ instanceId }, scope);
+    this.dispatcher.dispatch({ instanceId, ...(traceparent ? { traceparent } : {}) }, scope);
   }
 
   /** Publish a message from outside any workflow; subscribers wake after the commit. */
@@ -209,7 +219,10 @@ export class Engine implements StepRunner {
   }
 
   runStep(req: StepRequest, scope?: DispatchScope): Promise<StepResult> {
-    return runStep(this, req, scope);
+    if (!this.tracing) return runStep(this, req, scope);
+    // A hand-off carries the run's traceparent when it has one; others (sweeper, wake-ups) read the stored one.
+    const stored = () => (req.lease ? Promise.resolve(null) : this.storage.getTraceContext(req.instanceId));
+    return this.tracing.step(req, stored, () => runStep(this, req, scope));
   }
 
   /** A follow-up that will not be sent: release its handed lease so the next sweep resumes the instance. */

@@ -17,10 +17,11 @@
  *   it spent (or a send that fails) is handed back to the database for the
  *   next sweep.
  */
+import { TRACEPARENT_PATTERN } from "./tracing.ts";
 import { deferStep, type Dispatcher, type DispatchScope, type StepRequest, type StepRunner } from "./dispatcher.ts";
 
 /** A message body on the follow-up queue. */
-export type FollowUp = { kind: "step"; instanceId: string; lease?: { workerId: string; token: number } } | { kind: "timers"; due: number };
+export type FollowUp = { kind: "step"; instanceId: string; lease?: { workerId: string; token: number }; traceparent?: string } | { kind: "timers"; due: number };
 
 export interface OutgoingMessage {
   body: FollowUp;
@@ -49,7 +50,7 @@ export class QueueDispatcher implements Dispatcher {
   }
 
   dispatch(req: StepRequest, scope?: DispatchScope): void {
-    this.enqueue({ body: { kind: "step", instanceId: req.instanceId, ...(req.lease ? { lease: req.lease } : {}) } }, scope);
+    this.enqueue({ body: { kind: "step", instanceId: req.instanceId, ...(req.lease ? { lease: req.lease } : {}), ...(req.traceparent ? { traceparent: req.traceparent } : {}) } }, scope);
   }
 
   wakeIn(delaySeconds: number, scope?: DispatchScope): void {
@@ -125,7 +126,7 @@ export async function runFollowUp(runner: StepRunner, body: unknown, scope: Disp
     return { ack: true };
   }
   if (msg.kind === "step") {
-    await runner.runStep({ instanceId: msg.instanceId, ...(msg.lease ? { lease: msg.lease } : {}) }, scope);
+    await runner.runStep({ instanceId: msg.instanceId, ...(msg.lease ? { lease: msg.lease } : {}), ...(msg.traceparent ? { traceparent: msg.traceparent } : {}) }, scope);
     return { ack: true };
   }
   const fired = await runner.fireDueTimers(scope);
@@ -139,8 +140,9 @@ function parseFollowUp(body: unknown): FollowUp | null {
   const b = body as Record<string, unknown>;
   if (b.kind === "timers") return typeof b.due === "number" && Number.isFinite(b.due) ? { kind: "timers", due: b.due } : null;
   if (b.kind !== "step" || typeof b.instanceId !== "string" || b.instanceId.length === 0 || b.instanceId.length > 255) return null;
-  if (b.lease === undefined) return { kind: "step", instanceId: b.instanceId };
+  const trace = typeof b.traceparent === "string" && TRACEPARENT_PATTERN.test(b.traceparent) ? { traceparent: b.traceparent } : {};
+  if (b.lease === undefined) return { kind: "step", instanceId: b.instanceId, ...trace };
   const l = b.lease as Record<string, unknown> | null;
   if (!l || typeof l.workerId !== "string" || !Number.isSafeInteger(l.token) || (l.token as number) < 0) return null;
-  return { kind: "step", instanceId: b.instanceId, lease: { workerId: l.workerId, token: l.token as number } };
+  return { kind: "step", instanceId: b.instanceId, lease: { workerId: l.workerId, token: l.token as number }, ...trace };
 }

@@ -10,6 +10,7 @@ import type { Workflow } from "../core/definitions.ts";
 import { ValidationError } from "../core/errors.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { DispatchScope, StepRequest } from "../engine/dispatcher.ts";
+import { TRACEPARENT_PATTERN } from "../engine/tracing.ts";
 import { INSTANCE_STATUSES } from "../storage/schema.ts";
 import type { InstanceStatus } from "../storage/types.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
@@ -75,6 +76,7 @@ const listQuery = z.object({
 const stepRequest = z.object({
   instanceId: z.string().min(1).max(255),
   lease: z.object({ workerId: z.string().min(1).max(255), token: z.number().int().nonnegative() }).optional(),
+  traceparent: z.string().regex(TRACEPARENT_PATTERN).optional(),
 });
 const hop = z.number().int().min(0).max(1000).optional();
 const stepBody = z.union([stepRequest.extend({ hop }), z.object({ steps: z.array(stepRequest).min(1).max(500), hop })]);
@@ -131,7 +133,7 @@ export function createApp(opts: AppOptions): Hono {
     }),
     async (c) => {
       const body = c.var.valid.body;
-      const steps: StepRequest[] = "steps" in body ? body.steps : [{ instanceId: body.instanceId, ...(body.lease ? { lease: body.lease } : {}) }];
+      const steps: StepRequest[] = "steps" in body ? body.steps : [{ instanceId: body.instanceId, ...(body.lease ? { lease: body.lease } : {}), ...(body.traceparent ? { traceparent: body.traceparent } : {}) }];
       const e = await engine(c);
       const s = scope(c);
       if (s) s.hop = body.hop ?? 0;

@@ -110,7 +110,9 @@ async function ingestIn(tx: TxStorage, engine: Engine, byKey: PreparedEvent[], b
     const msg = await tx.publishMessage({ channel: p.type, data: toPayload(p.event.data ?? null), metadata: toJson(p.metadata), targetInstanceId: p.target });
     const result: IngestResult = { id: p.id, duplicate: false, messageId: msg.messageId };
     if (p.handler) {
-      const s = await engine.createValidated(tx, p.handler, p.input, {});
+      // The distributed-tracing extension: the run's trace continues the sender's.
+      const traceparent = (p.event as unknown as Record<string, unknown>).traceparent;
+      const s = await engine.createValidated(tx, p.handler, p.input, typeof traceparent === "string" ? { traceparent } : {});
       result.instanceId = s.instanceId;
       if (s.created) started.push({ p, instanceId: s.instanceId });
     }

@@ -25,9 +25,9 @@ export async function createInstance(ex: Executor, input: NewInstance): Promise<
     ex,
     sql`
     WITH ins AS (
-      INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds)
+      INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds, trace_context)
       VALUES (${input.instanceId}, ${input.workflowName}, ${input.sourceHash}, ${input.ownerService}, ${input.inputData},
-              ${input.lockTimeoutSeconds ?? null}::int)
+              ${input.lockTimeoutSeconds ?? null}::int, ${input.traceContext ?? null})
       ON CONFLICT (instance_id) DO NOTHING
       RETURNING ${INSTANCE_COLUMNS}
     )
@@ -42,6 +42,11 @@ export async function createInstance(ex: Executor, input: NewInstance): Promise<
   const existing = await getInstance(ex, input.instanceId);
   if (!existing) throw new Error(`createInstance(${input.instanceId}): neither inserted nor found`);
   return { created: false, instance: existing };
+}
+
+export async function getTraceContext(ex: Executor, instanceId: string): Promise<string | null> {
+  const [row] = await queryRows<{ trace_context: string | null }>(ex, sql`SELECT trace_context FROM workflow_instances WHERE instance_id = ${instanceId}`);
+  return row?.trace_context ?? null;
 }
 
 export async function getInstance(ex: Executor, instanceId: string): Promise<InstanceRecord | null> {

@@ -112,6 +112,10 @@ export class PgStorage implements Storage {
   createInstance(input: NewInstance): Promise<{ created: boolean; instance: InstanceRecord }> {
     return instances.createInstance(this.executor, input);
   }
+  getTraceContext(instanceId: string): Promise<string | null> {
+    return instances.getTraceContext(this.executor, instanceId);
+  }
+
   getInstance(instanceId: string): Promise<InstanceRecord | null> {
     return instances.getInstance(this.executor, instanceId);
   }

@@ -52,6 +52,8 @@ export interface NewInstance {
   ownerService: string;
   inputData: string;
   lockTimeoutSeconds?: number | null;
+  /** W3C traceparent of the span that started it (tracing on). */
+  traceContext?: string | null;
 }
 
 /** Filters shared by listing and counting instances. */
@@ -270,6 +272,8 @@ export interface Storage {
    * they are discarded if the transaction or their savepoint rolls back.
    */
   transaction<T>(fn: (tx: TxStorage) => Promise<T>): Promise<T>;
+  /** The traceparent recorded when the instance was started (null: none, or no such instance). */
+  getTraceContext(instanceId: string): Promise<string | null>;
   /** LISTEN on the database, where the driver supports it (see Database.listen). */
   listen?(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
 
