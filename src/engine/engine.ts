@@ -220,8 +220,8 @@ export class Engine implements StepRunner {
 
   runStep(req: StepRequest, scope?: DispatchScope): Promise<StepResult> {
     if (!this.tracing) return runStep(this, req, scope);
-    // A hand-off carries the run's traceparent when it has one; others (sweeper, wake-ups) read the stored one.
-    const stored = () => (req.lease ? Promise.resolve(null) : this.storage.getTraceContext(req.instanceId));
+    // Follow-ups carry the run's traceparent; a step without one (sweeper, wake-ups) reads the stored one.
+    const stored = () => this.storage.getTraceContext(req.instanceId);
     return this.tracing.step(req, stored, () => runStep(this, req, scope));
   }
 
