@@ -66,13 +66,14 @@ async function serve(command: string, args: string[], env: Record<string, string
 }
 
 /** The README's curl, then polling the instance until it completes. */
-async function helloRoundTrip(base: string): Promise<unknown> {
-  const res = await fetch(`${base}/workflows/hello/instances`, { method: "POST", body: JSON.stringify({ input: { name: "Ada" } }) });
+async function helloRoundTrip(base: string, token?: string): Promise<unknown> {
+  const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  const res = await fetch(`${base}/workflows/hello/instances`, { method: "POST", headers, body: JSON.stringify({ input: { name: "Ada" } }) });
   expect(res.status).toBe(201);
   const { instanceId } = (await res.json()) as { instanceId: string };
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const view = (await (await fetch(`${base}/instances/${instanceId}`)).json()) as { status: string; output: unknown };
+    const view = (await (await fetch(`${base}/instances/${instanceId}`, { headers })).json()) as { status: string; output: unknown };
     if (view.status === "completed") return view.output;
     if (Date.now() > deadline) throw new Error(`instance ${instanceId} is ${view.status}`);
     await new Promise((r) => setTimeout(r, 100));
@@ -129,8 +130,8 @@ describe("the packed package in an empty project", () => {
     // The README maps @edda/edge to JSR with `deno add`; here it maps to the npm package installed from the tarball.
     const imports = Object.fromEntries(Object.keys(rootPkg.exports).filter((k) => k !== "./package.json").map((k) => [`@edda/edge${k.slice(1)}`, `npm:edda-edge${k.slice(1)}`]));
     await writeFile(join(app, "deno.json"), JSON.stringify({ nodeModulesDir: "manual", imports }));
-    const server = await serve(BIN("deno"), ["run", "-A", "main.ts"], { DATABASE_URL: url, EDDA_SECRET: "consumer-secret", DENO_NO_UPDATE_CHECK: "1" });
-    expect(await helloRoundTrip(server.url)).toBe("Hello, Ada!");
+    const server = await serve(BIN("deno"), ["run", "-A", "main.ts"], { DATABASE_URL: url, EDDA_SECRET: "consumer-secret", EDDA_API_TOKEN: "consumer-token", DENO_NO_UPDATE_CHECK: "1" });
+    expect(await helloRoundTrip(server.url, "consumer-token")).toBe("Hello, Ada!");
     await server.stop();
   });
 
