@@ -8,6 +8,7 @@
  * request that opened it), closed once the request's background work is done.
  */
 import { ConfigurationError } from "./core/errors.ts";
+import { ActivityRegistry } from "./core/registry.ts";
 import type { Context } from "hono";
 import type { Hono } from "hono";
 import type { Workflow } from "./core/definitions.ts";
@@ -175,10 +176,13 @@ export function createEdda(opts: EddaOptions): Edda {
   const tokens = opts.apiToken === undefined ? undefined : Array.isArray(opts.apiToken) ? opts.apiToken : [opts.apiToken];
   const eventTokens = opts.eventsToken === undefined ? undefined : Array.isArray(opts.eventsToken) ? opts.eventsToken : [opts.eventsToken];
   const outbox: OutboxOptions = { ...opts.outbox, ...(opts.brokerUrl ? { brokerUrl: opts.brokerUrl } : {}) };
+  // One registry per app, shared by its engines (one per request in per-request mode).
+  const activities = new ActivityRegistry();
   const engineFor = (database: Database) =>
     new Engine({
       storage: createStorage(database),
       workflows: opts.workflows,
+      activities,
       dispatcher,
       ...(opts.serviceName ? { serviceName: opts.serviceName } : {}),
       ...(opts.leaseSeconds ? { leaseSeconds: opts.leaseSeconds } : {}),

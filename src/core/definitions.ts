@@ -10,7 +10,6 @@ import type { z } from "zod";
 import type { RetryPolicy } from "./retry.ts";
 import type { ActivityContext, WorkflowContext } from "./context.ts";
 import { callActivity } from "./operation.ts";
-import { registerActivity } from "./registry.ts";
 
 export type ActivityFn<A extends unknown[], R> = (ctx: ActivityContext, ...args: A) => Promise<R> | R;
 
@@ -53,7 +52,6 @@ export function activity<A extends unknown[], R>(
     options: { value: options },
     withId: { value: (id: string) => (ctx: WorkflowContext, ...args: A) => callActivity(ctx, def, args, id) },
   });
-  registerActivity(def as unknown as Activity);
   return def;
 }
 

@@ -70,6 +70,7 @@ export function callActivity<A extends unknown[], R>(ctx: WorkflowContext, def: 
 export function callActivityAt<A extends unknown[], R>(ctx: WorkflowContext, def: Activity<A, R>, args: A, id: string): Promise<R> {
   const state = replayStateOf(ctx);
   const name = def.activityName;
+  state.uses(def as unknown as Activity);
   return operation<R>(ctx, {
     id,
     describe: `activity "${name}"`,

@@ -35,6 +35,7 @@ export function sleepUntil(ctx: WorkflowContext, until: Date, opts: { id?: strin
 export function registerCompensation<A extends unknown[]>(ctx: WorkflowContext, compensation: Activity<A, unknown>, ...args: A): Promise<void> {
   const state = replayStateOf(ctx);
   const id = operationId(ctx, "compensation");
+  state.uses(compensation as unknown as Activity);
   if (!state.claim(id, `compensation "${compensation.activityName}"`)) return new Promise(() => {});
   // Registrations made while replaying were persisted by an earlier step.
   if (!state.isReplaying) state.newCompensations.push({ activityId: id, activityName: compensation.activityName, args });

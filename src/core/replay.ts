@@ -28,6 +28,7 @@
  */
 import type { Activity } from "./definitions.ts";
 import { NonDeterminismError } from "./errors.ts";
+import type { ActivityRegistry } from "./registry.ts";
 import { isDerivedId } from "./ids.ts";
 import { EV, type ChannelMode, type HistoryEvent, type NewHistoryEvent } from "./model.ts";
 import { deserializeError, fromPayload, toPayload, type ErrorClass, type SerializedError } from "./serialization.ts";
@@ -125,6 +126,8 @@ export class ReplayState {
   constructor(
     history: HistoryEvent[],
     readonly errorClasses: Record<string, ErrorClass>,
+    /** The app's registry: every activity the run calls or registers as a compensation is added. */
+    private readonly registry?: ActivityRegistry,
   ) {
     this.append(history);
   }
@@ -141,6 +144,11 @@ export class ReplayState {
         this.primary.push(event);
       }
     }
+  }
+
+  /** An activity the code uses (called, or registered as a compensation). */
+  uses(def: Activity): void {
+    this.registry?.add(def);
   }
 
   /** True while recorded history remains to be delivered. */

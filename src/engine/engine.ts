@@ -6,6 +6,7 @@
  */
 import type { Workflow } from "../core/definitions.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
+import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import { fromJson, historyDataView, instanceErrorView, toJson, toPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
 import { sha256Hex } from "../core/signature.ts";
@@ -23,6 +24,8 @@ import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 export interface EngineOptions {
   storage: Storage;
   workflows: Workflow[];
+  /** The app's activities (shared by the engines of one app; default: a registry of this engine's own). */
+  activities?: ActivityRegistry;
   dispatcher: Dispatcher;
   serviceName?: string;
   workerId?: string;
@@ -84,6 +87,7 @@ export class Engine implements StepRunner {
   readonly storage: Storage;
   readonly dispatcher: Dispatcher;
   readonly workflows = new Map<string, Workflow>();
+  readonly activities: ActivityRegistry;
   readonly serviceName: string;
   readonly workerId: string;
   readonly defaultLeaseSeconds: number;
@@ -102,6 +106,7 @@ export class Engine implements StepRunner {
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;
+    this.activities = opts.activities ?? new ActivityRegistry();
     this.tracing = opts.tracing ? new Tracing(opts.tracing) : null;
     this.dispatcher = this.tracing ? this.tracing.dispatcher(dispatchingAs(opts.dispatcher, this)) : dispatchingAs(opts.dispatcher, this);
     for (const wf of opts.workflows) {

@@ -14,7 +14,6 @@
 import type { Transaction } from "../core/context.ts";
 import { LeaseLostError, NonDeterminismError } from "../core/errors.ts";
 import { createWorkflowContext } from "../core/operation.ts";
-import { findActivity } from "../core/registry.ts";
 import { failedSoFar, ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult, type WaitRequest } from "../core/replay.ts";
 import type { WarmRun } from "./warm-runs.ts";
 import { prepareMessageWait } from "./channels.ts";
@@ -129,12 +128,29 @@ class Step {
 
   /** Replay the workflow and take its next step. */
   async advance(): Promise<StepResult> {
-    const wf = this.engine.workflows.get(this.instance.workflowName)!;
-    const state = new ReplayState(this.leased.history, this.engine.errorClasses);
-    const ctx = createWorkflowContext(this.instance, state);
-    this.replaying = new ReplayRun(wf.fn as (c: never, i: unknown) => Promise<unknown>, fromJson(this.instance.inputData), state, ctx);
+    this.replaying = this.replay();
     const { outcome, newCompensations, newEvents } = await this.replaying.next();
     return this.take(outcome, compensationRows(newCompensations), newEvents);
+  }
+
+  /** The workflow function running against this step's history. */
+  private replay(): ReplayRun {
+    const wf = this.engine.workflows.get(this.instance.workflowName)!;
+    const state = new ReplayState(this.leased.history, this.engine.errorClasses, this.engine.activities);
+    const ctx = createWorkflowContext(this.instance, state);
+    return new ReplayRun(wf.fn as (c: never, i: unknown) => Promise<unknown>, fromJson(this.instance.inputData), state, ctx);
+  }
+
+  /**
+   * The app's definition of a compensation. A process that has not run this
+   * workflow yet does not know it: replaying the workflow over its history
+   * reaches the `registerCompensation` calls again, which add it.
+   */
+  private async compensationActivity(name: string) {
+    const known = this.engine.activities.find(name);
+    if (known) return known;
+    await this.replay().next();
+    return this.engine.activities.find(name);
   }
 
   /** Continue a run kept in memory by the step that handed us its lease (no history load, no replay). */
@@ -229,7 +245,7 @@ class Step {
       );
     }
     const activityId = `compensate:${next.activityId}`;
-    const def = findActivity(next.activityName);
+    const def = await this.compensationActivity(next.activityName);
     const state = new ReplayState(this.leased.history, this.engine.errorClasses);
     const failures = state.failedAttempts(activityId);
     const missing = {

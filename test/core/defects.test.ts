@@ -4,14 +4,18 @@ import { activity, workflow } from "../../src/index.ts";
 import { recordOutcomes } from "../../src/engine/execute.ts";
 import { guardHooks } from "../../src/engine/hooks.ts";
 import { failedSoFar } from "../../src/core/replay.ts";
+import { ActivityRegistry } from "../../src/core/registry.ts";
 import { attemptRow } from "./history-event.ts";
 
 describe("smaller defects", () => {
-  it("a second activity with the same name and different code is an error naming both (it silently replaced the first)", () => {
-    activity("dup_named", async () => "first version");
-    expect(() => activity("dup_named", async () => "second version")).toThrow(/"dup_named" is defined twice: first as async \(\) => "first version".*again as async \(\) => "second version"/);
+  it("a second activity with the same name and different code in one app is an error naming both (it silently replaced the first)", () => {
+    const registry = new ActivityRegistry();
+    registry.add(activity("dup_named", async () => "first version"));
+    expect(() => registry.add(activity("dup_named", async () => "second version"))).toThrow(/"dup_named" is defined twice: first as async \(\) => "first version".*again as async \(\) => "second version"/);
     // The same code evaluated again (a module loaded twice) is accepted.
-    expect(() => activity("dup_named", async () => "first version")).not.toThrow();
+    expect(() => registry.add(activity("dup_named", async () => "first version"))).not.toThrow();
+    // Another app's registry does not see this one's activities.
+    expect(() => new ActivityRegistry().add(activity("dup_named", async () => "second version"))).not.toThrow();
   });
 
   it("retry maxDuration is measured on the database's clock only (it mixed the process clock with history timestamps)", () => {

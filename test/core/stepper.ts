@@ -14,7 +14,7 @@ import { createWorkflowContext } from "../../src/core/operation.ts";
 import { EV, type HistoryEvent, type NewHistoryEvent } from "../../src/core/model.ts";
 import { ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult } from "../../src/core/replay.ts";
 import { serializeError, toPayload } from "../../src/core/serialization.ts";
-import { findActivity } from "../../src/core/registry.ts";
+import { ActivityRegistry } from "../../src/core/registry.ts";
 import type { ActivityContext } from "../../src/core/context.ts";
 import { recordOutcomes, type ActivityOutcome } from "../../src/engine/execute.ts";
 
@@ -60,8 +60,10 @@ export async function simulate(fn: WorkflowFn, messages: SimMessage[], mode: Mod
   let run: ReplayRun | null = null;
   let next: ReplayResult | null = null;
 
+  // The app's registry, as the engine keeps one: compensations are resolved by name from it.
+  const registry = new ActivityRegistry();
   const coldRun = () => {
-    const state = new ReplayState(history.slice(), {});
+    const state = new ReplayState(history.slice(), {}, registry);
     const r = new ReplayRun(fn, null, state, createWorkflowContext({ instanceId: "sim", workflowName: "sim", run: 1 }, state));
     return r;
   };
@@ -107,7 +109,7 @@ export async function simulate(fn: WorkflowFn, messages: SimMessage[], mode: Mod
     if (c.timer && !timers.has(c.timer.id)) timers.set(c.timer.id, c.timer.at);
     if (c.wait) wait = c.wait;
     if (c.end) {
-      if (c.end.compensate) runCompensations(compensations, persist);
+      if (c.end.compensate) runCompensations(registry, compensations, persist);
       return result(c.end.status, c.end.output, step);
     }
     const goWarm = mode === "warm" || (mode === "crash" && rng() < 0.5);
@@ -235,9 +237,9 @@ function fireNext(
 }
 
 /** Saga: registered compensations newest first, each recorded once. */
-function runCompensations(comps: { activityId: string; activityName: string; args: unknown[] }[], persist: (e: NewHistoryEvent[]) => unknown) {
+function runCompensations(registry: ActivityRegistry, comps: { activityId: string; activityName: string; args: unknown[] }[], persist: (e: NewHistoryEvent[]) => unknown) {
   for (const c of [...comps].reverse()) {
-    if (!findActivity(c.activityName)) throw new Error(`compensation ${c.activityName} is not registered`);
+    if (!registry.find(c.activityName)) throw new Error(`compensation ${c.activityName} is not registered`);
     persist([{ activityId: `compensate:${c.activityId}`, eventType: EV.CompensationExecuted, data: toPayload({ name: c.activityName, args: c.args }) }]);
   }
 }
