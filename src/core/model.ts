@@ -9,10 +9,18 @@ export const INSTANCE_STATUSES = [
   "running",
   "waiting_for_timer",
   "waiting_for_message",
+  /** Waiting for a child workflow's outcome (`invoke`). */
+  "waiting_for_child",
   "compensating",
   "completed",
   "failed",
   "cancelled",
+  /**
+   * Replay diverged from the recorded history (NonDeterminismError, usually
+   * after a deploy): nothing runs until code with a different source hash is
+   * deployed; then the sweeper resumes it. Cancellable.
+   */
+  "parked",
 ] as const;
 
 export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
@@ -20,7 +28,7 @@ export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
 /** Statuses a step may run in. */
 export const RUNNABLE_STATUSES: readonly InstanceStatus[] = ["running", "compensating"];
 /** Statuses from which cancellation is allowed. */
-export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message"];
+export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message", "waiting_for_child", "parked"];
 export const TERMINAL_STATUSES: readonly InstanceStatus[] = ["completed", "failed", "cancelled"];
 
 /** History event types (`workflow_history.event_type`). */
@@ -34,6 +42,9 @@ export const EV = {
   MessageTimeout: "MessageTimeout",
   /** A deterministic value (`ctx.now()`, `ctx.random()`, `ctx.uuid()`) recorded once. */
   ValueRecorded: "ValueRecorded",
+  /** A child workflow's outcome at the parent's `invoke` operation: completed, or failed/cancelled. */
+  ChildCompleted: "ChildCompleted",
+  ChildFailed: "ChildFailed",
   CompensationExecuted: "CompensationExecuted",
   CompensationFailed: "CompensationFailed",
 } as const;

@@ -10,7 +10,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { InvalidArgumentError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowDefinitions } from "./schema.ts";
-import { DB_NOW, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
+import { DB_NOW, dbNowPlus, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
 import { CANCELLABLE_STATUSES, type InstancePage, type InstanceRecord, type InstanceFilter, type InstanceStatus, type ListInstancesQuery, type NewInstance } from "./types.ts";
 
 export async function upsertWorkflowDefinition(ex: Executor, workflowName: string, sourceHash: string, sourceCode: string): Promise<void> {
@@ -25,9 +25,12 @@ export async function createInstance(ex: Executor, input: NewInstance): Promise<
     ex,
     sql`
     WITH ins AS (
-      INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds, trace_context)
+      INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds, trace_context,
+                                      parent_instance_id, parent_activity_id, detached, deadline_at)
       VALUES (${input.instanceId}, ${input.workflowName}, ${input.sourceHash}, ${input.ownerService}, ${input.inputData},
-              ${input.lockTimeoutSeconds ?? null}::int, ${input.traceContext ?? null})
+              ${input.lockTimeoutSeconds ?? null}::int, ${input.traceContext ?? null},
+              ${input.parentInstanceId ?? null}::text, ${input.parentActivityId ?? null}::text, ${input.detached ?? false}::boolean,
+              ${input.timeoutSeconds != null ? dbNowPlus(input.timeoutSeconds) : sql`NULL::timestamptz`})
       ON CONFLICT (instance_id) DO NOTHING
       RETURNING ${INSTANCE_COLUMNS}
     )

@@ -72,5 +72,20 @@ export const MIGRATIONS: BundledMigration[] = [
       "-- A NOTIFY when an instance reaches a terminal status, sent at commit: long-poll\n-- result requests LISTEN for it instead of polling. Whatever path finishes an\n-- instance (a step, a cancel, the sweeper) goes through this UPDATE.\nCREATE OR REPLACE FUNCTION edda_notify_instance_finished() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  PERFORM pg_notify('edda_instance_finished', NEW.instance_id);\n  RETURN NULL;\nEND $$;",
       "CREATE TRIGGER edda_instance_finished AFTER UPDATE OF status ON workflow_instances\n  FOR EACH ROW WHEN (NEW.status IN ('completed', 'failed', 'cancelled') AND OLD.status IS DISTINCT FROM NEW.status)\n  EXECUTE FUNCTION edda_notify_instance_finished();"
     ]
+  },
+  {
+    "version": 3,
+    "tag": "0002_children_timeouts_parked",
+    "statements": [
+      "ALTER TABLE \"workflow_instances\" DROP CONSTRAINT \"valid_status\";",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"parent_instance_id\" varchar(255);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"parent_activity_id\" varchar(255);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"detached\" boolean DEFAULT false NOT NULL;",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"deadline_at\" timestamp with time zone;",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"parked_hash\" varchar(64);",
+      "CREATE INDEX \"idx_instances_parent\" ON \"workflow_instances\" USING btree (\"parent_instance_id\") WHERE \"workflow_instances\".\"parent_instance_id\" IS NOT NULL;",
+      "CREATE INDEX \"idx_instances_deadline\" ON \"workflow_instances\" USING btree (\"deadline_at\") WHERE \"workflow_instances\".\"deadline_at\" IS NOT NULL;",
+      "ALTER TABLE \"workflow_instances\" ADD CONSTRAINT \"valid_status\" CHECK (\"workflow_instances\".\"status\" IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked'));"
+    ]
   }
 ];

@@ -163,6 +163,11 @@ export const INSTANCE_COLUMNS = sql.raw(
     "lock_token",
     "lock_expires_at",
     "lock_timeout_seconds",
+    "parent_instance_id",
+    "parent_activity_id",
+    "detached",
+    "deadline_at",
+    "parked_hash",
   ].join(", "),
 );
 
@@ -185,6 +190,11 @@ export function toInstance(r: Row): InstanceRecord {
     lockToken: toNumber(r.lock_token),
     lockExpiresAt: toNullableDate(r.lock_expires_at),
     lockTimeoutSeconds: toNullableNumber(r.lock_timeout_seconds),
+    parentInstanceId: nullableStr(r.parent_instance_id),
+    parentActivityId: nullableStr(r.parent_activity_id),
+    detached: r.detached === true || r.detached === "t",
+    deadlineAt: toNullableDate(r.deadline_at),
+    parkedHash: nullableStr(r.parked_hash),
   };
 }
 

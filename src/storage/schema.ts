@@ -17,6 +17,7 @@
 import { sql } from "drizzle-orm";
 import {
   bigserial,
+  boolean,
   check,
   customType,
   foreignKey,
@@ -85,12 +86,22 @@ export const workflowInstances = pgTable(
     lockExpiresAt: tz("lock_expires_at"),
     /** W3C traceparent of the span that started the instance: every step of every run joins that trace. */
     traceContext: varchar("trace_context", { length: 512 }),
+    /** The instance that started this one as a child (`invoke`, `startChild`). */
+    parentInstanceId: varchar("parent_instance_id", { length: 255 }),
+    /** The parent's operation waiting for this child's outcome (`invoke`); null for `startChild`. */
+    parentActivityId: varchar("parent_activity_id", { length: 255 }),
+    /** A detached child survives its parent's cancellation. */
+    detached: boolean("detached").notNull().default(false),
+    /** Workflow `timeoutSeconds`: past this instant the run fails with WorkflowTimeoutError. */
+    deadlineAt: tz("deadline_at"),
+    /** Source hash of the code a `parked` instance diverged from (it resumes once other code is deployed). */
+    parkedHash: varchar("parked_hash", { length: 64 }),
   },
   (t) => [
     foreignKey({ columns: [t.workflowName, t.sourceHash], foreignColumns: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] }).onDelete("restrict"),
     check(
       "valid_status",
-      sql`${t.status} IN ('running', 'waiting_for_timer', 'waiting_for_message', 'compensating', 'completed', 'failed', 'cancelled')`,
+      sql`${t.status} IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked')`,
     ),
     index("idx_instances_status").on(t.status),
     index("idx_instances_workflow").on(t.workflowName),
@@ -102,6 +113,8 @@ export const workflowInstances = pgTable(
     index("idx_instances_continued_from").on(t.continuedFrom),
     // find runnable work: WHERE status = 'running' AND locked_by IS NULL
     index("idx_instances_resumable").on(t.status, t.lockedBy),
+    index("idx_instances_parent").on(t.parentInstanceId).where(sql`${t.parentInstanceId} IS NOT NULL`),
+    index("idx_instances_deadline").on(t.deadlineAt).where(sql`${t.deadlineAt} IS NOT NULL`),
   ],
 );
 

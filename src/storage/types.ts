@@ -38,6 +38,16 @@ export interface InstanceRecord {
   lockToken: number;
   lockExpiresAt: Date | null;
   lockTimeoutSeconds: number | null;
+  /** Set on a child workflow: the instance that started it. */
+  parentInstanceId: string | null;
+  /** The parent's operation that waits for this child's outcome (`invoke`); null for `startChild`. */
+  parentActivityId: string | null;
+  /** A detached child is not cancelled with its parent. */
+  detached: boolean;
+  /** Workflow timeout: the run fails with WorkflowTimeoutError past this instant. */
+  deadlineAt: Date | null;
+  /** While `parked`: the source hash of the code the replay diverged from. */
+  parkedHash: string | null;
 }
 
 export interface ArchivedHistoryEvent extends HistoryEvent {
@@ -54,6 +64,11 @@ export interface NewInstance {
   lockTimeoutSeconds?: number | null;
   /** W3C traceparent of the span that started it (tracing on). */
   traceContext?: string | null;
+  parentInstanceId?: string | null;
+  parentActivityId?: string | null;
+  detached?: boolean;
+  /** Workflow timeout, from the database's now(). */
+  timeoutSeconds?: number | null;
 }
 
 /** Filters shared by listing and counting instances. */
