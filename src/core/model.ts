@@ -21,6 +21,11 @@ export const INSTANCE_STATUSES = [
    * deployed; then the sweeper resumes it. Cancellable.
    */
   "parked",
+  /**
+   * Set aside: its steps (or a sweep task's work on it) kept failing, so it no
+   * longer runs; the failure is on the instance. An operator resumes or cancels it.
+   */
+  "quarantined",
 ] as const;
 
 export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
@@ -28,7 +33,7 @@ export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
 /** Statuses a step may run in. */
 export const RUNNABLE_STATUSES: readonly InstanceStatus[] = ["running", "compensating"];
 /** Statuses from which cancellation is allowed. */
-export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message", "waiting_for_child", "parked"];
+export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message", "waiting_for_child", "parked", "quarantined"];
 export const TERMINAL_STATUSES: readonly InstanceStatus[] = ["completed", "failed", "cancelled"];
 
 /** History event types (`workflow_history.event_type`). */

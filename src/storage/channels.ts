@@ -30,6 +30,7 @@ import { and, asc, eq, sql, type SQL } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
 import { ChannelModeConflictError, EddaError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
+import { NOT_QUARANTINED } from "./failures.ts";
 import { workflowGroupMemberships } from "./schema.ts";
 import { DB_NOW, dbNowPlus, isoUtc, payloadParams, toChannelMessage, toSubscription, tsParam, type Row } from "./rows.ts";
 import type { ChannelMessageRecord, ChannelMode, NewChannelMessage, SubscriptionRecord, WaitingSubscriber } from "./types.ts";
@@ -263,13 +264,14 @@ export async function findWaitingSubscribersWithMessages(ex: Executor, limit: nu
 }
 
 /** One statement, bounded, SKIP LOCKED (a wait whose delivery is in flight is skipped). */
-export async function expireMessageWaits(ex: Executor, limit: number): Promise<string[]> {
+export async function expireMessageWaits(ex: Executor, limit: number, onlyInstanceId?: string): Promise<string[]> {
+  const only = onlyInstanceId === undefined ? sql`` : sql`AND s.instance_id = ${onlyInstanceId}`;
   const rows = await queryRows<{ instance_id: string }>(
     ex,
     sql`
     WITH due AS (
-      SELECT id, instance_id, channel, activity_id, timeout_at FROM channel_subscriptions
-      WHERE activity_id IS NOT NULL AND timeout_at <= ${DB_NOW}
+      SELECT id, instance_id, channel, activity_id, timeout_at FROM channel_subscriptions s
+      WHERE activity_id IS NOT NULL AND timeout_at <= ${DB_NOW} ${only} AND ${NOT_QUARANTINED("s")}
       ORDER BY timeout_at, id
       LIMIT ${limit}::int
       FOR UPDATE SKIP LOCKED

@@ -8,6 +8,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
+import { NOT_QUARANTINED } from "./failures.ts";
 import {
   DB_NOW,
   dbNowPlus,
@@ -24,6 +25,7 @@ import type {
   ArchivedHistoryEvent,
   CompensationRecord,
   HistoryEvent,
+  HistoryPage,
   NewCompensation,
   NewHistoryEvent,
   TimerRegistration,
@@ -71,6 +73,16 @@ export async function loadHistory(ex: Executor, instanceId: string): Promise<His
   return rows.map(toHistoryEvent);
 }
 
+export async function loadHistoryPage(ex: Executor, instanceId: string, afterId: number, limit: number): Promise<HistoryPage> {
+  const rows = await queryRows<Row>(
+    ex,
+    sql`SELECT id, activity_id, event_type, data_type, event_data, event_data_binary, created_at
+        FROM workflow_history WHERE instance_id = ${instanceId} AND id > ${afterId}::bigint ORDER BY id LIMIT ${limit + 1}::int`,
+  );
+  const events = rows.slice(0, limit).map(toHistoryEvent);
+  return { events, nextAfterId: rows.length > limit ? (events.at(-1)?.id ?? null) : null };
+}
+
 export async function loadArchivedHistory(ex: Executor, instanceId: string, run?: number): Promise<ArchivedHistoryEvent[]> {
   const runFilter = run === undefined ? sql`` : sql`AND run = ${run}::int`;
   const rows = await queryRows<Row>(
@@ -112,14 +124,15 @@ export async function registerTimer(ex: Executor, instanceId: string, timer: Tim
  * sweeper takes a disjoint batch, and a timer deleted by one is skipped by the
  * other), delete them, record `TimerExpired` and make waiting instances runnable.
  */
-export async function fireExpiredTimers(ex: Executor, limit: number): Promise<string[]> {
+export async function fireExpiredTimers(ex: Executor, limit: number, onlyInstanceId?: string): Promise<string[]> {
+  const only = onlyInstanceId === undefined ? sql`` : sql`AND t.instance_id = ${onlyInstanceId}`;
   const rows = await queryRows<{ instance_id: string }>(
     ex,
     sql`
     WITH due AS (
       SELECT id, instance_id, timer_id, coalesce(activity_id, timer_id) AS activity_id, expires_at
-      FROM workflow_timer_subscriptions
-      WHERE expires_at <= ${DB_NOW}
+      FROM workflow_timer_subscriptions t
+      WHERE expires_at <= ${DB_NOW} ${only} AND ${NOT_QUARANTINED("t")}
       ORDER BY expires_at, id
       LIMIT ${limit}::int
       FOR UPDATE SKIP LOCKED
@@ -141,6 +154,6 @@ export async function fireExpiredTimers(ex: Executor, limit: number): Promise<st
 }
 
 export async function nextTimerExpiry(ex: Executor): Promise<Date | null> {
-  const [row] = await queryRows<Row>(ex, sql`SELECT min(expires_at) AS next FROM workflow_timer_subscriptions`);
+  const [row] = await queryRows<Row>(ex, sql`SELECT min(expires_at) AS next FROM workflow_timer_subscriptions t WHERE ${NOT_QUARANTINED("t")}`);
   return toNullableDate(row?.next);
 }

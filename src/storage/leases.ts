@@ -134,7 +134,8 @@ export async function concludeStep(ex: Executor, fence: Fence, c: StepConclusion
   const terminal = TERMINAL_STATUSES.includes(c.status);
   const handoff = c.handoff && RUNNABLE_STATUSES.includes(c.status) ? c.handoff : undefined;
 
-  const sets: SQL[] = [sql`status = ${c.status}`, sql`updated_at = ${DB_NOW}`, sql`lock_token = lock_token + 1`];
+  // A concluded step ends a run of failures (poison isolation counts only failures in a row).
+  const sets: SQL[] = [sql`status = ${c.status}`, sql`updated_at = ${DB_NOW}`, sql`lock_token = lock_token + 1`, sql`failure_count = 0`, sql`failure_data = NULL`];
   if (c.currentActivityId !== undefined) sets.push(sql`current_activity_id = ${c.currentActivityId}`);
   if (c.outputData !== undefined) sets.push(sql`output_data = ${c.outputData}`);
   if (c.errorData !== undefined) sets.push(sql`error_data = ${c.errorData}`);

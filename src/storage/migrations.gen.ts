@@ -87,5 +87,15 @@ export const MIGRATIONS: BundledMigration[] = [
       "CREATE INDEX \"idx_instances_deadline\" ON \"workflow_instances\" USING btree (\"deadline_at\") WHERE \"workflow_instances\".\"deadline_at\" IS NOT NULL;",
       "ALTER TABLE \"workflow_instances\" ADD CONSTRAINT \"valid_status\" CHECK (\"workflow_instances\".\"status\" IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked'));"
     ]
+  },
+  {
+    "version": 4,
+    "tag": "0003_instance_quarantine",
+    "statements": [
+      "ALTER TABLE \"workflow_instances\" DROP CONSTRAINT \"valid_status\";",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"failure_count\" integer DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"failure_data\" text;",
+      "ALTER TABLE \"workflow_instances\" ADD CONSTRAINT \"valid_status\" CHECK (\"workflow_instances\".\"status\" IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined'));"
+    ]
   }
 ];

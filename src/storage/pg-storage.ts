@@ -17,6 +17,7 @@ import { PgTransaction } from "drizzle-orm/pg-core";
 import * as channels from "./channels.ts";
 import { deliverBroadcast } from "./channel-delivery.ts";
 import type { Database, Executor } from "./database.ts";
+import * as failures from "./failures.ts";
 import * as history from "./history.ts";
 import * as inspect from "./inspect.ts";
 import * as instances from "./instances.ts";
@@ -38,6 +39,8 @@ import type {
   DeliveredWait,
   Fence,
   HistoryEvent,
+  HistoryPage,
+  InstanceFailure,
   InstancePage,
   InstanceRecord,
   InstanceStatus,
@@ -171,8 +174,8 @@ export class PgStorage implements Storage {
   registerTimer(instanceId: string, timer: TimerRegistration): Promise<void> {
     return history.registerTimer(this.executor, instanceId, timer);
   }
-  fireExpiredTimers(limit: number): Promise<string[]> {
-    return history.fireExpiredTimers(this.executor, limit);
+  fireExpiredTimers(limit: number, onlyInstanceId?: string): Promise<string[]> {
+    return history.fireExpiredTimers(this.executor, limit, onlyInstanceId);
   }
   nextTimerExpiry(): Promise<Date | null> {
     return history.nextTimerExpiry(this.executor);
@@ -209,8 +212,8 @@ export class PgStorage implements Storage {
   findWaitingSubscribersWithMessages(limit: number, channel?: string): Promise<WaitingSubscriber[]> {
     return channels.findWaitingSubscribersWithMessages(this.executor, limit, channel);
   }
-  expireMessageWaits(limit: number): Promise<string[]> {
-    return channels.expireMessageWaits(this.executor, limit);
+  expireMessageWaits(limit: number, onlyInstanceId?: string): Promise<string[]> {
+    return channels.expireMessageWaits(this.executor, limit, onlyInstanceId);
   }
   cleanupChannelMessages(olderThanSeconds: number, limit: number): Promise<number> {
     return channels.cleanupChannelMessages(this.executor, olderThanSeconds, limit);
@@ -249,6 +252,29 @@ export class PgStorage implements Storage {
   }
   pendingMessages(channel: string, limit: number): Promise<ChannelMessageRecord[]> {
     return inspect.pendingMessages(this.executor, channel, limit);
+  }
+
+  // --- poison isolation, retention, history pages ----------------------------
+  recordInstanceFailure(instanceId: string, failure: InstanceFailure): Promise<{ status: InstanceStatus; failureCount: number } | null> {
+    return failures.recordInstanceFailure(this.executor, instanceId, failure);
+  }
+  resumeQuarantined(instanceId: string): Promise<{ ok: boolean; status: InstanceStatus } | null> {
+    return failures.resumeQuarantined(this.executor, instanceId);
+  }
+  findDueInstances(kind: "timers" | "message_timeouts", limit: number): Promise<string[]> {
+    return failures.findDueInstances(this.executor, kind, limit);
+  }
+  purgeFinishedInstances(olderThanSeconds: number, limit: number, opts?: { onlyInstanceId?: string; maxFailures?: number }): Promise<string[]> {
+    return failures.purgeFinishedInstances(this.executor, olderThanSeconds, limit, opts);
+  }
+  findPurgeableInstances(olderThanSeconds: number, limit: number, maxFailures?: number): Promise<string[]> {
+    return failures.findPurgeableInstances(this.executor, olderThanSeconds, limit, maxFailures);
+  }
+  purgeCloudEventDedupe(olderThanSeconds: number, limit: number): Promise<number> {
+    return failures.purgeCloudEventDedupe(this.executor, olderThanSeconds, limit);
+  }
+  loadHistoryPage(instanceId: string, afterId: number, limit: number): Promise<HistoryPage> {
+    return history.loadHistoryPage(this.executor, instanceId, afterId, limit);
   }
 
   // --- outbox, dedupe, system locks -----------------------------------------

@@ -168,6 +168,8 @@ export const INSTANCE_COLUMNS = sql.raw(
     "detached",
     "deadline_at",
     "parked_hash",
+    "failure_count",
+    "failure_data",
   ].join(", "),
 );
 
@@ -195,6 +197,8 @@ export function toInstance(r: Row): InstanceRecord {
     detached: r.detached === true || r.detached === "t",
     deadlineAt: toNullableDate(r.deadline_at),
     parkedHash: nullableStr(r.parked_hash),
+    failureCount: toNumber(r.failure_count ?? 0),
+    failureData: nullableStr(r.failure_data),
   };
 }
 

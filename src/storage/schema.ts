@@ -96,12 +96,21 @@ export const workflowInstances = pgTable(
     deadlineAt: tz("deadline_at"),
     /** Source hash of the code a `parked` instance diverged from (it resumes once other code is deployed). */
     parkedHash: varchar("parked_hash", { length: 64 }),
+    /**
+     * Consecutive failures of work on this instance that was not a step's
+     * ordinary outcome (a step that threw, a timer or delivery that could not
+     * be recorded); reset by every concluded step. At the limit the instance
+     * is `quarantined`.
+     */
+    failureCount: integer("failure_count").notNull().default(0),
+    /** JSON `{ task, error_type, message, at, attempts, previous_status? }` of the latest such failure. */
+    failureData: text("failure_data"),
   },
   (t) => [
     foreignKey({ columns: [t.workflowName, t.sourceHash], foreignColumns: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] }).onDelete("restrict"),
     check(
       "valid_status",
-      sql`${t.status} IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked')`,
+      sql`${t.status} IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined')`,
     ),
     index("idx_instances_status").on(t.status),
     index("idx_instances_workflow").on(t.workflowName),

@@ -48,6 +48,10 @@ export interface InstanceRecord {
   deadlineAt: Date | null;
   /** While `parked`: the source hash of the code the replay diverged from. */
   parkedHash: string | null;
+  /** Consecutive failures of work on this instance outside a step's ordinary outcome (see InstanceFailure). */
+  failureCount: number;
+  /** JSON `{ task, error_type, message, at, attempts, previous_status? }` of the latest such failure. */
+  failureData: string | null;
 }
 
 export interface ArchivedHistoryEvent extends HistoryEvent {
@@ -275,6 +279,29 @@ export interface ChannelSubscriber extends SubscriptionRecord {
   available: number;
 }
 
+/** Where work on an instance failed: a step, or a sweep task that picked it. */
+export type FailureTask = "step" | "timers" | "message_timeouts" | "channel_delivery" | "retention";
+
+/** A failure to count against an instance (poison isolation). */
+export interface InstanceFailure {
+  task: FailureTask;
+  errorType: string;
+  message: string;
+  /**
+   * Failures in a row after which the instance is set aside (`quarantined`);
+   * for a finished instance (retention) it is only left out of the task.
+   */
+  maxFailures: number;
+  /** A step's failure: counted only while this lease holds, and the lease is released. */
+  fence?: Fence;
+}
+
+export interface HistoryPage {
+  events: HistoryEvent[];
+  /** Pass as `afterId` for the next page; null when this page is the last. */
+  nextAfterId: number | null;
+}
+
 export interface Storage {
   /** The executor this storage runs on (database, or the transaction it is bound to). */
   readonly executor: Executor;
@@ -346,8 +373,9 @@ export interface Storage {
    * Fire expired timers (bounded, SKIP LOCKED), in one transaction: record
    * `TimerExpired` for the timer's activity id, delete the timer, make the
    * instance `running` if it was `waiting_for_timer`. Returns the instance ids.
+   * Timers of quarantined instances wait (they fire once it is resumed).
    */
-  fireExpiredTimers(limit: number): Promise<string[]>;
+  fireExpiredTimers(limit: number, onlyInstanceId?: string): Promise<string[]>;
   /** Earliest pending timer expiry (for in-process wake-ups), or null. */
   nextTimerExpiry(): Promise<Date | null>;
 
@@ -401,7 +429,7 @@ export interface Storage {
   /** Subscribers currently waiting on a channel that have a message available. */
   findWaitingSubscribersWithMessages(limit: number, channel?: string): Promise<WaitingSubscriber[]>;
   /** Waits whose timeout passed (bounded, SKIP LOCKED): record `MessageTimeout`, clear the wait, make runnable. */
-  expireMessageWaits(limit: number): Promise<string[]>;
+  expireMessageWaits(limit: number, onlyInstanceId?: string): Promise<string[]>;
   /** Delete messages older than the retention that no claim of a recent message depends on. */
   cleanupChannelMessages(olderThanSeconds: number, limit: number): Promise<number>;
 
@@ -440,6 +468,36 @@ export interface Storage {
   channelSubscribers(channel: string, limit: number): Promise<ChannelSubscriber[]>;
   /** Pending messages of a channel (see ChannelSummary.pending), oldest first. */
   pendingMessages(channel: string, limit: number): Promise<ChannelMessageRecord[]>;
+
+  // --- poison isolation and retention ---------------------------------------
+  /**
+   * Count a failure against an instance, in one statement: failure count + 1,
+   * the failure stored, the lease released (a step's, fenced) — and at
+   * `maxFailures` a live instance becomes `quarantined` (token bumped, so no
+   * in-flight work on it commits). Returns the instance's status and count
+   * after, or null when the guard did not match (lease lost, finished,
+   * already quarantined, or held by a live step).
+   */
+  recordInstanceFailure(instanceId: string, failure: InstanceFailure): Promise<{ status: InstanceStatus; failureCount: number } | null>;
+  /**
+   * An operator's retry of a quarantined instance: back to the status it had
+   * (its timers and waits were kept), count reset. False unless quarantined.
+   */
+  resumeQuarantined(instanceId: string): Promise<{ ok: boolean; status: InstanceStatus } | null>;
+  /** Instances with a due timer or an expired message wait, for the one-at-a-time fallback (no locks taken). */
+  findDueInstances(kind: "timers" | "message_timeouts", limit: number): Promise<string[]>;
+  /**
+   * Delete finished instances past the retention (history, archived runs,
+   * compensations, timers, subscriptions, claims go with them), bounded,
+   * SKIP LOCKED; instances whose purge kept failing are left out. Returns the ids.
+   */
+  purgeFinishedInstances(olderThanSeconds: number, limit: number, opts?: { onlyInstanceId?: string; maxFailures?: number }): Promise<string[]>;
+  /** Finished instances the purge would take (read-only), for the one-at-a-time fallback. */
+  findPurgeableInstances(olderThanSeconds: number, limit: number, maxFailures?: number): Promise<string[]>;
+  /** Delete CloudEvent dedupe rows older than the retention (bounded). */
+  purgeCloudEventDedupe(olderThanSeconds: number, limit: number): Promise<number>;
+  /** One page of the current run's history, in order, after the row `afterId` (0: from the start). */
+  loadHistoryPage(instanceId: string, afterId: number, limit: number): Promise<HistoryPage>;
 
   // --- system locks ---------------------------------------------------------
   tryAcquireSystemLock(name: string, holder: string, leaseSeconds: number): Promise<boolean>;

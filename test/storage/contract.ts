@@ -17,6 +17,7 @@ import { transactionCases } from "./cases/transactions.ts";
 import { concurrencyCases } from "./cases/concurrency.ts";
 import { migrationCases } from "./cases/migrations.ts";
 import { inspectCases } from "./cases/inspect.ts";
+import { failureCases } from "./cases/failures.ts";
 
 export function storageContract(name: string, open: () => Promise<Database>): void {
   describe(`storage contract [${name}]`, () => {
@@ -41,6 +42,7 @@ export function storageContract(name: string, open: () => Promise<Database>): vo
     concurrencyCases(ctx);
     migrationCases(ctx);
     inspectCases(ctx);
+    failureCases(ctx);
   });
 }
 

@@ -42,3 +42,25 @@ it("an upgrade applies only the new migration and keeps every row", async () => 
   expect((await storage.getInstance("keep-me"))?.inputData).toBe('{"x":1}');
   expect((await migrate(db.db, [...MIGRATIONS, next])).applied).toEqual([]);
 });
+
+it("the quarantine migration keeps every instance of every earlier status and starts their failure counts at 0", async () => {
+  const url = await freshDatabase("migrate_quarantine");
+  const db = open(url);
+  const mine = MIGRATIONS.findIndex((m) => m.tag.endsWith("_instance_quarantine"));
+  await migrate(db.db, MIGRATIONS.slice(0, mine));
+  await db.db.execute(sql`INSERT INTO workflow_definitions (workflow_name, source_hash, source_code) VALUES ('wf', ${"h".repeat(64)}, 'src')`);
+  const statuses = ["running", "waiting_for_timer", "waiting_for_message", "compensating", "completed", "failed", "cancelled"];
+  for (const s of statuses) {
+    await db.db.execute(sql`INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, status, input_data)
+                            VALUES (${`old-${s}`}, 'wf', ${"h".repeat(64)}, 't', ${s}, '{"kept":true}')`);
+  }
+  const r = await migrate(db.db);
+  expect(r.applied).toContain(MIGRATIONS[mine]!.version);
+  const storage = createStorage(db);
+  for (const s of statuses) {
+    const inst = await storage.getInstance(`old-${s}`);
+    expect(inst).toMatchObject({ status: s, inputData: '{"kept":true}', failureCount: 0, failureData: null });
+  }
+  await storage.recordInstanceFailure("old-running", { task: "step", errorType: "E", message: "m", maxFailures: 1 });
+  expect((await storage.getInstance("old-running"))?.status).toBe("quarantined");
+});
