@@ -58,6 +58,15 @@ export type HistoryEventType = (typeof EV)[keyof typeof EV];
 
 export type ChannelMode = "broadcast" | "competing" | "direct";
 
+/**
+ * A normalized event match (core/match.ts): what a message's document
+ * `{ data, meta }` must contain (jsonb `@>`) for a matching wait to take it.
+ */
+export interface MatchDocument {
+  data?: Record<string, unknown>;
+  meta?: Record<string, unknown>;
+}
+
 export type Payload = { type: "json"; json: string } | { type: "binary"; bytes: Uint8Array };
 
 export interface HistoryEvent {

@@ -22,6 +22,7 @@ import type { WorkflowContext } from "./context.ts";
 import { EV, type ChannelMode, type HistoryEvent } from "./model.ts";
 import { operation, operationId } from "./operation.ts";
 import type { Decoded, WaitRequest } from "./replay.ts";
+import { normalizeMatch, type EventMatch, type MatchDocument } from "./match.ts";
 import { decodeMessageRecord, checkChannel, toChannelMessage, toReceivedEvent, type ChannelMessage, type ReceivedEvent, type RecordedMessage } from "./waits.ts";
 
 declare const VALUE: unique symbol;
@@ -29,7 +30,7 @@ declare const VALUE: unique symbol;
 export type RaceBranch<T> = (
   | { kind: "timer"; seconds: number }
   | { kind: "timer_until"; until: Date }
-  | { kind: "message"; channel: string; subscribeAs: ChannelMode; event: boolean; schema?: z.ZodType }
+  | { kind: "message"; channel: string; subscribeAs: ChannelMode; event: boolean; schema?: z.ZodType; match?: MatchDocument }
 ) & { readonly [VALUE]?: T };
 
 /** A timer branch: fires `seconds` after the race first runs. */
@@ -54,10 +55,11 @@ export function onMessage<T = unknown>(channel: string, opts: { mode?: ChannelMo
   return { kind: "message", channel, subscribeAs: opts.mode ?? "direct", event: false };
 }
 
-/** A CloudEvent branch, like `waitEvent`. */
-export function onEvent<S extends z.ZodType | undefined = undefined>(type: string, opts: { schema?: S } = {}): RaceBranch<ReceivedEvent<S extends z.ZodType ? z.output<S> : unknown>> {
+/** A CloudEvent branch, like `waitEvent` (with its `match`). */
+export function onEvent<S extends z.ZodType | undefined = undefined>(type: string, opts: { schema?: S; match?: EventMatch } = {}): RaceBranch<ReceivedEvent<S extends z.ZodType ? z.output<S> : unknown>> {
   checkChannel(type);
-  return { kind: "message", channel: type, subscribeAs: "broadcast", event: true, ...(opts.schema ? { schema: opts.schema } : {}) };
+  const match = normalizeMatch(opts.match);
+  return { kind: "message", channel: type, subscribeAs: "broadcast", event: true, ...(opts.schema ? { schema: opts.schema } : {}), ...(match ? { match } : {}) };
 }
 
 type ValueOf<B> = B extends RaceBranch<infer T> ? T : never;
@@ -75,13 +77,15 @@ export function race<B extends Record<string, RaceBranch<unknown>>>(ctx: Workflo
   const first = timers.reduce<[string, RaceBranch<unknown>] | null>((best, cur) => (best && deadline(best[1]) <= deadline(cur[1]) ? best : cur), null);
   const id = operationId(ctx, "race", opts.id);
   const msg = messages[0];
-  const wait: WaitRequest = msg
+  const branch = msg?.[1] as Extract<RaceBranch<unknown>, { kind: "message" }> | undefined;
+  const wait: WaitRequest = branch
     ? {
         kind: "message",
         activityId: id,
-        channel: (msg[1] as Extract<RaceBranch<unknown>, { kind: "message" }>).channel,
-        subscribeAs: (msg[1] as Extract<RaceBranch<unknown>, { kind: "message" }>).subscribeAs,
-        event: (msg[1] as Extract<RaceBranch<unknown>, { kind: "message" }>).event,
+        channel: branch.channel,
+        subscribeAs: branch.subscribeAs,
+        event: branch.event,
+        ...(branch.match ? { match: branch.match } : {}),
         ...timeoutOf(first?.[1]),
       }
     : { kind: "timer", activityId: id, ...(first![1].kind === "timer" ? { delaySeconds: first![1].seconds } : { expiresAt: (first![1] as { until: Date }).until }) };

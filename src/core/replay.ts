@@ -30,6 +30,7 @@ import type { Activity } from "./definitions.ts";
 import { NonDeterminismError } from "./errors.ts";
 import type { ActivityRegistry } from "./registry.ts";
 import { isDerivedId } from "./ids.ts";
+import type { MatchDocument } from "./match.ts";
 import { EV, type ChannelMode, type HistoryEvent, type NewHistoryEvent } from "./model.ts";
 import { deserializeError, fromPayload, toPayload, type ErrorClass, type SerializedError } from "./serialization.ts";
 
@@ -59,7 +60,18 @@ export interface CompensationRegistration {
 /** A wait the workflow is blocked on. */
 export type WaitRequest =
   | { kind: "timer"; activityId: string; delaySeconds?: number; expiresAt?: Date }
-  | { kind: "message"; activityId: string; channel: string; timeoutSeconds?: number; timeoutAt?: Date; subscribeAs?: ChannelMode; event?: boolean };
+  | {
+      kind: "message";
+      activityId: string;
+      channel: string;
+      timeoutSeconds?: number;
+      timeoutAt?: Date;
+      subscribeAs?: ChannelMode;
+      /** An event wait (`waitEvent`): a new subscription looks back to the instance's start. */
+      event?: boolean;
+      /** Only messages whose document contains this (core/match.ts). */
+      match?: MatchDocument;
+    };
 
 /** What the engine must do for an open operation that has no record yet. */
 export type OperationRequest =

@@ -9,6 +9,7 @@ import type { z } from "zod";
 import type { WorkflowContext } from "./context.ts";
 import { EventTimeoutError, MessageTimeoutError, ValidationError } from "./errors.ts";
 import { encodeIdPart } from "./ids.ts";
+import { normalizeMatch, type EventMatch, type MatchDocument } from "./match.ts";
 import { EV, type ChannelMode, type HistoryEvent } from "./model.ts";
 import { operation, operationId, replayStateOf } from "./operation.ts";
 import type { Decoded } from "./replay.ts";
@@ -73,7 +74,7 @@ export function decodeMessageRecord(ctx: WorkflowContext, ev: HistoryEvent, chan
 /** `receive_{channel}` with the channel escaped (ids.ts): `orders#eu` → `receive_orders%23eu:1`. */
 export const receiveIdPrefix = (channel: string): string => `receive_${encodeIdPart(channel)}`;
 
-function waitOn(ctx: WorkflowContext, channel: string, opts: ReceiveOptions, subscribeAs: ChannelMode | null, event: boolean): Promise<RecordedMessage> {
+function waitOn(ctx: WorkflowContext, channel: string, opts: ReceiveOptions, subscribeAs: ChannelMode | null, event: boolean, match?: MatchDocument): Promise<RecordedMessage> {
   checkChannel(channel);
   checkTimeout(opts.timeoutSeconds);
   const id = operationId(ctx, receiveIdPrefix(channel), opts.id);
@@ -89,6 +90,7 @@ function waitOn(ctx: WorkflowContext, channel: string, opts: ReceiveOptions, sub
         ...(opts.timeoutSeconds !== undefined ? { timeoutSeconds: opts.timeoutSeconds } : {}),
         ...(subscribeAs ? { subscribeAs } : {}),
         event,
+        ...(match ? { match } : {}),
       },
     },
     decode: (ev) => decodeMessageRecord(ctx, ev, channel, event, opts.timeoutSeconds),
@@ -120,20 +122,29 @@ export async function waitMessage<T = unknown>(ctx: WorkflowContext, channel: st
 export interface WaitEventOptions<S extends z.ZodType | undefined> extends ReceiveOptions {
   /** Parse `data` with this schema; a mismatch throws ValidationError in the workflow. */
   schema?: S;
+  /**
+   * Accept only events with these attribute values or data fields, e.g.
+   * `{ subject: orderId }` or `{ "data.orderId": orderId }` (core/match.ts).
+   * Events targeted at this instance (`eddainstanceid`) are addressed to it
+   * and delivered whatever they hold.
+   */
+  match?: EventMatch;
 }
 
 /**
  * Wait for a CloudEvent of `type` (delivered through the channel named by the
- * type). Events targeted at this instance (`eddainstanceid`) are kept even
- * when they arrive before the wait; other events count from the first wait.
- * Timeout → EventTimeoutError.
+ * type). Lookback: events published after the instance started count, even
+ * when they arrived before the wait (bounded by the channel message
+ * retention); each event is received once per instance, and one event
+ * satisfies every instance whose wait it matches. Timeout → EventTimeoutError.
  */
 export async function waitEvent<S extends z.ZodType | undefined = undefined>(
   ctx: WorkflowContext,
   type: string,
   opts: WaitEventOptions<S> = {},
 ): Promise<ReceivedEvent<S extends z.ZodType ? z.output<S> : unknown>> {
-  return toReceivedEvent(await waitOn(ctx, type, opts, "broadcast", true), type, opts.schema) as ReceivedEvent<S extends z.ZodType ? z.output<S> : unknown>;
+  const match = normalizeMatch(opts.match);
+  return toReceivedEvent(await waitOn(ctx, type, opts, "broadcast", true, match), type, opts.schema) as ReceivedEvent<S extends z.ZodType ? z.output<S> : unknown>;
 }
 
 /** A recorded message as the CloudEvent it carried (`ce_*` metadata), `data` checked against `schema` when given. */

@@ -53,16 +53,16 @@ export async function prepareMessageWait(tx: TxStorage, instanceId: string, w: M
       return failed(w, new EddaError(`receive on channel "${w.channel}" without a subscription: call subscribe(ctx, "${w.channel}", mode) first`));
     }
     try {
-      await tx.subscribe(instanceId, w.channel, w.subscribeAs);
+      await tx.subscribe(instanceId, w.channel, w.subscribeAs, { lookback: w.event === true });
     } catch (err) {
       if (err instanceof ChannelModeConflictError) return failed(w, err);
       throw err;
     }
   }
-  const msg = await tx.takeNextMessage(instanceId, w.channel);
+  const msg = await tx.takeNextMessage(instanceId, w.channel, w.match ?? null);
   if (msg) return { kind: "received", event: messageReceivedEvent(w.activityId, msg) };
   // Seconds from the database's clock, like leases and timers (or an absolute time: a race's timerUntil).
-  await tx.setWaiting(instanceId, w.channel, w.activityId, w.timeoutAt ?? w.timeoutSeconds ?? null);
+  await tx.setWaiting(instanceId, w.channel, w.activityId, w.timeoutAt ?? w.timeoutSeconds ?? null, w.match ?? null);
   const timeoutSeconds = w.timeoutAt ? Math.max(0, (w.timeoutAt.getTime() - Date.now()) / 1000) : (w.timeoutSeconds ?? null);
   return { kind: "waiting", timeoutSeconds };
 }

@@ -17,6 +17,15 @@
  * cursor: one sent before the receiver subscribed or waited is not lost
  * (the "mailbox problem"), and it is delivered exactly once.
  *
+ * Event matching (waitEvent's `match`): a wait in progress keeps its match on
+ * the subscription; a broadcast message is available to it only when the
+ * message's document `edda_message_doc(...)` = `{ data, meta }` contains the
+ * match (jsonb `@>`, GIN-indexed — migration 0002). A matched take records a
+ * receipt instead of moving the cursor, so events of another match that came
+ * before it stay visible to the instance's later waits, and none is received
+ * twice. A lookback subscription (an event wait's) also sees messages
+ * published after the instance started (`lookback_from`).
+ *
  * Ordering and wake-ups: publish, subscribe and take hold a per-channel
  * transaction-scoped advisory lock until their transaction commits. Hence
  *  - a channel's messages commit in id order, so a cursor never moves past a
@@ -33,7 +42,7 @@ import { queryRows, type Executor } from "./database.ts";
 import { NOT_QUARANTINED } from "./failures.ts";
 import { workflowGroupMemberships } from "./schema.ts";
 import { DB_NOW, dbNowPlus, isoUtc, payloadParams, toChannelMessage, toSubscription, tsParam, type Row } from "./rows.ts";
-import type { ChannelMessageRecord, ChannelMode, NewChannelMessage, SubscriptionRecord, WaitingSubscriber } from "./types.ts";
+import type { ChannelMessageRecord, ChannelMode, MatchDocument, NewChannelMessage, SubscribeOptions, SubscriptionRecord, WaitingSubscriber } from "./types.ts";
 
 const MODES: readonly ChannelMode[] = ["broadcast", "competing", "direct"];
 export const MESSAGE_COLUMNS = sql.raw("id, message_id, channel, data_type, data, data_binary, metadata, target_instance_id, published_at");
@@ -84,8 +93,19 @@ export async function publishMessage(ex: Executor, msg: NewChannelMessage): Prom
  * another mode, or broadcast vs competing subscribers on one channel (`direct`
  * subscriptions are per instance and coexist with either).
  */
-export async function subscribe(ex: Executor, instanceId: string, channel: string, mode: ChannelMode): Promise<void> {
+export async function subscribe(ex: Executor, instanceId: string, channel: string, mode: ChannelMode, opts: SubscribeOptions = {}): Promise<void> {
   if (!MODES.includes(mode)) throw new TypeError(`invalid channel mode: ${String(mode)}`);
+  const lookback = opts.lookback === true && mode === "broadcast";
+  // Lookback: the cursor starts at the last message published a minute before the
+  // instance started (found through the (channel, published_at) index), and
+  // `lookback_from` drops what is older than the start among the messages after it.
+  // The minute covers a publish whose transaction began before the start but drew
+  // its id later; ids are drawn under the channel lock, in commit order.
+  const startedAt = sql`(SELECT started_at FROM workflow_instances WHERE instance_id = ${instanceId})`;
+  const cursor = lookback
+    ? sql`(SELECT coalesce((SELECT id FROM channel_messages WHERE channel = ${channel} AND published_at <= ${startedAt} - interval '60 seconds'
+                            ORDER BY published_at DESC, id DESC LIMIT 1), 0))`
+    : sql`(SELECT coalesce(max(id), 0) FROM channel_messages WHERE channel = ${channel})`;
   const [row] = await inTransaction(ex, async (tx) => {
     await lockChannel(tx, channel);
     return queryRows<{ own_mode: string | null; other_mode: string | null }>(
@@ -99,10 +119,10 @@ export async function subscribe(ex: Executor, instanceId: string, channel: strin
           AND ${mode}::text <> 'direct' AND mode <> 'direct' AND mode <> ${mode}::text
         LIMIT 1
       ), ins AS (
-        INSERT INTO channel_subscriptions (instance_id, channel, mode, cursor_message_id)
+        INSERT INTO channel_subscriptions (instance_id, channel, mode, cursor_message_id, lookback_from)
         SELECT ${instanceId}, ${channel}, ${mode}::text,
-               CASE WHEN ${mode}::text = 'broadcast'
-                    THEN (SELECT coalesce(max(id), 0) FROM channel_messages WHERE channel = ${channel}) END
+               CASE WHEN ${mode}::text = 'broadcast' THEN ${cursor} END,
+               ${lookback ? startedAt : sql`NULL::timestamptz`}
         WHERE NOT EXISTS (SELECT 1 FROM own) AND NOT EXISTS (SELECT 1 FROM other)
         ON CONFLICT (instance_id, channel) DO NOTHING
       )
@@ -132,16 +152,36 @@ export async function getSubscription(ex: Executor, instanceId: string, channel:
   return row ? toSubscription(row) : null;
 }
 
-/** Whether message `m` is deliverable to subscription `s` (the rules in the module comment). */
+/** The subscription's match (if any) holds for message `m`: its document contains the match. */
+export function matchesWait(m: string, s: string): SQL {
+  const [msg, sub] = [sql.raw(m), sql.raw(s)];
+  return sql`(${sub}.match IS NULL OR edda_message_doc(${msg}.data_type, ${msg}.data, ${msg}.metadata) @> ${sub}.match)`;
+}
+
+/** A broadcast message `m` this subscription may still receive: past the cursor, within the lookback, matching, not received. */
+export function broadcastAvailable(m: string, s: string): SQL {
+  const [msg, sub] = [sql.raw(m), sql.raw(s)];
+  return sql`(${msg}.target_instance_id IS NULL AND ${msg}.id > coalesce(${sub}.cursor_message_id, 0)
+      AND (${sub}.lookback_from IS NULL OR ${msg}.published_at > ${sub}.lookback_from)
+      AND ${matchesWait(m, s)}
+      AND NOT EXISTS (SELECT 1 FROM channel_message_receipts r WHERE r.instance_id = ${sub}.instance_id AND r.message_id = ${msg}.message_id))`;
+}
+
+/**
+ * Whether message `m` is deliverable to subscription `s` (the rules in the
+ * module comment). A point-to-point message is addressed to the instance and
+ * ignores the wait's match.
+ */
 export function availableTo(m: string, s: string): SQL {
   const [msg, sub] = [sql.raw(m), sql.raw(s)];
   const targetedToMe = sql`(${msg}.target_instance_id = ${sub}.instance_id
       AND NOT EXISTS (SELECT 1 FROM channel_message_claims cl WHERE cl.message_id = ${msg}.message_id))`;
   return sql`(${msg}.channel = ${sub}.channel AND CASE ${sub}.mode
       WHEN 'direct' THEN ${targetedToMe}
-      WHEN 'broadcast' THEN (${msg}.target_instance_id IS NULL AND ${msg}.id > coalesce(${sub}.cursor_message_id, 0)) OR ${targetedToMe}
+      WHEN 'broadcast' THEN ${broadcastAvailable(m, s)} OR ${targetedToMe}
       ELSE (${msg}.target_instance_id IS NULL OR ${msg}.target_instance_id = ${sub}.instance_id)
            AND ${msg}.id > coalesce(${sub}.cursor_message_id, 0)
+           AND ${matchesWait(m, s)}
            AND NOT EXISTS (SELECT 1 FROM channel_message_claims cl WHERE cl.message_id = ${msg}.message_id)
     END)`;
 }
@@ -156,14 +196,15 @@ export function availableTo(m: string, s: string): SQL {
  * serializes claimers, so the candidate row is locked without SKIP LOCKED — a
  * skipped row would end up behind the cursor and never be delivered.
  */
-export async function takeNextMessage(ex: Executor, instanceId: string, channel: string): Promise<ChannelMessageRecord | null> {
+export async function takeNextMessage(ex: Executor, instanceId: string, channel: string, match?: MatchDocument | null): Promise<ChannelMessageRecord | null> {
+  const matchSql = match === undefined ? sql`match` : match === null ? sql`NULL::jsonb` : sql`${JSON.stringify(match)}::jsonb`;
   const rows = await inTransaction(ex, async (tx) => {
     await lockChannel(tx, channel);
     return queryRows<Row>(
       tx,
       sql`
       WITH sub AS (
-        SELECT instance_id, channel, mode, cursor_message_id FROM channel_subscriptions
+        SELECT instance_id, channel, mode, cursor_message_id, lookback_from, ${matchSql} AS match FROM channel_subscriptions
         WHERE instance_id = ${instanceId} AND channel = ${channel}
         FOR UPDATE
       ), seq_msg AS (
@@ -173,10 +214,15 @@ export async function takeNextMessage(ex: Executor, instanceId: string, channel:
       ), adv AS (
         UPDATE channel_subscriptions s SET cursor_message_id = seq_msg.id
         FROM seq_msg WHERE s.instance_id = ${instanceId} AND s.channel = ${channel} AND seq_msg.target_instance_id IS NULL
+          AND (SELECT match FROM sub) IS NULL
       ), cur AS (
         INSERT INTO channel_delivery_cursors (channel, instance_id, last_delivered_id)
-        SELECT ${channel}, ${instanceId}, id FROM seq_msg WHERE target_instance_id IS NULL
+        SELECT ${channel}, ${instanceId}, id FROM seq_msg WHERE target_instance_id IS NULL AND (SELECT match FROM sub) IS NULL
         ON CONFLICT (channel, instance_id) DO UPDATE SET last_delivered_id = excluded.last_delivered_id, updated_at = ${DB_NOW}
+      ), receipt AS (
+        INSERT INTO channel_message_receipts (instance_id, message_id)
+        SELECT ${instanceId}, message_id FROM seq_msg WHERE target_instance_id IS NULL AND (SELECT match FROM sub) IS NOT NULL
+        ON CONFLICT DO NOTHING
       ), own_claim AS (
         INSERT INTO channel_message_claims (message_id, instance_id)
         SELECT message_id, ${instanceId} FROM seq_msg WHERE target_instance_id IS NOT NULL
@@ -196,6 +242,8 @@ export async function takeNextMessage(ex: Executor, instanceId: string, channel:
         UPDATE channel_subscriptions s SET cursor_message_id = cand.id
         FROM cand WHERE s.instance_id = ${instanceId} AND s.channel = ${channel}
           AND cand.message_id IN (SELECT message_id FROM claim)
+          -- a matched take skips what it does not match: the scan hint must not pass it
+          AND (SELECT match FROM sub) IS NULL
       )
       SELECT ${MESSAGE_COLUMNS} FROM seq_msg
       UNION ALL
@@ -206,11 +254,12 @@ export async function takeNextMessage(ex: Executor, instanceId: string, channel:
 }
 
 /** `timeout`: an absolute time, or seconds from the database's clock. */
-export async function setWaiting(ex: Executor, instanceId: string, channel: string, activityId: string, timeout: Date | number | null): Promise<void> {
+export async function setWaiting(ex: Executor, instanceId: string, channel: string, activityId: string, timeout: Date | number | null, match: MatchDocument | null = null): Promise<void> {
   const timeoutSql = timeout === null ? sql`NULL` : typeof timeout === "number" ? dbNowPlus(timeout) : tsParam(timeout);
+  const matchSql = match === null ? sql`NULL::jsonb` : sql`${JSON.stringify(match)}::jsonb`;
   const rows = await queryRows(
     ex,
-    sql`UPDATE channel_subscriptions SET activity_id = ${activityId}, timeout_at = ${timeoutSql}
+    sql`UPDATE channel_subscriptions SET activity_id = ${activityId}, timeout_at = ${timeoutSql}, match = ${matchSql}
         WHERE instance_id = ${instanceId} AND channel = ${channel} RETURNING 1 AS ok`,
   );
   if (rows.length === 0) throw new EddaError(`instance ${instanceId} is not subscribed to channel "${channel}"`);
@@ -228,7 +277,7 @@ export async function clearWaiting(ex: Executor, instanceId: string, channel: st
       WHERE instance_id = ${instanceId} AND channel = ${channel} AND activity_id IS NOT NULL
       FOR UPDATE
     ), clr AS (
-      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL FROM w WHERE s.id = w.id
+      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM w WHERE s.id = w.id
     )
     UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
     WHERE instance_id IN (SELECT instance_id FROM w) AND status = 'waiting_for_message'`);
@@ -276,7 +325,7 @@ export async function expireMessageWaits(ex: Executor, limit: number, onlyInstan
       LIMIT ${limit}::int
       FOR UPDATE SKIP LOCKED
     ), clr AS (
-      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL FROM due WHERE s.id = due.id
+      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM due WHERE s.id = due.id
     ), h AS (
       INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
       SELECT instance_id, activity_id, 'MessageTimeout', 'json',

@@ -34,6 +34,8 @@ import type {
   TimerRecord,
   ChannelMessageRecord,
   ChannelMode,
+  MatchDocument,
+  SubscribeOptions,
   CompensationRecord,
   ConcludeResult,
   DeliveredWait,
@@ -185,8 +187,8 @@ export class PgStorage implements Storage {
   publishMessage(msg: NewChannelMessage): Promise<ChannelMessageRecord> {
     return channels.publishMessage(this.executor, msg);
   }
-  subscribe(instanceId: string, channel: string, mode: ChannelMode): Promise<void> {
-    return channels.subscribe(this.executor, instanceId, channel, mode);
+  subscribe(instanceId: string, channel: string, mode: ChannelMode, opts?: SubscribeOptions): Promise<void> {
+    return channels.subscribe(this.executor, instanceId, channel, mode, opts);
   }
   unsubscribe(instanceId: string, channel: string): Promise<void> {
     return channels.unsubscribe(this.executor, instanceId, channel);
@@ -194,11 +196,11 @@ export class PgStorage implements Storage {
   getSubscription(instanceId: string, channel: string): Promise<SubscriptionRecord | null> {
     return channels.getSubscription(this.executor, instanceId, channel);
   }
-  takeNextMessage(instanceId: string, channel: string): Promise<ChannelMessageRecord | null> {
-    return channels.takeNextMessage(this.executor, instanceId, channel);
+  takeNextMessage(instanceId: string, channel: string, match?: MatchDocument | null): Promise<ChannelMessageRecord | null> {
+    return channels.takeNextMessage(this.executor, instanceId, channel, match);
   }
-  setWaiting(instanceId: string, channel: string, activityId: string, timeout: Date | number | null): Promise<void> {
-    return channels.setWaiting(this.executor, instanceId, channel, activityId, timeout);
+  setWaiting(instanceId: string, channel: string, activityId: string, timeout: Date | number | null, match?: MatchDocument | null): Promise<void> {
+    return channels.setWaiting(this.executor, instanceId, channel, activityId, timeout, match);
   }
   lockWaitingSubscription(instanceId: string, channel: string, activityId: string): Promise<boolean> {
     return channels.lockWaitingSubscription(this.executor, instanceId, channel, activityId);

@@ -24,6 +24,7 @@ import {
   index,
   integer,
   bigint,
+  jsonb,
   pgTable,
   primaryKey,
   text,
@@ -294,6 +295,10 @@ export const channelSubscriptions = pgTable(
     cursorMessageId: bigint("cursor_message_id", { mode: "number" }),
     timeoutAt: tz("timeout_at"),
     subscribedAt: tz("subscribed_at").notNull().defaultNow(),
+    /** The event match of the wait in progress (core/match.ts), null when it takes any message. */
+    match: jsonb("match"),
+    /** Event lookback: only messages published after this (the instance's start) count. */
+    lookbackFrom: tz("lookback_from"),
   },
   (t) => [
     instanceFk(t.instanceId),
@@ -333,6 +338,26 @@ export const channelMessageClaims = pgTable(
     foreignKey({ columns: [t.messageId], foreignColumns: [channelMessages.messageId] }).onDelete("cascade"),
     instanceFk(t.instanceId),
     index("idx_channel_message_claims_instance").on(t.instanceId),
+  ],
+);
+
+/**
+ * An event a matching wait received: the instance's broadcast cursor stays
+ * where it was (events of other matches before it must stay visible), so the
+ * receipt is what keeps the event from being received twice by the instance.
+ */
+export const channelMessageReceipts = pgTable(
+  "channel_message_receipts",
+  {
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    messageId: varchar("message_id", { length: 255 }).notNull(),
+    receivedAt: tz("received_at").notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.instanceId, t.messageId] }),
+    instanceFk(t.instanceId),
+    foreignKey({ columns: [t.messageId], foreignColumns: [channelMessages.messageId] }).onDelete("cascade"),
+    index("idx_channel_message_receipts_message").on(t.messageId),
   ],
 );
 

@@ -11,10 +11,10 @@
  * bytes (`'binary'`, bytea). Serialization of user values lives in `core`.
  */
 import type { Executor } from "./database.ts";
-import type { ChannelMode, HistoryEvent, InstanceStatus, NewHistoryEvent, Payload } from "../core/model.ts";
+import type { ChannelMode, HistoryEvent, InstanceStatus, MatchDocument, NewHistoryEvent, Payload } from "../core/model.ts";
 
 // The shared model lives in core/model.ts (a leaf); re-exported for storage's callers.
-export type { ChannelMode, HistoryEvent, InstanceStatus, NewHistoryEvent, Payload } from "../core/model.ts";
+export type { ChannelMode, HistoryEvent, InstanceStatus, MatchDocument, NewHistoryEvent, Payload } from "../core/model.ts";
 export { CANCELLABLE_STATUSES, RUNNABLE_STATUSES, TERMINAL_STATUSES } from "../core/model.ts";
 
 export interface InstanceRecord {
@@ -194,6 +194,14 @@ export interface SubscriptionRecord {
   cursorMessageId: number | null;
   timeoutAt: Date | null;
   subscribedAt: Date;
+}
+
+export interface SubscribeOptions {
+  /**
+   * Event lookback: a new broadcast subscription also sees the channel's
+   * messages published after the instance started (not only later ones).
+   */
+  lookback?: boolean;
 }
 
 export interface WaitingSubscriber {
@@ -396,17 +404,20 @@ export interface Storage {
    * channel's latest message (it sees only later messages). Throws
    * ChannelModeConflictError when the channel is in use with another mode.
    */
-  subscribe(instanceId: string, channel: string, mode: ChannelMode): Promise<void>;
+  subscribe(instanceId: string, channel: string, mode: ChannelMode, opts?: SubscribeOptions): Promise<void>;
   unsubscribe(instanceId: string, channel: string): Promise<void>;
   getSubscription(instanceId: string, channel: string): Promise<SubscriptionRecord | null>;
   /**
    * The next message for this subscriber, consumed atomically: broadcast
    * advances its cursor; competing claims it (exactly one claimer wins, SKIP
    * LOCKED); direct / point-to-point messages only for their target.
+   * `match`: only broadcast messages whose document contains it, received
+   * once per instance (a receipt, the cursor stays); `undefined` uses the
+   * match of the wait in progress.
    */
-  takeNextMessage(instanceId: string, channel: string): Promise<ChannelMessageRecord | null>;
-  /** Mark the subscription as waiting (activity id + optional timeout: a time, or seconds from the database's now). */
-  setWaiting(instanceId: string, channel: string, activityId: string, timeout: Date | number | null): Promise<void>;
+  takeNextMessage(instanceId: string, channel: string, match?: MatchDocument | null): Promise<ChannelMessageRecord | null>;
+  /** Mark the subscription as waiting (activity id, the wait's match, optional timeout: a time, or seconds from the database's now). */
+  setWaiting(instanceId: string, channel: string, activityId: string, timeout: Date | number | null, match?: MatchDocument | null): Promise<void>;
   /**
    * In a transaction: lock the subscription row if it still waits on
    * `activityId` (FOR UPDATE), so a delivery and a timeout never both win.
