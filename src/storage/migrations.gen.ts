@@ -97,5 +97,19 @@ export const MIGRATIONS: BundledMigration[] = [
       "ALTER TABLE \"workflow_instances\" ADD COLUMN \"failure_data\" text;",
       "ALTER TABLE \"workflow_instances\" ADD CONSTRAINT \"valid_status\" CHECK (\"workflow_instances\".\"status\" IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined'));"
     ]
+  },
+  {
+    "version": 5,
+    "tag": "0004_event_match_lookback",
+    "statements": [
+      "CREATE TABLE \"channel_message_receipts\" (\n\t\"instance_id\" varchar(255) NOT NULL,\n\t\"message_id\" varchar(255) NOT NULL,\n\t\"received_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"channel_message_receipts_instance_id_message_id_pk\" PRIMARY KEY(\"instance_id\",\"message_id\")\n);",
+      "ALTER TABLE \"channel_subscriptions\" ADD COLUMN \"match\" jsonb;",
+      "ALTER TABLE \"channel_subscriptions\" ADD COLUMN \"lookback_from\" timestamp with time zone;",
+      "ALTER TABLE \"channel_message_receipts\" ADD CONSTRAINT \"channel_message_receipts_instance_id_workflow_instances_instance_id_fk\" FOREIGN KEY (\"instance_id\") REFERENCES \"public\".\"workflow_instances\"(\"instance_id\") ON DELETE cascade ON UPDATE no action;",
+      "ALTER TABLE \"channel_message_receipts\" ADD CONSTRAINT \"channel_message_receipts_message_id_channel_messages_message_id_fk\" FOREIGN KEY (\"message_id\") REFERENCES \"public\".\"channel_messages\"(\"message_id\") ON DELETE cascade ON UPDATE no action;",
+      "CREATE INDEX \"idx_channel_message_receipts_message\" ON \"channel_message_receipts\" USING btree (\"message_id\");",
+      "-- An event's document for matching (waitEvent's `match`): `{ data, meta }` with\n-- the message's JSON data (null for binary data) and its metadata (the CloudEvent\n-- attributes as `ce_*`). Built from the stored text, so nothing is stored twice;\n-- immutable, so a GIN index can hold it and a wait's match is one containment.\nCREATE OR REPLACE FUNCTION edda_message_doc(data_type text, data text, metadata text) RETURNS jsonb\n  LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$\n  SELECT ('{\"data\":' || CASE WHEN data_type = 'json' THEN data ELSE 'null' END || ',\"meta\":' || coalesce(metadata, 'null') || '}')::jsonb\n$$;",
+      "CREATE INDEX \"idx_channel_messages_doc\" ON \"channel_messages\" USING gin (edda_message_doc(\"data_type\", \"data\", \"metadata\") jsonb_path_ops);"
+    ]
   }
 ];
