@@ -17,7 +17,8 @@
  *    committed version (still waiting on the same activity id), and rows
  *    someone else holds are SKIPPED rather than waited for — this batch then
  *    never waits on a row lock while holding others, so it cannot deadlock
- *    with a cancel (instance → subscriptions) or the timeout sweep;
+ *    with a cancel, a per-subscriber delivery or a receive step (instance →
+ *    channel lock → subscription, see channels.ts) or the timeout sweep;
  *  - what it leaves: subscribers whose rows were locked, and those with an
  *    unclaimed point-to-point message (consumed through a claim, oldest
  *    first) go through the per-subscriber path, which waits for the locks.

@@ -34,6 +34,19 @@
  *    one transaction) and a publish are serialized: either the take sees the
  *    message, or the publish commits after the wait is visible and its
  *    post-commit wake-up finds the waiter. No lost wake-ups.
+ *
+ * Lock order, everywhere: an instance row, then the channel lock, then that
+ * instance's subscription (and timer) rows, then message rows. A cancel
+ * (instance → its timers and subscriptions), a delivery (`lockWaitingSubscription`),
+ * a receive or subscribe in a step (`lockChannel` with the instance) all
+ * follow it, so they wait for each other instead of deadlocking. The sweeps
+ * and the set-based broadcast delivery take instance and subscription/timer
+ * rows together with SKIP LOCKED: they never wait for a row while holding
+ * another. One path takes the channel lock first: a publish inside a step,
+ * whose conclusion then updates its own instance row — that instance is
+ * running under the step's lease, so no one holding its row waits for a
+ * channel lock (a delivery only locks a waiting instance, a cancel waits for
+ * no channel).
  */
 import { and, asc, eq, sql, type SQL } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
@@ -60,10 +73,19 @@ function channelLock(channel: string): SQL {
 
 /**
  * Take the per-channel lock in the current transaction. Exported for engine
- * code that must serialize with publishers in a transaction of its own.
+ * code that must serialize with publishers in a transaction of its own. With
+ * `instanceId`, that instance's row is locked first, in the same statement
+ * (the aggregate consumes the locking CTE before the lock expression is
+ * evaluated): the lock order of the module comment at no extra round trip.
  */
-export async function lockChannel(tx: Executor, channel: string): Promise<void> {
-  await tx.execute(sql`SELECT ${channelLock(channel)}`);
+export async function lockChannel(tx: Executor, channel: string, instanceId?: string): Promise<void> {
+  if (instanceId === undefined) {
+    await tx.execute(sql`SELECT ${channelLock(channel)}`);
+    return;
+  }
+  await tx.execute(sql`
+    WITH i AS MATERIALIZED (SELECT 1 FROM workflow_instances WHERE instance_id = ${instanceId} FOR UPDATE)
+    SELECT ${channelLock(channel)} FROM (SELECT count(*) FROM i) c`);
 }
 
 /**
@@ -107,7 +129,7 @@ export async function subscribe(ex: Executor, instanceId: string, channel: strin
                             ORDER BY published_at DESC, id DESC LIMIT 1), 0))`
     : sql`(SELECT coalesce(max(id), 0) FROM channel_messages WHERE channel = ${channel})`;
   const [row] = await inTransaction(ex, async (tx) => {
-    await lockChannel(tx, channel);
+    await lockChannel(tx, channel, instanceId);
     return queryRows<{ own_mode: string | null; other_mode: string | null }>(
       tx,
       sql`
@@ -199,7 +221,7 @@ export function availableTo(m: string, s: string): SQL {
 export async function takeNextMessage(ex: Executor, instanceId: string, channel: string, match?: MatchDocument | null): Promise<ChannelMessageRecord | null> {
   const matchSql = match === undefined ? sql`match` : match === null ? sql`NULL::jsonb` : sql`${JSON.stringify(match)}::jsonb`;
   const rows = await inTransaction(ex, async (tx) => {
-    await lockChannel(tx, channel);
+    await lockChannel(tx, channel, instanceId);
     return queryRows<Row>(
       tx,
       sql`
@@ -284,12 +306,14 @@ export async function clearWaiting(ex: Executor, instanceId: string, channel: st
 }
 
 /**
- * Lock order matches cancellation's (instance row, then its subscriptions), so
- * a delivery racing a cancel waits instead of deadlocking.
+ * In the module's lock order (instance row, channel lock, subscription row),
+ * so a delivery racing a cancel, a receive step or another delivery waits
+ * instead of deadlocking. Runs in the caller's transaction.
  */
 export async function lockWaitingSubscription(ex: Executor, instanceId: string, channel: string, activityId: string): Promise<boolean> {
   const inst = await queryRows(ex, sql`SELECT 1 AS ok FROM workflow_instances WHERE instance_id = ${instanceId} AND status = 'waiting_for_message' FOR UPDATE`);
   if (inst.length === 0) return false;
+  await lockChannel(ex, channel);
   const rows = await queryRows(
     ex,
     sql`SELECT 1 AS ok FROM channel_subscriptions
@@ -312,18 +336,26 @@ export async function findWaitingSubscribersWithMessages(ex: Executor, limit: nu
   return rows.map((r) => ({ instanceId: r.instance_id, channel: r.channel, mode: r.mode, activityId: r.activity_id }));
 }
 
-/** One statement, bounded, SKIP LOCKED (a wait whose delivery is in flight is skipped). */
+/**
+ * One statement, bounded. The instance row and its subscription are locked
+ * together with SKIP LOCKED: a wait whose instance or subscription someone
+ * holds (a delivery in flight, a cancel, a concluding step) is left for the
+ * next sweep, and the statement never waits for a row while holding another
+ * (it used to lock the subscription and then wait for the instance, the
+ * reverse of a delivery's order: a deadlock).
+ */
 export async function expireMessageWaits(ex: Executor, limit: number, onlyInstanceId?: string): Promise<string[]> {
   const only = onlyInstanceId === undefined ? sql`` : sql`AND s.instance_id = ${onlyInstanceId}`;
   const rows = await queryRows<{ instance_id: string }>(
     ex,
     sql`
     WITH due AS (
-      SELECT id, instance_id, channel, activity_id, timeout_at FROM channel_subscriptions s
-      WHERE activity_id IS NOT NULL AND timeout_at <= ${DB_NOW} ${only} AND ${NOT_QUARANTINED("s")}
-      ORDER BY timeout_at, id
+      SELECT s.id, s.instance_id, s.channel, s.activity_id, s.timeout_at
+      FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
+      WHERE s.activity_id IS NOT NULL AND s.timeout_at <= ${DB_NOW} ${only} AND ${NOT_QUARANTINED("s")}
+      ORDER BY s.timeout_at, s.id
       LIMIT ${limit}::int
-      FOR UPDATE SKIP LOCKED
+      FOR UPDATE OF i, s SKIP LOCKED
     ), clr AS (
       UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM due WHERE s.id = due.id
     ), h AS (

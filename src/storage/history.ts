@@ -120,9 +120,12 @@ export async function registerTimer(ex: Executor, instanceId: string, timer: Tim
 }
 
 /**
- * One statement: lock a batch of due timers (SKIP LOCKED, so a concurrent
- * sweeper takes a disjoint batch, and a timer deleted by one is skipped by the
- * other), delete them, record `TimerExpired` and make waiting instances runnable.
+ * One statement: lock a batch of due timers with their instance rows (SKIP
+ * LOCKED, so a concurrent sweeper takes a disjoint batch, a timer deleted by
+ * one is skipped by the other, and a timer whose instance a cancel or a step
+ * holds waits for the next sweep instead of deadlocking with it: instance
+ * rows are locked before timer rows everywhere), delete them, record
+ * `TimerExpired` and make waiting instances runnable.
  */
 export async function fireExpiredTimers(ex: Executor, limit: number, onlyInstanceId?: string): Promise<string[]> {
   const only = onlyInstanceId === undefined ? sql`` : sql`AND t.instance_id = ${onlyInstanceId}`;
@@ -130,12 +133,12 @@ export async function fireExpiredTimers(ex: Executor, limit: number, onlyInstanc
     ex,
     sql`
     WITH due AS (
-      SELECT id, instance_id, timer_id, coalesce(activity_id, timer_id) AS activity_id, expires_at
-      FROM workflow_timer_subscriptions t
-      WHERE expires_at <= ${DB_NOW} ${only} AND ${NOT_QUARANTINED("t")}
-      ORDER BY expires_at, id
+      SELECT t.id, t.instance_id, t.timer_id, coalesce(t.activity_id, t.timer_id) AS activity_id, t.expires_at
+      FROM workflow_timer_subscriptions t JOIN workflow_instances i ON i.instance_id = t.instance_id
+      WHERE t.expires_at <= ${DB_NOW} ${only} AND ${NOT_QUARANTINED("t")}
+      ORDER BY t.expires_at, t.id
       LIMIT ${limit}::int
-      FOR UPDATE SKIP LOCKED
+      FOR UPDATE OF i, t SKIP LOCKED
     ), del AS (
       DELETE FROM workflow_timer_subscriptions t USING due WHERE t.id = due.id
     ), h AS (

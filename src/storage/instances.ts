@@ -172,6 +172,12 @@ export async function cancelInstance(
   if (row.new_status !== null && row.previous !== null) {
     return { ok: true, status: row.new_status as InstanceStatus, previousStatus: row.previous as InstanceStatus };
   }
-  const status = row.current as InstanceStatus;
+  let status = row.current as InstanceStatus;
+  if (CANCELLABLE_STATUSES.includes(status)) {
+    // The statement's snapshot saw a cancellable status, but the row changed while the UPDATE waited
+    // for its lock (a step completed it): report what it is now, not what the snapshot said.
+    const [now] = await queryRows<{ status: string }>(ex, sql`SELECT status FROM workflow_instances WHERE instance_id = ${instanceId}`);
+    status = (now?.status ?? status) as InstanceStatus;
+  }
   return { ok: false, status, previousStatus: status };
 }
