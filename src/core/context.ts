@@ -50,6 +50,15 @@ export interface ActivityContext {
   readonly tx: Transaction;
   /** Run `fn` in a nested transaction (a savepoint). */
   transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+  /**
+   * Aborts when this attempt's outcome can no longer be recorded: the step's
+   * lease was lost (it expired and the sweeper or another worker took the
+   * instance over) or the instance was cancelled. Detected by the lease
+   * renewal, so within a third of the shorter of the lease and hand-off
+   * lease (10 s by default). Pass it to `fetch` and other long calls so they
+   * stop; the reason is a `LeaseLostError`.
+   */
+  readonly signal: AbortSignal;
   /** Engine internals (storage bound to the step transaction), used by publish / sendEventTransactional. */
   readonly [ACTIVITY_INTERNALS]: unknown;
 }

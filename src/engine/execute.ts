@@ -47,6 +47,7 @@ export function makeActivityContext(
   storage: Storage,
   tx: Transaction | null,
   notify: ActivityNotify,
+  signal: AbortSignal,
   afterCommit?: (cb: () => void) => void,
 ): ActivityContext {
   const internals: ActivityInternals = { storage, notify, afterCommit: afterCommit ?? ((cb) => cb()) };
@@ -56,6 +57,7 @@ export function makeActivityContext(
     activityId: pending.activityId,
     attempt: pending.attempt,
     idempotencyKey: `${target.instanceId}:${pending.activityId}`,
+    signal,
     get tx(): Transaction {
       if (!tx) throw new TypeError(`activity "${pending.activity.activityName}" is not transactional: ctx.tx is unavailable (use ctx.transaction())`);
       return tx;

@@ -69,6 +69,8 @@ interface Renewal {
   stop(): void;
   /** Throws LeaseLostError once a renewal found the lease gone (expired and taken, or cancelled). */
   check(): void;
+  /** Aborted (with a LeaseLostError) when a renewal finds the lease gone: the activities' `ctx.signal`. */
+  readonly signal: AbortSignal;
 }
 
 /**
@@ -80,11 +82,15 @@ interface Renewal {
  */
 function startRenewal(storage: Storage, fence: Fence, leaseSeconds: number, handoffSeconds: number): Renewal {
   const everyMs = (Math.min(leaseSeconds, handoffSeconds) * 1000) / 3;
-  let lost = false;
+  const aborter = new AbortController();
+  const lostError = () => new LeaseLostError(`lease on ${fence.instanceId} lost while the step ran`);
   const timer = setInterval(() => {
     storage.renewLease(fence, leaseSeconds).then(
       (ok) => {
-        if (!ok) lost = true;
+        if (!ok && !aborter.signal.aborted) {
+          clearInterval(timer);
+          aborter.abort(lostError());
+        }
       },
       () => undefined,
     );
@@ -93,8 +99,9 @@ function startRenewal(storage: Storage, fence: Fence, leaseSeconds: number, hand
   return {
     stop: () => clearInterval(timer),
     check: () => {
-      if (lost) throw new LeaseLostError(`lease on ${fence.instanceId} lost while the step ran`);
+      if (aborter.signal.aborted) throw lostError();
     },
+    signal: aborter.signal,
   };
 }
 
@@ -268,7 +275,7 @@ class Step {
     const outside = pending.filter((p) => !isTransactional(p));
     const inside = pending.filter(isTransactional);
     await Promise.all(
-      outside.map(async (p) => results.set(p.activityId, await invoke(p, makeActivityContext(this.target, p, storage, null, this.notify)))),
+      outside.map(async (p) => results.set(p.activityId, await invoke(p, makeActivityContext(this.target, p, storage, null, this.notify, this.renewal.signal)))),
     );
 
     const buildConclusion = async () => {
@@ -321,7 +328,7 @@ class Step {
         const txExecutor = tx.executor as Transaction;
         if (inside.length === 1) {
           const p = inside[0]!;
-          const outcome = await invoke(p, makeActivityContext(this.target, p, tx, txExecutor, this.notify, (cb) => tx.afterCommit(cb)));
+          const outcome = await invoke(p, makeActivityContext(this.target, p, tx, txExecutor, this.notify, this.renewal.signal, (cb) => tx.afterCommit(cb)));
           if (!outcome.ok) throw new ActivityRollback(outcome);
           results.set(p.activityId, outcome);
         } else {
@@ -330,7 +337,7 @@ class Step {
             let outcome: ActivityOutcome | null = null;
             try {
               await tx.transaction(async (sp) => {
-                const o = await invoke(p, makeActivityContext(this.target, p, sp, sp.executor as Transaction, this.notify, (cb) => sp.afterCommit(cb)));
+                const o = await invoke(p, makeActivityContext(this.target, p, sp, sp.executor as Transaction, this.notify, this.renewal.signal, (cb) => sp.afterCommit(cb)));
                 outcome = o;
                 if (!o.ok) throw new ActivityRollback(o);
               });
