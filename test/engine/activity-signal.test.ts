@@ -26,7 +26,7 @@ const call = activity(
   { transactional: false },
 );
 // A 2 s lease: the renewal (a third of it) notices a loss within 0.7 s.
-const caller = workflow("sig_caller", { lockTimeoutSeconds: 2 }, async (ctx, path: string) => call(ctx, path));
+const caller = workflow("sig_caller", { lockTimeoutSeconds: 2 }, async (ctx, path) => call(ctx, String(path)));
 
 let a: TestApp;
 let b: TestApp;
