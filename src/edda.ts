@@ -14,7 +14,7 @@ import type { Hono } from "hono";
 import type { Workflow } from "./core/definitions.ts";
 import type { RetryPolicy } from "./core/retry.ts";
 import type { ErrorClass } from "./core/serialization.ts";
-import { Engine, type HistoryEntry, type InstanceView, type StartOptions } from "./engine/engine.ts";
+import { Engine, type HistoryEntry, type InstanceView, type RetentionOptions, type StartOptions } from "./engine/engine.ts";
 import { LocalDispatcher, SubrequestBudget, type Dispatcher, type DispatchScope } from "./engine/dispatcher.ts";
 import { HttpDispatcher } from "./engine/http-dispatcher.ts";
 import type { PublishOptions } from "./engine/messaging.ts";
@@ -65,6 +65,17 @@ export interface EddaOptions {
   errorClasses?: ErrorClass[];
   /** Show stored error stacks in API responses (default false; development only). */
   exposeErrorStacks?: boolean;
+  /**
+   * How long the sweeper keeps finished instances (with their history),
+   * channel messages and CloudEvent dedupe rows, in seconds (default 7 days
+   * each; EDDA_RETENTION_DAYS on the platform adapters).
+   */
+  retention?: RetentionOptions;
+  /**
+   * Failures in a row (a step that throws, a timer or delivery that cannot be
+   * recorded) after which an instance is set aside as `quarantined` (default 5).
+   */
+  quarantineAfterFailures?: number;
   maxBodyBytes?: number;
   /**
    * Outgoing fetches one invocation (request, sweep, queue batch) may make:
@@ -110,9 +121,12 @@ export interface Edda {
    */
   start<I>(workflow: Workflow<I, any>, input: I, opts?: StartOptions, ctx?: ExecutionContextLike): Promise<StartResult>;
   start(workflowName: string, input: unknown, opts?: StartOptions, ctx?: ExecutionContextLike): Promise<StartResult>;
-  getInstance(instanceId: string, opts?: { history?: boolean }): Promise<(InstanceView & { history?: HistoryEntry[] }) | null>;
+  /** With `history`, the first page of it (at most 500 entries; `historyNextCursor` when there are more). */
+  getInstance(instanceId: string, opts?: { history?: boolean }): Promise<(InstanceView & { history?: HistoryEntry[]; historyNextCursor?: string | null }) | null>;
   findInstances(query?: ListInstancesQuery): Promise<InstancePage>;
   cancel(instanceId: string, cancelledBy?: string, ctx?: ExecutionContextLike): Promise<{ status: InstanceStatus }>;
+  /** Retry a quarantined instance: back to the status it had, failure count reset (409 / ConflictError when not quarantined). */
+  resume(instanceId: string, ctx?: ExecutionContextLike): Promise<{ status: InstanceStatus }>;
   /** The instance once finished, or as it is after `timeoutSeconds` (null if unknown); on Postgres it waits with LISTEN. */
   result(instanceId: string, opts?: { timeoutSeconds?: number; signal?: AbortSignal }): Promise<InstanceView | null>;
   /** Publish a message on a channel (as `POST /channels/:channel/messages`); returns its id. */
@@ -192,6 +206,8 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.tracing ? { tracing: opts.tracing } : {}),
       ...(opts.errorClasses ? { errorClasses: opts.errorClasses } : {}),
       ...(opts.exposeErrorStacks ? { exposeErrorStacks: true } : {}),
+      ...(opts.retention ? { retention: opts.retention } : {}),
+      ...(opts.quarantineAfterFailures !== undefined ? { quarantineAfterFailures: opts.quarantineAfterFailures } : {}),
       outbox,
     });
 
@@ -295,6 +311,7 @@ export function createEdda(opts: EddaOptions): Edda {
     getInstance: (id, o) => run((e) => e.getInstance(id, o)),
     findInstances: (q = {}) => run((e) => e.findInstances(q)),
     cancel: (id, by, ctx) => run((e, scope) => e.cancel(id, by, scope), ctx ? { ctx } : {}),
+    resume: (id, ctx) => run((e, scope) => e.resume(id, scope), ctx ? { ctx } : {}),
     result: (id, o = {}) => run((e) => e.awaitInstance(id, o.timeoutSeconds ?? 0, o.signal)),
     publish: (channel, data, o, ctx) => run((e, scope) => e.publish(channel, data, o, scope), ctx ? { ctx } : {}),
     sweep: (o, ctx) => run((engine, scope) => engine.sweep(o, scope), ctx ? { ctx } : {}),

@@ -39,7 +39,8 @@ export type { OutgoingEvent } from "./engine/events.ts";
 
 export { createEdda } from "./edda.ts";
 export type { Edda, EddaOptions, DispatcherOption, ExecutionContextLike, StartResult, InstancePage } from "./edda.ts";
-export type { InstanceView, HistoryEntry, StartOptions } from "./engine/engine.ts";
+export type { InstanceView, InstanceFailureView, HistoryEntry, RetentionOptions, StartOptions } from "./engine/engine.ts";
+export type { RowFailure } from "./engine/poison.ts";
 export type { EngineHooks, WorkflowInfo, ActivityInfo } from "./engine/hooks.ts";
 export type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./engine/dispatcher.ts";
 export type { OutboxOptions, RelayReport } from "./engine/outbox.ts";

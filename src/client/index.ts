@@ -43,9 +43,32 @@ export interface InstanceView {
   error: StoredError | null;
   cancellation: unknown;
   currentActivityId: string | null;
+  /** The latest failure counted against the instance (a quarantined one shows why), or null. */
+  failure?: InstanceFailure | null;
   startedAt: string;
   updatedAt: string;
-  history?: { id: number; activityId: string; eventType: string; data: unknown; createdAt: string }[];
+  /** With `get(id, { history: true })`: the first page (at most 500 entries). */
+  history?: HistoryEntry[];
+  /** More history: pass to `history(id, { after })`. */
+  historyNextCursor?: string | null;
+}
+
+export interface HistoryEntry {
+  id: number;
+  activityId: string;
+  eventType: string;
+  data: unknown;
+  createdAt: string;
+}
+
+export interface InstanceFailure {
+  task: "step" | "timers" | "message_timeouts" | "channel_delivery" | "retention";
+  errorType: string;
+  message: string;
+  at: string;
+  attempts: number;
+  /** For a quarantined instance: the status `resume` puts it back in. */
+  previousStatus: InstanceStatus | null;
 }
 
 /** A finished instance: exactly one of output, error, cancellation is set by its status. */
@@ -98,6 +121,10 @@ export interface EddaClient<W extends WorkflowSet> {
   get(instanceId: string, opts?: { history?: boolean }): Promise<InstanceView | null>;
   list(query?: ListQuery<WorkflowName<W>>): Promise<{ instances: InstanceView[]; nextCursor: string | null }>;
   cancel(instanceId: string): Promise<{ status: InstanceStatus }>;
+  /** One page of the history, oldest first (at most 500 entries; default 100); `after` is the previous page's `nextCursor`. */
+  history(instanceId: string, opts?: { after?: string; limit?: number }): Promise<{ history: HistoryEntry[]; nextCursor: string | null }>;
+  /** Retry a quarantined instance (EddaApiError 409 when it is not quarantined). */
+  resume(instanceId: string): Promise<{ status: InstanceStatus }>;
   /** A point-to-point message to one instance, on a channel. */
   send(instanceId: string, channel: string, data?: unknown, opts?: { metadata?: Record<string, unknown> }): Promise<{ messageId: string }>;
   publish(channel: string, data?: unknown, opts?: { metadata?: Record<string, unknown> }): Promise<{ messageId: string }>;
@@ -206,6 +233,16 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
     },
     async cancel(instanceId) {
       return (await call<{ status: InstanceStatus }>("POST", `/instances/${enc(instanceId)}/cancel`)).body;
+    },
+    async history(instanceId, o = {}) {
+      const params = new URLSearchParams();
+      if (o.after) params.set("after", o.after);
+      if (o.limit !== undefined) params.set("limit", String(o.limit));
+      const qs = params.toString();
+      return (await call<{ history: HistoryEntry[]; nextCursor: string | null }>("GET", `/instances/${enc(instanceId)}/history${qs ? `?${qs}` : ""}`)).body;
+    },
+    async resume(instanceId) {
+      return (await call<{ status: InstanceStatus }>("POST", `/instances/${enc(instanceId)}/resume`)).body;
     },
     async send(instanceId, channel, data = null, o = {}) {
       const r = await call<{ messageId: string }>("POST", `/instances/${enc(instanceId)}/messages`, { channel, data, ...(o.metadata ? { metadata: o.metadata } : {}) });

@@ -17,6 +17,7 @@ import type { RecordedMessage } from "../core/waits.ts";
 import type { ChannelMessageRecord, NewHistoryEvent, Payload, Storage, TxStorage } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
+import { countFailure, isTransientFailure, type Isolation } from "./poison.ts";
 
 type MessageWait = Extract<WaitRequest, { kind: "message" }>;
 
@@ -115,20 +116,37 @@ async function deliverBroadcastBatches(engine: Engine, channel: string, scope?: 
  * leaves (competing and direct subscribers, a broadcast subscriber with a
  * point-to-point message or rows locked by a racing cancel or timeout) gets
  * the per-subscriber path, which claims exactly once and waits for locks.
+ *
+ * Poison isolation: a broadcast batch that fails leaves its subscribers to
+ * the per-subscriber path, where each delivery fails alone; a failure that is
+ * not transient is counted on the subscriber's instance (quarantined at the
+ * limit) and the others are still served. With `iso` the failures are
+ * reported to the sweep; without it (a post-publish wake-up) they are
+ * counted the same way.
  */
-export async function deliverToWaitingSubscribers(engine: Engine, limit: number, scope?: DispatchScope, channel?: string): Promise<number> {
+export async function deliverToWaitingSubscribers(engine: Engine, limit: number, scope?: DispatchScope, channel?: string, iso?: Isolation): Promise<number> {
+  const isolation: Isolation = iso ?? { storage: engine.storage, maxFailures: engine.quarantineAfter, failures: [], failedIds: new Set() };
   const waiting = await engine.storage.findWaitingSubscribersWithMessages(limit, channel);
   const done = new Set<string>();
   const key = (instanceId: string, ch: string) => `${ch}\u0000${instanceId}`;
   for (const ch of new Set(waiting.filter((w) => w.mode === "broadcast").map((w) => w.channel))) {
-    for (const id of await deliverBroadcastBatches(engine, ch, scope)) done.add(key(id, ch));
+    try {
+      for (const id of await deliverBroadcastBatches(engine, ch, scope)) done.add(key(id, ch));
+    } catch (err) {
+      if (isTransientFailure(err)) throw err;
+      // Left to the per-subscriber path below, where a poison delivery fails alone.
+    }
   }
   let delivered = done.size;
   for (const w of waiting) {
-    if (done.has(key(w.instanceId, w.channel))) continue;
-    if (await deliverTo(engine.storage, w.instanceId, w.channel, w.activityId)) {
-      delivered++;
-      engine.dispatcher.dispatch({ instanceId: w.instanceId }, scope);
+    if (done.has(key(w.instanceId, w.channel)) || isolation.failedIds.has(w.instanceId)) continue;
+    try {
+      if (await deliverTo(engine.storage, w.instanceId, w.channel, w.activityId)) {
+        delivered++;
+        engine.dispatcher.dispatch({ instanceId: w.instanceId }, scope);
+      }
+    } catch (err) {
+      await countFailure(isolation, "channel_delivery", w.instanceId, err);
     }
   }
   return delivered;

@@ -20,6 +20,7 @@ import { WarmRuns } from "./warm-runs.ts";
 import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
+import { DEFAULT_QUARANTINE_AFTER } from "./poison.ts";
 
 export interface EngineOptions {
   storage: Storage;
@@ -47,7 +48,26 @@ export interface EngineOptions {
   exposeErrorStacks?: boolean;
   /** The `@opentelemetry/api` module: spans per step, activity attempt, wait and compensation (tracing.ts). */
   tracing?: TracingApi;
+  /**
+   * Failures in a row (a step that throws, a timer or delivery that cannot be
+   * recorded) after which an instance is set aside as `quarantined` (default 5).
+   */
+  quarantineAfterFailures?: number;
+  /** How long finished instances, channel messages and CloudEvent dedupe rows are kept (default 7 days each). */
+  retention?: RetentionOptions;
 }
+
+/** Retention of what the sweeper deletes, in seconds (each default 7 days). */
+export interface RetentionOptions {
+  /** Completed, failed and cancelled instances, counted from their last update, with their history, archived runs, compensations and subscriptions. */
+  finishedInstancesSeconds?: number;
+  /** Channel messages, counted from their publication (one claimed within the window is kept). */
+  channelMessagesSeconds?: number;
+  /** CloudEvent `(source, id)` dedupe records: a redelivery after this is accepted again. */
+  cloudEventDedupeSeconds?: number;
+}
+
+export const DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600;
 
 export interface StartOptions {
   instanceId?: string;
@@ -70,9 +90,28 @@ export interface InstanceView {
    * sweep will run its next step (e.g. a follow-up chain stopped at its hop bound).
    */
   runnable: boolean;
+  /**
+   * The latest failure counted against the instance (poison isolation): where
+   * (`step`, `timers`, `message_timeouts`, `channel_delivery`, `retention`),
+   * the error's type and message, when, how many in a row, and for a
+   * quarantined instance the status it will resume in. Null when none.
+   */
+  failure: InstanceFailureView | null;
   startedAt: string;
   updatedAt: string;
 }
+
+export interface InstanceFailureView {
+  task: string;
+  errorType: string;
+  message: string;
+  at: string;
+  attempts: number;
+  previousStatus: InstanceStatus | null;
+}
+
+/** History entries per page (`historyPage`, and the first page of `getInstance(id, { history: true })`). */
+export const HISTORY_PAGE_MAX = 500;
 
 /** A recorded step of an instance (`getInstance(id, { history: true })`); binary payloads show their size. */
 export interface HistoryEntry {
@@ -103,9 +142,18 @@ export class Engine implements StepRunner {
   /** Runs kept in memory across in-process hand-offs (see warm-runs.ts). */
   readonly warmRuns = new WarmRuns();
   readonly tracing: Tracing | null;
+  /** See EngineOptions.quarantineAfterFailures. */
+  readonly quarantineAfter: number;
+  readonly retention: Required<RetentionOptions>;
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;
+    this.quarantineAfter = Math.max(1, Math.trunc(opts.quarantineAfterFailures ?? DEFAULT_QUARANTINE_AFTER));
+    this.retention = {
+      finishedInstancesSeconds: opts.retention?.finishedInstancesSeconds ?? DEFAULT_RETENTION_SECONDS,
+      channelMessagesSeconds: opts.retention?.channelMessagesSeconds ?? DEFAULT_RETENTION_SECONDS,
+      cloudEventDedupeSeconds: opts.retention?.cloudEventDedupeSeconds ?? DEFAULT_RETENTION_SECONDS,
+    };
     this.activities = opts.activities ?? new ActivityRegistry();
     this.tracing = opts.tracing ? new Tracing(opts.tracing) : null;
     this.dispatcher = this.tracing ? this.tracing.dispatcher(dispatchingAs(opts.dispatcher, this)) : dispatchingAs(opts.dispatcher, this);
@@ -246,21 +294,51 @@ export class Engine implements StepRunner {
     return { status: r.status };
   }
 
-  async getInstance(instanceId: string, opts: { history?: boolean } = {}): Promise<(InstanceView & { history?: HistoryEntry[] }) | null> {
+  /**
+   * The instance's view; with `history`, the first page of its history (at
+   * most HISTORY_PAGE_MAX entries, `historyNextCursor` when there is more).
+   */
+  async getInstance(instanceId: string, opts: { history?: boolean } = {}): Promise<(InstanceView & { history?: HistoryEntry[]; historyNextCursor?: string | null }) | null> {
     const inst = await this.storage.getInstance(instanceId);
     if (!inst) return null;
-    const view: InstanceView & { history?: HistoryEntry[] } = toView(inst, this.errorView);
+    const view: InstanceView & { history?: HistoryEntry[]; historyNextCursor?: string | null } = toView(inst, this.errorView);
     if (opts.history) {
-      const events = await this.storage.loadHistory(instanceId);
-      view.history = events.map((e) => ({
+      const page = await this.historyPage(instanceId, { limit: HISTORY_PAGE_MAX });
+      view.history = page.history;
+      view.historyNextCursor = page.nextCursor;
+    }
+    return view;
+  }
+
+  /** One page of an instance's history (current run), in order; `after` is the previous page's `nextCursor`. */
+  async historyPage(instanceId: string, opts: { after?: string; limit?: number } = {}): Promise<{ history: HistoryEntry[]; nextCursor: string | null }> {
+    const after = opts.after === undefined ? 0 : Number(opts.after);
+    if (!Number.isSafeInteger(after) || after < 0) throw new ValidationError("invalid history cursor", [{ path: ["after"], message: "not a cursor from a previous page" }]);
+    const limit = Math.min(HISTORY_PAGE_MAX, Math.max(1, Math.trunc(opts.limit ?? 100)));
+    const page = await this.storage.loadHistoryPage(instanceId, after, limit);
+    return {
+      history: page.events.map((e) => ({
         id: e.id,
         activityId: e.activityId,
         eventType: e.eventType,
         data: e.data.type === "json" ? historyDataView(fromJson(e.data.json), this.errorView) : { $binary: e.data.bytes.length },
         createdAt: e.createdAt.toISOString(),
-      }));
-    }
-    return view;
+      })),
+      nextCursor: page.nextAfterId === null ? null : String(page.nextAfterId),
+    };
+  }
+
+  /**
+   * An operator's retry of a quarantined instance: back to the status it had
+   * (its timers and waits were kept), failure count reset, and dispatched when
+   * runnable. Its next failures count from zero.
+   */
+  async resume(instanceId: string, scope?: DispatchScope): Promise<{ status: InstanceStatus }> {
+    const r = await this.storage.resumeQuarantined(instanceId);
+    if (!r) throw new NotFoundError(`instance "${instanceId}" not found`);
+    if (!r.ok) throw new ConflictError(`instance "${instanceId}" is ${r.status}, not quarantined`);
+    if (r.status === "running" || r.status === "compensating") this.dispatcher.dispatch({ instanceId }, scope);
+    return { status: r.status };
   }
 
   /** The instance once it has finished, or as it is after `waitSeconds` (see results.ts). */
@@ -341,7 +419,23 @@ export function toView(inst: InstanceRecord, errors: ErrorViewOptions = {}): Ins
     cancellation: inst.cancelData === null ? null : fromJson(inst.cancelData),
     currentActivityId: inst.currentActivityId,
     runnable: (inst.status === "running" || inst.status === "compensating") && (inst.lockedBy === null || (inst.lockExpiresAt !== null && inst.lockExpiresAt.getTime() <= Date.now())),
+    failure: failureView(inst.failureData),
     startedAt: inst.startedAt.toISOString(),
     updatedAt: inst.updatedAt.toISOString(),
+  };
+}
+
+function failureView(data: string | null): InstanceFailureView | null {
+  if (data === null) return null;
+  const f = fromJson(data) as Record<string, unknown> | null;
+  if (!f || typeof f !== "object") return null;
+  const text = (v: unknown) => (typeof v === "string" ? v : "");
+  return {
+    task: text(f.task),
+    errorType: text(f.error_type),
+    message: text(f.message),
+    at: text(f.at),
+    attempts: typeof f.attempts === "number" ? f.attempts : 0,
+    previousStatus: typeof f.previous_status === "string" ? (f.previous_status as InstanceStatus) : null,
   };
 }

@@ -24,6 +24,7 @@ import type { OutboxRecord } from "../storage/types.ts";
 import { isSubrequestLimitError, type SubrequestBudget } from "./budget.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
+import { isTransientFailure } from "./poison.ts";
 
 export interface OutboxOptions {
   /** Where events are POSTed (EDDA_BROKER_URL). Without it nothing is relayed and rows stay pending. */
@@ -102,9 +103,25 @@ async function relay(engine: Engine, opts: RelayOptions, report: RelayReport): P
     if (limit === 0) break;
     const rows = await storage.claimOutboxEvents(limit, opts.eventIds);
     for (let i = 0; i < rows.length; i += SEND_CONCURRENCY) {
-      await Promise.all(rows.slice(i, i + SEND_CONCURRENCY).map((row) => deliver(engine, cfg, row, report, subrequests)));
+      await Promise.all(rows.slice(i, i + SEND_CONCURRENCY).map((row) => deliverIsolated(engine, cfg, row, report, subrequests)));
     }
     if (opts.eventIds || rows.length < limit) break;
+  }
+}
+
+/**
+ * One row's delivery, isolated: an unexpected failure (its marking refused by
+ * the database…) counts as a failed attempt with backoff, so the row ends
+ * `expired` after `maxRetries` like any undeliverable event, and the other
+ * rows of the batch are still delivered.
+ */
+async function deliverIsolated(engine: Engine, cfg: OutboxOptions, row: OutboxRecord, report: RelayReport, subrequests?: SubrequestBudget): Promise<void> {
+  try {
+    await deliver(engine, cfg, row, report, subrequests);
+  } catch (err) {
+    if (isTransientFailure(err)) throw err;
+    report.failed++;
+    await engine.storage.markOutboxFailed(row.eventId, `relay failed: ${errorText(err)}`, Math.min(cfg.maxBackoffSeconds ?? 600, (cfg.initialBackoffSeconds ?? 2) * 2 ** row.retryCount));
   }
 }
 

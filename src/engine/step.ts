@@ -21,6 +21,7 @@ import { fromJson, instanceErrorData, toJson } from "../core/serialization.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage } from "../storage/types.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
+import { stepFailed } from "./poison.ts";
 import { invoke, isTransactional, makeActivityContext, recordOutcomes, type ActivityOutcome } from "./execute.ts";
 
 export type StepResult =
@@ -57,8 +58,9 @@ export async function runStep(engine: Engine, req: StepRequest, scope?: Dispatch
   } catch (err) {
     engine.warmRuns.drop(req.instanceId);
     if (err instanceof LeaseLostError) return { status: "lease_lost" };
-    // Unexpected (database down…): give the lease back so the instance is retried soon.
-    await storage.releaseLease(leased.fence).catch(() => false);
+    // Unexpected (database down, a value that cannot be stored…): the lease goes back so the
+    // instance is retried soon; a failure that is not transient counts towards quarantine.
+    await stepFailed(storage, leased.fence, err, engine.quarantineAfter);
     throw err;
   } finally {
     renewal.stop();

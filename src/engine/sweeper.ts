@@ -15,6 +15,12 @@
  *   either claimed and completed by one batch, or left for the next sweep.
  * - A sweep stops starting batches (and tasks) after its time budget, so it
  *   fits a cron invocation's limits; what is left waits for the next one.
+ * - Poison isolation: a task whose batch fails (for a reason that is not
+ *   transient) runs the batch's rows one at a time; a row that fails is
+ *   counted on its instance (`rowFailures` in the report) and, after
+ *   `quarantineAfterFailures` failures in a row, set aside — quarantined, or
+ *   for retention left out — so it never blocks the other rows, and one
+ *   failing task never stops the others.
  * - Dispatching is idempotent (a step starts by taking the lease), so an
  *   instance found by two tasks of one sweep is dispatched once, and one found
  *   again by a later sweep while its step is in flight is skipped by the step.
@@ -23,6 +29,7 @@ import { deliverToWaitingSubscribers } from "./channels.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 import { emptyRelayReport, relayOutbox, type RelayReport } from "./outbox.ts";
+import { batchOrEach, type Isolation, type RowFailure } from "./poison.ts";
 
 export interface SweepOptions {
   /** Rows per batch (default 200). */
@@ -35,8 +42,12 @@ export interface SweepOptions {
    * in flight, and on Workers every needless follow-up is a subrequest.
    */
   resumeIdleSeconds?: number;
-  /** Delete channel messages older than this (default 7 days). */
+  /** Delete channel messages older than this (default: the engine's retention, 7 days). */
   messageRetentionSeconds?: number;
+  /** Delete finished instances last updated longer ago than this (default: the engine's retention, 7 days). */
+  instanceRetentionSeconds?: number;
+  /** Delete CloudEvent dedupe rows older than this (default: the engine's retention, 7 days). */
+  dedupeRetentionSeconds?: number;
   /**
    * Lease of a task's system lock (default 10 s), renewed between batches.
    * Short, because a sweep killed mid-task (crash, platform CPU limit) blocks
@@ -45,7 +56,16 @@ export interface SweepOptions {
   lockSeconds?: number;
 }
 
-export type SweepTask = "timers" | "message_timeouts" | "stale_leases" | "channel_delivery" | "resumable" | "outbox" | "channel_retention";
+export type SweepTask =
+  | "timers"
+  | "message_timeouts"
+  | "stale_leases"
+  | "channel_delivery"
+  | "resumable"
+  | "outbox"
+  | "channel_retention"
+  | "instance_retention"
+  | "dedupe_retention";
 
 export interface SweepReport {
   timersFired: number;
@@ -56,6 +76,12 @@ export interface SweepReport {
   resumed: number;
   outbox: RelayReport;
   channelMessagesDeleted: number;
+  /** Finished instances deleted after the retention (with their history and everything they own). */
+  instancesPurged: number;
+  /** CloudEvent dedupe rows deleted after the retention. */
+  dedupeRowsPurged: number;
+  /** Rows that failed inside a task (the task went on with the others): which instance, why, and whether it was set aside. */
+  rowFailures: RowFailure[];
   /** Tasks another sweep was running (its lock was held), so this one skipped them. */
   skipped: SweepTask[];
   /** Tasks not started because the budget ran out. */
@@ -71,7 +97,6 @@ export interface SweepFailure {
   message: string;
 }
 
-const DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600;
 
 export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: DispatchScope): Promise<SweepReport> {
   const started = Date.now();
@@ -89,12 +114,17 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     resumed: 0,
     outbox: emptyRelayReport(),
     channelMessagesDeleted: 0,
+    instancesPurged: 0,
+    dedupeRowsPurged: 0,
+    rowFailures: [],
     skipped: [],
     deferred: [],
     failures: [],
     durationMs: 0,
   };
 
+  const iso: Isolation = { storage, maxFailures: engine.quarantineAfter, failures: report.rowFailures, failedIds: new Set() };
+  const retention = engine.retention;
   const dispatched = new Set<string>();
   const dispatch = (ids: string[]) => {
     for (const instanceId of ids) {
@@ -139,13 +169,25 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
   };
 
   await task("timers", async () => {
-    const ids = await storage.fireExpiredTimers(batch);
+    const ids = await batchOrEach(
+      iso,
+      "timers",
+      () => storage.fireExpiredTimers(batch),
+      () => storage.findDueInstances("timers", batch),
+      (id) => storage.fireExpiredTimers(batch, id),
+    );
     report.timersFired += ids.length;
     dispatch(ids);
     return ids.length;
   });
   await task("message_timeouts", async () => {
-    const ids = await storage.expireMessageWaits(batch);
+    const ids = await batchOrEach(
+      iso,
+      "message_timeouts",
+      () => storage.expireMessageWaits(batch),
+      () => storage.findDueInstances("message_timeouts", batch),
+      (id) => storage.expireMessageWaits(batch, id),
+    );
     report.messageWaitsExpired += ids.length;
     dispatch(ids);
     return ids.length;
@@ -157,7 +199,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     return ids.length;
   });
   await task("channel_delivery", async () => {
-    const n = await deliverToWaitingSubscribers(engine, batch, scope);
+    const n = await deliverToWaitingSubscribers(engine, batch, scope, undefined, iso);
     report.messagesDelivered += n;
     return n;
   });
@@ -184,8 +226,26 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     false,
   );
   await task("channel_retention", async () => {
-    const n = await storage.cleanupChannelMessages(opts.messageRetentionSeconds ?? DEFAULT_RETENTION_SECONDS, batch);
+    const n = await storage.cleanupChannelMessages(opts.messageRetentionSeconds ?? retention.channelMessagesSeconds, batch);
     report.channelMessagesDeleted += n;
+    return n;
+  });
+  const instanceRetention = opts.instanceRetentionSeconds ?? retention.finishedInstancesSeconds;
+  await task("instance_retention", async () => {
+    // A purge that fails (a row the database refuses to delete) is retried alone, counted on the instance, and left out at the limit.
+    const ids = await batchOrEach(
+      iso,
+      "retention",
+      () => storage.purgeFinishedInstances(instanceRetention, batch, { maxFailures: iso.maxFailures }),
+      () => storage.findPurgeableInstances(instanceRetention, batch, iso.maxFailures),
+      (id) => storage.purgeFinishedInstances(instanceRetention, 1, { onlyInstanceId: id, maxFailures: iso.maxFailures }),
+    );
+    report.instancesPurged += ids.length;
+    return ids.length;
+  });
+  await task("dedupe_retention", async () => {
+    const n = await storage.purgeCloudEventDedupe(opts.dedupeRetentionSeconds ?? retention.cloudEventDedupeSeconds, batch);
+    report.dedupeRowsPurged += n;
     return n;
   });
 

@@ -20,6 +20,7 @@ import { viewer } from "./ui/index.tsx";
 import { documented } from "./openapi.ts";
 import { referenceRoutes } from "./reference.ts";
 import { resultRoutes } from "./results.ts";
+import { operationRoutes } from "./operations.ts";
 import { onError, problem } from "./problem.ts";
 import { instancePage, instanceView, started, instanceStatus } from "./schemas.ts";
 
@@ -244,7 +245,7 @@ export function createApp(opts: AppOptions): Hono {
     "/instances/:id/cancel",
     documented({
       operationId: "cancelInstance",
-      summary: "Cancel a running or waiting instance (compensations run first)",
+      summary: "Cancel a running, waiting or quarantined instance (compensations run first)",
       tags: ["instances"],
       auth: "api",
       params: idParam,
@@ -264,6 +265,7 @@ export function createApp(opts: AppOptions): Hono {
   const helpers: RouteHelpers = { engine, scope, parse };
   cloudEventRoutes(api, helpers);
   resultRoutes(api, helpers);
+  operationRoutes(api, helpers);
   if (opts.mcp) mcpRoutes(api, helpers, opts.mcp);
   referenceRoutes(app, api, { workflows: opts.workflows ?? (() => []), tokenRequired: () => (opts.apiTokens() ?? []).length > 0 });
   opts.extend?.(api, helpers);

@@ -15,6 +15,19 @@ export const storedError = z
   .loose()
   .describe("the recorded error (type and message; what else is revealed depends on the server's settings)");
 
+export const historyEntry = z.object({ id: z.number(), activityId: z.string(), eventType: z.string(), data: z.unknown(), createdAt: z.iso.datetime() });
+
+export const instanceFailure = z
+  .object({
+    task: z.enum(["step", "timers", "message_timeouts", "channel_delivery", "retention"]),
+    errorType: z.string(),
+    message: z.string(),
+    at: z.string(),
+    attempts: z.number().int().describe("failures in a row"),
+    previousStatus: instanceStatus.nullable().describe("for a quarantined instance: the status a resume puts it back in"),
+  })
+  .describe("the latest failure counted against the instance (poison isolation); null when none");
+
 export const instanceView = z.object({
   instanceId: z.string(),
   workflowName: z.string(),
@@ -25,12 +38,12 @@ export const instanceView = z.object({
   error: z.union([storedError, z.null()]),
   cancellation: z.unknown().describe("{ cancelled_by, cancelled_at, previous_status } once cancelled, else null"),
   currentActivityId: z.string().nullable(),
+  runnable: z.boolean().describe("no step holds it and it is ready to run"),
+  failure: instanceFailure.nullable(),
   startedAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
-  history: z
-    .array(z.object({ id: z.number(), activityId: z.string(), eventType: z.string(), data: z.unknown(), createdAt: z.iso.datetime() }))
-    .optional()
-    .describe("with ?history=1"),
+  history: z.array(historyEntry).optional().describe("with ?history=1: the first page (at most 500 entries)"),
+  historyNextCursor: z.string().nullable().optional().describe("with ?history=1: pass as `after` to GET /instances/{id}/history for the rest"),
 });
 
 export const instancePage = z.object({

@@ -114,6 +114,7 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
       ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
       ...(config.leaseSeconds !== undefined ? { leaseSeconds: config.leaseSeconds } : {}),
       ...(config.handoffLeaseSeconds !== undefined ? { handoffLeaseSeconds: config.handoffLeaseSeconds } : {}),
+      ...(config.retention ? { retention: config.retention } : {}),
       dispatcher: dispatcherFor(env, ctx, origin, config, config.secret),
       subrequestLimit: config.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET,
       routes: (app) => {

@@ -103,6 +103,7 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
     ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
     ...(config.leaseSeconds !== undefined ? { leaseSeconds: config.leaseSeconds } : {}),
     ...(config.handoffLeaseSeconds !== undefined ? { handoffLeaseSeconds: config.handoffLeaseSeconds } : {}),
+    ...(config.retention ? { retention: config.retention } : {}),
     ...(config.subrequestLimit !== undefined ? { subrequestLimit: config.subrequestLimit } : {}),
     dispatcher,
   });

@@ -59,6 +59,8 @@ export interface EddaConfig {
   /** Lease of a running step (default 300 s) and of a handed-off follow-up (default 30 s): how soon a crashed step is resumed. */
   leaseSeconds: number | undefined;
   handoffLeaseSeconds: number | undefined;
+  /** EDDA_RETENTION_DAYS: how long finished instances, channel messages and CloudEvent dedupe rows are kept (default 7). */
+  retention: { finishedInstancesSeconds: number; channelMessagesSeconds: number; cloudEventDedupeSeconds: number } | undefined;
 }
 
 const str = (v: unknown) => (typeof v === "string" && v.trim() !== "" ? v.trim() : undefined);
@@ -86,6 +88,13 @@ function flag(env: EddaEnv, name: string): boolean {
   throw new ConfigurationError(`${name} must be 1 or 0, got "${v}"`, name);
 }
 
+function retentionDays(env: EddaEnv): EddaConfig["retention"] {
+  const days = num(env, "EDDA_RETENTION_DAYS");
+  if (days === undefined) return undefined;
+  const seconds = days * 86_400;
+  return { finishedInstancesSeconds: seconds, channelMessagesSeconds: seconds, cloudEventDedupeSeconds: seconds };
+}
+
 export function readConfig(env: EddaEnv): EddaConfig {
   const driver = str(env.DATABASE_DRIVER) ?? "postgres-js";
   if (driver !== "postgres-js" && driver !== "neon-serverless") {
@@ -109,6 +118,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     maxHops: num(env, "EDDA_MAX_HOPS"),
     leaseSeconds: num(env, "EDDA_LEASE_SECONDS"),
     handoffLeaseSeconds: num(env, "EDDA_HANDOFF_LEASE_SECONDS"),
+    retention: retentionDays(env),
   };
 }
 
