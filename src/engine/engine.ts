@@ -20,7 +20,7 @@ import { WarmRuns } from "./warm-runs.ts";
 import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
-import { DEFAULT_QUARANTINE_AFTER } from "./poison.ts";
+import { batchOrEach, DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
 
 export interface EngineOptions {
   storage: Storage;
@@ -352,13 +352,19 @@ export class Engine implements StepRunner {
     return { instances: page.instances.map((i) => toView(i, this.errorView)), nextCursor: page.nextCursor };
   }
 
-  /** Fire due timers and expire due message waits; dispatch the instances they made runnable. */
+  /**
+   * Fire due timers and expire due message waits; dispatch the instances they
+   * made runnable. A batch that fails runs one instance at a time (poison
+   * isolation, as in the sweeper), so one bad row does not hold up the others.
+   */
   async fireDueTimers(scope?: DispatchScope): Promise<number> {
     let fired = 0;
+    const iso: Isolation = { storage: this.storage, maxFailures: this.quarantineAfter, failures: [], failedIds: new Set() };
+    const { storage } = this;
     // Bounded rounds: whatever is left after them waits for the sweeper.
     for (let round = 0; round < 20; round++) {
-      const timers = await this.storage.fireExpiredTimers(500);
-      const waits = await this.storage.expireMessageWaits(500);
+      const timers = await batchOrEach(iso, "timers", () => storage.fireExpiredTimers(500), () => storage.findDueInstances("timers", 500), (id) => storage.fireExpiredTimers(500, id));
+      const waits = await batchOrEach(iso, "message_timeouts", () => storage.expireMessageWaits(500), () => storage.findDueInstances("message_timeouts", 500), (id) => storage.expireMessageWaits(500, id));
       for (const instanceId of new Set([...timers, ...waits])) this.dispatcher.dispatch({ instanceId }, scope);
       fired += timers.length + waits.length;
       if (timers.length < 500 && waits.length < 500) break;
