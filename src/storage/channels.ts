@@ -52,7 +52,6 @@ import { and, asc, eq, sql, type SQL } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
 import { ChannelModeConflictError, EddaError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
-import { NOT_QUARANTINED } from "./failures.ts";
 import { workflowGroupMemberships } from "./schema.ts";
 import { DB_NOW, dbNowPlus, isoUtc, payloadParams, toChannelMessage, toSubscription, tsParam, type Row } from "./rows.ts";
 import type { ChannelMessageRecord, ChannelMode, MatchDocument, NewChannelMessage, SubscribeOptions, SubscriptionRecord, WaitingSubscriber } from "./types.ts";
@@ -352,7 +351,7 @@ export async function expireMessageWaits(ex: Executor, limit: number, onlyInstan
     WITH due AS (
       SELECT s.id, s.instance_id, s.channel, s.activity_id, s.timeout_at
       FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
-      WHERE s.activity_id IS NOT NULL AND s.timeout_at <= ${DB_NOW} ${only} AND ${NOT_QUARANTINED("s")}
+      WHERE s.activity_id IS NOT NULL AND s.timeout_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
       ORDER BY s.timeout_at, s.id
       LIMIT ${limit}::int
       FOR UPDATE OF i, s SKIP LOCKED

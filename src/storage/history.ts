@@ -135,7 +135,7 @@ export async function fireExpiredTimers(ex: Executor, limit: number, onlyInstanc
     WITH due AS (
       SELECT t.id, t.instance_id, t.timer_id, coalesce(t.activity_id, t.timer_id) AS activity_id, t.expires_at
       FROM workflow_timer_subscriptions t JOIN workflow_instances i ON i.instance_id = t.instance_id
-      WHERE t.expires_at <= ${DB_NOW} ${only} AND ${NOT_QUARANTINED("t")}
+      WHERE t.expires_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
       ORDER BY t.expires_at, t.id
       LIMIT ${limit}::int
       FOR UPDATE OF i, t SKIP LOCKED
