@@ -126,6 +126,32 @@ describe("a step that keeps throwing", () => {
   });
 });
 
+describe("the viewer", () => {
+  it("shows a quarantined instance's failure, lists it under its status, and resumes it from the page", async () => {
+    const bad = await t.edda.start("q_bad_output", null, { instanceId: "q-bad-ui" });
+    await sweepUntil(async () => (await view(bad.instanceId)).status === "quarantined");
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const page = await t.edda.app.request(`/ui/instances/${bad.instanceId}`, { headers: auth });
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('id="failure"');
+    expect(html).toContain("Quarantined");
+    expect(html).toMatch(/Do not know how to serialize a BigInt/);
+    expect(html).toContain(`/ui/instances/${bad.instanceId}/resume`);
+    const list = await (await t.edda.app.request("/ui?status=quarantined", { headers: auth })).text();
+    expect(list).toContain(bad.instanceId);
+
+    const resumed = await t.edda.app.request(`/ui/instances/${bad.instanceId}/resume`, { method: "POST", headers: { ...auth, "sec-fetch-site": "same-origin" } });
+    expect(resumed.status).toBe(303);
+    expect((await view(bad.instanceId)).status).not.toBe("quarantined");
+    await sweepUntil(async () => (await view(bad.instanceId)).status === "quarantined");
+    await api(`/instances/${bad.instanceId}/cancel`, { method: "POST" });
+    // a resume of what is not quarantined re-renders the page with the problem
+    const refused = await t.edda.app.request(`/ui/instances/${bad.instanceId}/resume`, { method: "POST", headers: { ...auth, "sec-fetch-site": "same-origin" } });
+    expect(refused.status).toBe(409);
+  });
+});
+
 describe("sweep tasks", () => {
   it("timers: a timer that cannot be recorded fails alone; the others fire; resumed after the fault is gone, it fires", async () => {
     await poison("q-nap-bad", "TimerExpired");

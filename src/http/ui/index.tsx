@@ -29,6 +29,7 @@ const NOTICES: Record<string, string> = {
   started: "Workflow started.",
   cancelled: "Cancellation requested: compensations (if any) run, then the instance ends cancelled.",
   sent: "Message sent to the instance.",
+  resumed: "Instance resumed: its failure count starts again from zero.",
   published: "Message published.",
 };
 
@@ -181,6 +182,17 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
       throw err;
     }
     return c.redirect(instanceUrl(id, "cancelled"), 303);
+  });
+  ui.post("/instances/:id/resume", async (c) => {
+    const id = c.req.param("id");
+    const e = await opts.engine(c);
+    try {
+      await e.resume(id, opts.scope(c));
+    } catch (err) {
+      if (err instanceof ConflictError) return instancePage(c, id, { problem: { message: err.message } }, 409);
+      throw err;
+    }
+    return c.redirect(instanceUrl(id, "resumed"), 303);
   });
   ui.post("/instances/:id/messages", async (c) => {
     const id = c.req.param("id");

@@ -232,6 +232,18 @@ export function InstancePage(p: InstancePageProps) {
             <ErrorChain chain={failureChain(error, timeline)} />
           </section>
         ) : null}
+        {view.failure ? (
+          <section class="card" id="failure">
+            <h2>{view.status === "quarantined" ? "Quarantined" : "Last failure"}</h2>
+            <p>
+              <strong>{view.failure.errorType}</strong>: {view.failure.message}
+            </p>
+            <p class="small muted">
+              {view.failure.attempts} failure(s) in a row in {view.failure.task.replace(/_/g, " ")}, last at {view.failure.at}
+              {view.status === "quarantined" ? `; resuming puts it back to ${view.failure.previousStatus ?? "running"}` : ""}
+            </p>
+          </section>
+        ) : null}
         {view.cancellation ? (
           <section class="card" id="cancellation">
             <h2>Cancellation</h2>
@@ -339,6 +351,12 @@ export function InstancePage(p: InstancePageProps) {
           <h2>Actions</h2>
           <div class="actions">
             <MessageForm action={`/ui/instances/${iid(view.instanceId)}/messages`} id="message-form" button="Send message" channel={p.message?.channel ?? waitingChannel} data={p.message?.data} />
+            {view.status === "quarantined" ? (
+              <form method="post" action={`/ui/instances/${iid(view.instanceId)}/resume`} class="card" id="resume-form">
+                <p class="small muted">Resume: back to {view.failure?.previousStatus ?? "running"} with the failure count reset (fix the cause first).</p>
+                <button type="submit">Resume instance</button>
+              </form>
+            ) : null}
             {cancellable ? (
               <form method="post" action={`/ui/instances/${iid(view.instanceId)}/cancel`} class="card" id="cancel-form">
                 <p class="small muted">Cancel: compensations run newest first, then the instance ends cancelled.</p>
