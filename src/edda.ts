@@ -25,7 +25,7 @@ import type { TracingApi } from "./engine/tracing.ts";
 import type { Database } from "./storage/database.ts";
 import { migrate } from "./storage/migrate.ts";
 import { createStorage } from "./storage/pg-storage.ts";
-import type { InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
+import type { ChildSummary, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
 import { createApp } from "./http/app.ts";
 import { checkMcpExposure, type McpExposure } from "./http/mcp/index.ts";
 
@@ -121,11 +121,21 @@ export interface Edda {
    */
   start<I>(workflow: Workflow<I, any>, input: I, opts?: StartOptions, ctx?: ExecutionContextLike): Promise<StartResult>;
   start(workflowName: string, input: unknown, opts?: StartOptions, ctx?: ExecutionContextLike): Promise<StartResult>;
-  /** With `history`, the first page of it (at most 500 entries; `historyNextCursor` when there are more). */
-  getInstance(instanceId: string, opts?: { history?: boolean }): Promise<(InstanceView & { history?: HistoryEntry[]; historyNextCursor?: string | null }) | null>;
+  /**
+   * The instance and its children (`invoke`/`startChild`); with `history`, the first page of it
+   * (at most 500 entries; `historyNextCursor` when there are more).
+   */
+  getInstance(
+    instanceId: string,
+    opts?: { history?: boolean },
+  ): Promise<(InstanceView & { children: ChildSummary[]; history?: HistoryEntry[]; historyNextCursor?: string | null }) | null>;
   findInstances(query?: ListInstancesQuery): Promise<InstancePage>;
   cancel(instanceId: string, cancelledBy?: string, ctx?: ExecutionContextLike): Promise<{ status: InstanceStatus }>;
-  /** Retry a quarantined instance: back to the status it had, failure count reset (409 / ConflictError when not quarantined). */
+  /**
+   * Retry a quarantined instance (back to the status it had, failure count reset), or resume a
+   * `parked` one against the deployed code now (parked again if it still diverges);
+   * 409 / ConflictError when it is neither.
+   */
   resume(instanceId: string, ctx?: ExecutionContextLike): Promise<{ status: InstanceStatus }>;
   /** The instance once finished, or as it is after `timeoutSeconds` (null if unknown); on Postgres it waits with LISTEN. */
   result(instanceId: string, opts?: { timeoutSeconds?: number; signal?: AbortSignal }): Promise<InstanceView | null>;

@@ -25,7 +25,13 @@ export {
   ValidationError,
   NotFoundError,
   ConflictError,
+  ChildWorkflowError,
+  WorkflowTimeoutError,
+  ActivityTimeoutError,
 } from "./core/errors.ts";
+export { patched } from "./core/patched.ts";
+export { invoke, startChild } from "./engine/children.ts";
+export type { ChildOptions } from "./engine/children.ts";
 export type { ErrorClass } from "./core/serialization.ts";
 export { receive, waitMessage, waitEvent } from "./core/waits.ts";
 export { race, onTimer, onTimerUntil, onMessage, onEvent } from "./core/race.ts";
@@ -45,7 +51,7 @@ export type { EngineHooks, WorkflowInfo, ActivityInfo } from "./engine/hooks.ts"
 export type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./engine/dispatcher.ts";
 export type { OutboxOptions, RelayReport } from "./engine/outbox.ts";
 export type { SweepOptions, SweepReport, SweepTask } from "./engine/sweeper.ts";
-export type { InstanceFilter, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
+export type { ChildSummary, InstanceFilter, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
 export type { ChannelMode } from "./core/model.ts";
 export type { McpExposure } from "./http/mcp/index.ts";
 export type { Database, DriverName, Db, QueryStats } from "./storage/database.ts";

@@ -1,6 +1,7 @@
 /** The example workflows every entry point serves. */
 import { announce } from "./announce.ts";
 import { approval } from "./approval.ts";
+import { fanoutChildren } from "./fanout-children.ts";
 import { firstResponse } from "./first-response.ts";
 import { jobWorker } from "./job-worker.ts";
 import { notifier } from "./notifier.ts";
@@ -9,4 +10,4 @@ import { paymentWait } from "./payment-wait.ts";
 import { pipeline } from "./pipeline.ts";
 import { reminder } from "./reminder.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren];

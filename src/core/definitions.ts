@@ -22,6 +22,12 @@ export interface ActivityOptions<A extends unknown[] = any[], R = any> {
    * activity's result followed by its arguments.
    */
   onFailure?: Activity<[R, ...A], unknown>;
+  /**
+   * Limit on one attempt: past it the attempt is abandoned (its transaction
+   * rolls back) and counts as a failed attempt (ActivityTimeoutError) under
+   * the retry policy.
+   */
+  timeoutSeconds?: number;
 }
 
 export interface Activity<A extends unknown[] = any[], R = any> {
@@ -39,12 +45,17 @@ function checkName(kind: string, name: string) {
   if (!NAME_RE.test(name)) throw new TypeError(`${kind} name ${JSON.stringify(name)} must match ${NAME_RE}`);
 }
 
+function checkTimeout(what: string, t: number | undefined) {
+  if (t !== undefined && !(Number.isFinite(t) && t > 0)) throw new TypeError(`${what}: timeoutSeconds must be a positive number, got ${t}`);
+}
+
 export function activity<A extends unknown[], R>(
   name: string,
   fn: ActivityFn<A, R>,
   options: ActivityOptions<A, Awaited<R>> = {},
 ): Activity<A, Awaited<R>> {
   checkName("activity", name);
+  checkTimeout(`activity ${name}`, options.timeoutSeconds);
   const def = ((ctx: WorkflowContext, ...args: A) => callActivity(ctx, def, args)) as Activity<A, Awaited<R>>;
   Object.defineProperties(def, {
     activityName: { value: name },
@@ -64,6 +75,11 @@ export interface WorkflowOptions<S extends z.ZodType | undefined> {
   lockTimeoutSeconds?: number;
   /** Start this workflow when a CloudEvent of this type (default: the workflow name) arrives. */
   eventHandler?: boolean | string;
+  /**
+   * Limit on the whole run, from its start: past it the run fails with
+   * WorkflowTimeoutError, its compensations run and its children are cancelled.
+   */
+  timeoutSeconds?: number;
 }
 
 export type WorkflowFn<I, O> = (ctx: WorkflowContext, input: I) => Promise<O>;
@@ -96,6 +112,7 @@ export function workflow(name: string, a: unknown, b?: unknown): Workflow {
   const options = (typeof a === "function" ? {} : a) as WorkflowOptions<z.ZodType | undefined>;
   const fn = (typeof a === "function" ? a : b) as WorkflowFn<unknown, unknown>;
   if (typeof fn !== "function") throw new TypeError(`workflow ${name}: missing function`);
+  checkTimeout(`workflow ${name}`, options.timeoutSeconds);
   return { workflowName: name, fn, options, source: fn.toString() };
 }
 

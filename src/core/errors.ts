@@ -34,6 +34,34 @@ export class NonDeterminismError extends EddaError {
   override name = "NonDeterminismError";
 }
 
+/**
+ * A child workflow started with `invoke` failed or was cancelled: re-thrown in
+ * the parent, `cause` is the child's own error (restored by name).
+ */
+export class ChildWorkflowError extends EddaError {
+  override name = "ChildWorkflowError";
+  constructor(
+    message: string,
+    readonly childInstanceId: string = "",
+    readonly childWorkflow: string = "",
+    /** `failed` or `cancelled`. */
+    readonly childStatus: string = "failed",
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** The workflow ran past its `timeoutSeconds`: the run fails (compensations run). */
+export class WorkflowTimeoutError extends EddaError {
+  override name = "WorkflowTimeoutError";
+}
+
+/** One activity attempt ran past the activity's `timeoutSeconds`: a failed attempt, retried under the policy. */
+export class ActivityTimeoutError extends EddaError {
+  override name = "ActivityTimeoutError";
+}
+
 /** A step lost its lease (expired, taken over, or the instance was cancelled): it commits nothing. */
 export class LeaseLostError extends EddaError {
   override name = "LeaseLostError";
@@ -128,6 +156,9 @@ export const BUILTIN_ERRORS: Record<string, new (message: string) => Error> = {
   NotFoundError,
   ConflictError,
   InvalidCloudEventError,
+  ChildWorkflowError,
+  WorkflowTimeoutError,
+  ActivityTimeoutError,
   RetryExhaustedError: class extends RetryExhaustedError {
     constructor(message: string) {
       super(message, 0);

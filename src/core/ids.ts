@@ -40,7 +40,7 @@ export const retryTimerId = (id: string, attempt: number): string => `${id}#retr
 export const isDerivedId = (id: string): boolean => id.includes("#");
 
 /** FNV-1a, 64 bits, as 16 hex digits: a short, stable, dependency-free digest. */
-function fnv1a64(text: string): string {
+export function fnv1a64(text: string): string {
   let h = 0xcbf29ce484222325n;
   for (const b of new TextEncoder().encode(text)) {
     h ^= BigInt(b);

@@ -35,7 +35,16 @@ import { EV, type ChannelMode, type HistoryEvent, type NewHistoryEvent } from ".
 import { deserializeError, fromPayload, toPayload, type ErrorClass, type SerializedError } from "./serialization.ts";
 
 /** History rows that settle an operation (rows at derived `id#…` ids only inform retries). */
-const PRIMARY = new Set<string>([EV.ActivityCompleted, EV.ActivityFailed, EV.TimerExpired, EV.MessageReceived, EV.MessageTimeout, EV.ValueRecorded]);
+const PRIMARY = new Set<string>([
+  EV.ActivityCompleted,
+  EV.ActivityFailed,
+  EV.TimerExpired,
+  EV.MessageReceived,
+  EV.MessageTimeout,
+  EV.ValueRecorded,
+  EV.ChildCompleted,
+  EV.ChildFailed,
+]);
 
 export interface PendingActivity {
   activityId: string;
@@ -71,7 +80,9 @@ export type WaitRequest =
       event?: boolean;
       /** Only messages whose document contains this (core/match.ts). */
       match?: MatchDocument;
-    };
+    }
+  /** The outcome of a child workflow this run started (`invoke`). */
+  | { kind: "child"; activityId: string; childInstanceId: string };
 
 /** What the engine must do for an open operation that has no record yet. */
 export type OperationRequest =
@@ -161,6 +172,11 @@ export class ReplayState {
   /** An activity the code uses (called, or registered as a compensation). */
   uses(def: Activity): void {
     this.registry?.add(def);
+  }
+
+  /** Whether history holds a settling record at `id` (delivered or not). */
+  hasRecord(id: string): boolean {
+    return this.primaryIds.has(id);
   }
 
   /** True while recorded history remains to be delivered. */

@@ -10,7 +10,7 @@ import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import { fromJson, historyDataView, instanceErrorView, toJson, toPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
 import { sha256Hex } from "../core/signature.ts";
-import type { InstanceRecord, InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
+import type { ChildSummary, InstanceRecord, InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
 import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
 import { guardHooks, type EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
@@ -21,6 +21,7 @@ import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 import { batchOrEach, DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
+import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
 
 export interface EngineOptions {
   storage: Storage;
@@ -99,6 +100,10 @@ export interface InstanceView {
   failure: InstanceFailureView | null;
   startedAt: string;
   updatedAt: string;
+  /** The instance that started this one (`invoke`, `startChild`), or null. */
+  parentInstanceId: string | null;
+  /** Workflow `timeoutSeconds`: when the run fails if still unfinished, or null. */
+  deadlineAt: string | null;
 }
 
 export interface InstanceFailureView {
@@ -200,8 +205,14 @@ export class Engine implements StepRunner {
     return r;
   }
 
-  /** Create an instance whose input is already validated, on `storage` (possibly a transaction). */
-  async createValidated(storage: Storage, wf: Workflow, value: unknown, opts: StartOptions): Promise<{ instanceId: string; status: InstanceStatus; created: boolean; traceContext: string | null }> {
+  /** Create an instance whose input is already validated, on `storage` (possibly a transaction); `link` makes it a child. */
+  async createValidated(
+    storage: Storage,
+    wf: Workflow,
+    value: unknown,
+    opts: StartOptions,
+    link?: { parentInstanceId: string; parentActivityId: string | null; detached: boolean },
+  ): Promise<{ instanceId: string; status: InstanceStatus; created: boolean; traceContext: string | null }> {
     if (opts.instanceId !== undefined && !/^[A-Za-z0-9_.:-]{1,200}$/.test(opts.instanceId)) {
       throw new ValidationError("instanceId must be 1–200 characters of A-Z a-z 0-9 _ . : -", [{ path: ["instanceId"], message: "invalid instance id" }]);
     }
@@ -216,6 +227,8 @@ export class Engine implements StepRunner {
       ownerService: this.serviceName,
       inputData: toJson(value ?? null),
       lockTimeoutSeconds: wf.options.lockTimeoutSeconds ?? null,
+      timeoutSeconds: wf.options.timeoutSeconds ?? null,
+      ...link,
     });
     return { instanceId: instance.instanceId, status: instance.status, created, traceContext };
   }
@@ -224,6 +237,8 @@ export class Engine implements StepRunner {
   afterStart(wf: Workflow, instanceId: string, input: unknown, scope?: DispatchScope, traceparent?: string | null): void {
     this.hooks.onWorkflowStart?.({ instanceId, workflowName: wf.workflowName, input });
     this.dispatcher.dispatch({ instanceId, ...(traceparent ? { traceparent } : {}) }, scope);
+    // The deadline is enforced by the timer machinery: an in-process wake-up where there is one, else the sweep.
+    if (wf.options.timeoutSeconds !== undefined) this.dispatcher.wakeIn?.(wf.options.timeoutSeconds, scope);
   }
 
   /** Publish a message from outside any workflow; subscribers wake after the commit. */
@@ -257,6 +272,11 @@ export class Engine implements StepRunner {
     for (const wf of new Set(workflows)) await this.ensureDefinition(wf);
   }
 
+  /** The source hash of the deployed code of `wf` (its definition recorded on first use). */
+  definitionHash(wf: Workflow): Promise<string> {
+    return this.ensureDefinition(wf);
+  }
+
   private ensureDefinition(wf: Workflow): Promise<string> {
     let p = this.hashes.get(wf.workflowName);
     if (!p) {
@@ -285,23 +305,28 @@ export class Engine implements StepRunner {
     await this.storage.releaseLease({ instanceId: req.instanceId, ...req.lease });
   }
 
+  /** Cancel an instance and its non-detached unfinished children (lifecycle.ts), in one transaction. */
   async cancel(instanceId: string, cancelledBy = "api", scope?: DispatchScope): Promise<{ status: InstanceStatus }> {
-    const r = await this.storage.cancelInstance(instanceId, cancelledBy);
+    const r = await endInstanceTree(this, instanceId, { kind: "cancel", cancelledBy }, scope);
     if (!r) throw new NotFoundError(`instance "${instanceId}" not found`);
     if (!r.ok) throw new ConflictError(`instance "${instanceId}" is ${r.status} and cannot be cancelled`);
-    if (r.status === "compensating") this.dispatcher.dispatch({ instanceId }, scope);
-    else this.hooks.onWorkflowCancelled?.({ instanceId, workflowName: (await this.storage.getInstance(instanceId))?.workflowName ?? "" });
     return { status: r.status };
   }
 
   /**
-   * The instance's view; with `history`, the first page of its history (at
+   * The instance's view and its children; with `history`, the first page of its history (at
    * most HISTORY_PAGE_MAX entries, `historyNextCursor` when there is more).
    */
-  async getInstance(instanceId: string, opts: { history?: boolean } = {}): Promise<(InstanceView & { history?: HistoryEntry[]; historyNextCursor?: string | null }) | null> {
+  async getInstance(
+    instanceId: string,
+    opts: { history?: boolean } = {},
+  ): Promise<(InstanceView & { children: ChildSummary[]; history?: HistoryEntry[]; historyNextCursor?: string | null }) | null> {
     const inst = await this.storage.getInstance(instanceId);
     if (!inst) return null;
-    const view: InstanceView & { history?: HistoryEntry[]; historyNextCursor?: string | null } = toView(inst, this.errorView);
+    const view: InstanceView & { children: ChildSummary[]; history?: HistoryEntry[]; historyNextCursor?: string | null } = {
+      ...toView(inst, this.errorView),
+      children: await this.storage.listChildren(instanceId, 100),
+    };
     if (opts.history) {
       const page = await this.historyPage(instanceId, { limit: HISTORY_PAGE_MAX });
       view.history = page.history;
@@ -334,9 +359,14 @@ export class Engine implements StepRunner {
    * runnable. Its next failures count from zero.
    */
   async resume(instanceId: string, scope?: DispatchScope): Promise<{ status: InstanceStatus }> {
+    // A parked instance (replay diverged) replays against the deployed code now; parked again if it still diverges.
+    if (await this.storage.resumeParked(instanceId)) {
+      this.dispatcher.dispatch({ instanceId }, scope);
+      return { status: "running" };
+    }
     const r = await this.storage.resumeQuarantined(instanceId);
     if (!r) throw new NotFoundError(`instance "${instanceId}" not found`);
-    if (!r.ok) throw new ConflictError(`instance "${instanceId}" is ${r.status}, not quarantined`);
+    if (!r.ok) throw new ConflictError(`instance "${instanceId}" is ${r.status}, not quarantined or parked`);
     if (r.status === "running" || r.status === "compensating") this.dispatcher.dispatch({ instanceId }, scope);
     return { status: r.status };
   }
@@ -366,8 +396,9 @@ export class Engine implements StepRunner {
       const timers = await batchOrEach(iso, "timers", () => storage.fireExpiredTimers(500), () => storage.findDueInstances("timers", 500), (id) => storage.fireExpiredTimers(500, id));
       const waits = await batchOrEach(iso, "message_timeouts", () => storage.expireMessageWaits(500), () => storage.findDueInstances("message_timeouts", 500), (id) => storage.expireMessageWaits(500, id));
       for (const instanceId of new Set([...timers, ...waits])) this.dispatcher.dispatch({ instanceId }, scope);
-      fired += timers.length + waits.length;
-      if (timers.length < 500 && waits.length < 500) break;
+      const deadlines = await expireDeadlines(this, 100, scope);
+      fired += timers.length + waits.length + deadlines;
+      if (timers.length < 500 && waits.length < 500 && deadlines < 100) break;
     }
     return fired;
   }
@@ -428,6 +459,8 @@ export function toView(inst: InstanceRecord, errors: ErrorViewOptions = {}): Ins
     failure: failureView(inst.failureData),
     startedAt: inst.startedAt.toISOString(),
     updatedAt: inst.updatedAt.toISOString(),
+    parentInstanceId: inst.parentInstanceId,
+    deadlineAt: inst.deadlineAt?.toISOString() ?? null,
   };
 }
 

@@ -15,9 +15,10 @@ import { ACTIVITY_INTERNALS } from "../core/context.ts";
 import type { PendingActivity } from "../core/replay.ts";
 import { attemptId, retryTimerId } from "../core/ids.ts";
 import { EV } from "../core/model.ts";
-import { RetryExhaustedError } from "../core/errors.ts";
+import { ActivityTimeoutError, RetryExhaustedError } from "../core/errors.ts";
 import { backoffSeconds, nextRetry, resolveRetryPolicy, type RetryPolicy } from "../core/retry.ts";
 import { serializeError, toJson, toPayload } from "../core/serialization.ts";
+import type { ChildStart } from "./children.ts";
 import type { NewCompensation, NewHistoryEvent, Storage, TimerRegistration } from "../storage/types.ts";
 
 export type ActivityOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -39,6 +40,8 @@ export interface ActivityInternals {
 export interface ActivityNotify {
   published(channel: string): void;
   outbox(eventIds: string[]): void;
+  /** Start a child workflow on `storage` (the step transaction); the engine's step provides it (children.ts). */
+  startChild?(storage: Storage, start: ChildStart): Promise<string>;
 }
 
 export function makeActivityContext(
@@ -71,10 +74,25 @@ export function makeActivityContext(
 }
 
 export async function invoke(pending: PendingActivity, ctx: ActivityContext): Promise<ActivityOutcome> {
+  const limit = pending.activity.options.timeoutSeconds;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    return { ok: true, value: await pending.activity.fn(ctx, ...pending.args) };
+    const run = (async () => pending.activity.fn(ctx, ...pending.args))();
+    if (limit === undefined) return { ok: true, value: await run };
+    // The attempt is abandoned, not interrupted: its outcome is recorded as a failure now and its
+    // transaction rolls back with it; whatever the function still does commits nothing.
+    run.catch(() => undefined);
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new ActivityTimeoutError(`activity "${pending.activity.activityName}" attempt ${pending.attempt} exceeded ${limit} s`)),
+        limit * 1000,
+      );
+    });
+    return { ok: true, value: await Promise.race([run, expired]) };
   } catch (error) {
     return { ok: false, error };
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
   }
 }
 

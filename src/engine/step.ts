@@ -18,11 +18,15 @@ import { failedSoFar, ReplayRun, ReplayState, type PendingActivity, type ReplayO
 import type { WarmRun } from "./warm-runs.ts";
 import { prepareMessageWait } from "./channels.ts";
 import { fromJson, instanceErrorData, toJson } from "../core/serialization.ts";
-import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage } from "../storage/types.ts";
+import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage, TxStorage } from "../storage/types.ts";
+import { deliverToParent, prepareChildWait, reportsToParent, startChildIn } from "./lifecycle.ts";
+import { startChildActivity } from "./children.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 import { stepFailed } from "./poison.ts";
-import { invoke, isTransactional, makeActivityContext, recordOutcomes, type ActivityOutcome } from "./execute.ts";
+import { invoke, isTransactional, makeActivityContext, recordOutcomes, type ActivityNotify, type ActivityOutcome } from "./execute.ts";
+
+const isTx = (s: Storage): s is TxStorage => typeof (s as Partial<TxStorage>).afterCommit === "function";
 
 export type StepResult =
   | { status: "skipped"; reason: string }
@@ -126,9 +130,11 @@ class Step {
     this.fence = leased.fence;
   }
 
-  private readonly notify = {
+  private readonly notify: ActivityNotify = {
     published: (channel: string) => this.engine.notifyPublished(channel, this.scope),
     outbox: (eventIds: string[]) => this.engine.notifyOutbox(eventIds, this.scope),
+    startChild: (storage, start) =>
+      startChildIn(this.engine, storage, this.instance.instanceId, start, (cb) => (isTx(storage) ? storage.afterCommit(cb) : cb()), this.scope),
   };
 
   private get target() {
@@ -176,8 +182,9 @@ class Step {
           this.engine.hooks.onWorkflowComplete?.({ ...this.target, output: outcome.output }),
         );
       case "failed":
-      case "nondeterminism":
         return this.fail(outcome.error, compensations, events);
+      case "nondeterminism":
+        return this.park(outcome.error, events);
       case "wait": {
         const w = outcome.wait;
         if (w.kind === "timer") {
@@ -192,6 +199,7 @@ class Step {
             () => this.engine.dispatcher.wakeIn?.(w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - Date.now()) / 1000) : (w.delaySeconds ?? 0), this.scope),
           );
         }
+        if (w.kind === "child") return this.waitForChild(w, compensations, events);
         return this.waitForMessage(w, compensations, events);
       }
       case "recur":
@@ -218,6 +226,37 @@ class Step {
         handoff: { leaseSeconds: this.engine.handoffLeaseSeconds },
       });
     });
+  }
+
+  /** A finished child's outcome is recorded now; otherwise wait until the child's conclusion records it (lifecycle.ts). */
+  private async waitForChild(w: Extract<WaitRequest, { kind: "child" }>, compensations: NewCompensation[], events: NewHistoryEvent[]): Promise<StepResult> {
+    return this.engine.storage.transaction(async (tx) => {
+      const r = await prepareChildWait(tx, this.instance.instanceId, w);
+      if (r.kind === "waiting") return this.concludeIn(tx, { status: "waiting_for_child", currentActivityId: w.activityId, history: events, compensations });
+      return this.concludeIn(tx, {
+        status: "running",
+        currentActivityId: w.activityId,
+        history: [...events, r.event],
+        compensations,
+        handoff: { leaseSeconds: this.engine.handoffLeaseSeconds },
+      });
+    });
+  }
+
+  /**
+   * Replay diverged from history (NonDeterminismError, usually a deploy that
+   * changed the code under running instances): park the instance — visible,
+   * nothing recorded, nothing compensated — until other code is deployed
+   * (the sweeper resumes it then) or an operator resumes it.
+   */
+  private async park(error: NonDeterminismError, events: NewHistoryEvent[]): Promise<StepResult> {
+    const wf = this.engine.workflows.get(this.instance.workflowName)!;
+    const parkedHash = await this.engine.definitionHash(wf);
+    // Values recorded before the divergence are dropped with it: the fixed code records its own.
+    void events;
+    return this.conclude({ status: "parked", currentActivityId: this.instance.currentActivityId, errorData: instanceErrorData(error), parkedHash }, () =>
+      console.warn(`edda: instance ${this.instance.instanceId} parked: ${error.message}`),
+    );
   }
 
   /** `ctx.recur(input)`: archive this run's history and start the next run under the same id. */
@@ -273,6 +312,8 @@ class Step {
     const { storage, hooks } = engine;
     for (const p of pending) hooks.onActivityStart?.({ ...this.target, activityId: p.activityId, activityName: p.activity.activityName, attempt: p.attempt });
 
+    // Child starts create instances in the step transaction: their definitions are written before it (PGlite has one connection).
+    if (pending.some((p) => p.activity === startChildActivity)) await engine.ensureDefinitions(engine.workflows.values());
     const results = new Map<string, ActivityOutcome>();
     const outside = pending.filter((p) => !isTransactional(p));
     const inside = pending.filter(isTransactional);
@@ -389,15 +430,23 @@ class Step {
 
   /** Conclude with one fenced statement (no transaction needed), then run post-commit work. */
   private async conclude(c: StepConclusion, after?: () => void): Promise<StepResult> {
+    // A child's final conclusion reports to its parent in the same transaction (concludeIn).
+    if (reportsToParent(this.instance, c.status)) return this.engine.storage.transaction((tx) => this.concludeIn(tx, c, after));
     const r = await this.engine.storage.concludeStep(this.fence, c);
     if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
     this.afterConclusion(c, r.token, after);
     return { status: "concluded", instanceStatus: c.status };
   }
 
-  private async concludeIn(tx: Storage & { afterCommit(cb: () => void): void }, c: StepConclusion, after?: () => void): Promise<StepResult> {
+  private async concludeIn(tx: TxStorage, c: StepConclusion, after?: () => void): Promise<StepResult> {
+    const reports = reportsToParent(this.instance, c.status);
+    // Lock order: the parent's row before this (child) row, as everywhere (storage/lifecycle.ts).
+    if (reports) await tx.lockInstanceRow(this.instance.parentInstanceId!);
     const r = await tx.concludeStep(this.fence, c);
     if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
+    if (reports) {
+      await deliverToParent(this.engine, tx, this.instance, c.status, c.outputData ?? this.instance.outputData, c.errorData ?? this.instance.errorData, this.scope);
+    }
     tx.afterCommit(() => this.afterConclusion(c, r.token, after));
     return { status: "concluded", instanceStatus: c.status };
   }

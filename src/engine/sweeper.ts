@@ -28,6 +28,7 @@
 import { deliverToWaitingSubscribers } from "./channels.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
+import { expireDeadlines, unparkChanged } from "./lifecycle.ts";
 import { emptyRelayReport, relayOutbox, type RelayReport } from "./outbox.ts";
 import { batchOrEach, type Isolation, type RowFailure } from "./poison.ts";
 
@@ -59,9 +60,11 @@ export interface SweepOptions {
 export type SweepTask =
   | "timers"
   | "message_timeouts"
+  | "deadlines"
   | "stale_leases"
   | "channel_delivery"
   | "resumable"
+  | "parked"
   | "outbox"
   | "channel_retention"
   | "instance_retention"
@@ -70,10 +73,14 @@ export type SweepTask =
 export interface SweepReport {
   timersFired: number;
   messageWaitsExpired: number;
+  /** Instances failed by their workflow `timeoutSeconds`. */
+  deadlinesExpired: number;
   staleLeasesReleased: number;
   messagesDelivered: number;
   /** Runnable, unlocked instances dispatched (their follow-up was lost or is late). */
   resumed: number;
+  /** Parked instances resumed because other code is deployed now. */
+  unparked: number;
   outbox: RelayReport;
   channelMessagesDeleted: number;
   /** Finished instances deleted after the retention (with their history and everything they own). */
@@ -109,9 +116,11 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
   const report: SweepReport = {
     timersFired: 0,
     messageWaitsExpired: 0,
+    deadlinesExpired: 0,
     staleLeasesReleased: 0,
     messagesDelivered: 0,
     resumed: 0,
+    unparked: 0,
     outbox: emptyRelayReport(),
     channelMessagesDeleted: 0,
     instancesPurged: 0,
@@ -192,6 +201,12 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     dispatch(ids);
     return ids.length;
   });
+  // Status-guarded and deadline-guarded per instance: an instance is failed by its deadline exactly once.
+  await task("deadlines", async () => {
+    const n = await expireDeadlines(engine, batch, scope);
+    report.deadlinesExpired += n;
+    return n;
+  });
   await task("stale_leases", async () => {
     const ids = await storage.releaseStaleLeases(batch);
     report.staleLeasesReleased += ids.length;
@@ -212,6 +227,15 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
       report.resumed += ids.length;
       dispatch(ids);
       return ids.length;
+    },
+    false,
+  );
+  await task(
+    "parked",
+    async () => {
+      const n = await unparkChanged(engine, batch, scope);
+      report.unparked += n;
+      return n;
     },
     false,
   );

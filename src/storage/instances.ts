@@ -11,7 +11,7 @@ import { InvalidArgumentError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowDefinitions } from "./schema.ts";
 import { DB_NOW, dbNowPlus, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
-import { CANCELLABLE_STATUSES, type InstancePage, type InstanceRecord, type InstanceFilter, type InstanceStatus, type ListInstancesQuery, type NewInstance } from "./types.ts";
+import { CANCELLABLE_STATUSES, type InstanceEnd, type InstancePage, type InstanceRecord, type InstanceFilter, type InstanceStatus, type ListInstancesQuery, type NewInstance } from "./types.ts";
 
 export async function upsertWorkflowDefinition(ex: Executor, workflowName: string, sourceHash: string, sourceCode: string): Promise<void> {
   await ex
@@ -128,14 +128,31 @@ const CANCELLABLE = sql.raw(CANCELLABLE_STATUSES.map((s) => `'${s}'`).join(", ")
  * One statement. The UPDATE is guarded by the status (no read-then-write
  * race); bumping the token fences off a step that is in flight. An instance
  * with compensations goes to `compensating` (its subscriptions stay until the
- * compensations conclude it, only the wait is cleared); otherwise it ends
- * `cancelled` at once and leaves its subscriptions and groups here.
+ * compensations conclude it, only the wait is cleared); otherwise it ends at
+ * once (`cancelled`, or `failed` for a deadline, which must have passed by the
+ * database's clock) and leaves its subscriptions and groups here.
  */
 export async function cancelInstance(
   ex: Executor,
   instanceId: string,
   cancelledBy: string,
 ): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null> {
+  return endInstance(ex, instanceId, { kind: "cancel", cancelledBy });
+}
+
+export async function endInstance(
+  ex: Executor,
+  instanceId: string,
+  end: InstanceEnd,
+): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null> {
+  const detail =
+    end.kind === "cancel"
+      ? sql`cancel_data = json_build_object('cancelled_by', ${end.cancelledBy}::text,
+                                            'cancelled_at', ${isoUtc(DB_NOW)},
+                                            'previous_status', w.status)::text`
+      : sql`error_data = ${end.errorData}::text`;
+  const finalStatus = end.kind === "cancel" ? sql`'cancelled'` : sql`'failed'`;
+  const guard = end.kind === "timeout" ? sql`AND w.deadline_at <= ${DB_NOW}` : sql``;
   const rows = await queryRows<{ current: string; new_status: string | null; previous: string | null }>(
     ex,
     sql`
@@ -144,35 +161,33 @@ export async function cancelInstance(
     ), upd AS (
       UPDATE workflow_instances w SET
         status = CASE WHEN EXISTS (SELECT 1 FROM workflow_compensations c WHERE c.instance_id = w.instance_id)
-                      THEN 'compensating' ELSE 'cancelled' END,
-        cancel_data = json_build_object('cancelled_by', ${cancelledBy}::text,
-                                        'cancelled_at', ${isoUtc(DB_NOW)},
-                                        'previous_status', w.status)::text,
+                      THEN 'compensating' ELSE ${finalStatus} END,
+        ${detail},
         lock_token = w.lock_token + 1,
         locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
         updated_at = ${DB_NOW}
-      WHERE w.instance_id = ${instanceId} AND w.status IN (${CANCELLABLE})
-      RETURNING w.instance_id, w.status, (w.cancel_data::json ->> 'previous_status') AS previous
+      WHERE w.instance_id = ${instanceId} AND w.status IN (${CANCELLABLE}) ${guard}
+      RETURNING w.instance_id, w.status, ${end.kind === "cancel" ? sql`(w.cancel_data::json ->> 'previous_status')` : sql`NULL::text`} AS previous
     ), timers AS (
       DELETE FROM workflow_timer_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd)
     ), waits AS (
       UPDATE channel_subscriptions SET activity_id = NULL, timeout_at = NULL
       WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'compensating') AND activity_id IS NOT NULL
     ), subs AS (
-      DELETE FROM channel_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'cancelled')
+      DELETE FROM channel_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
     ), cursors AS (
-      DELETE FROM channel_delivery_cursors WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'cancelled')
+      DELETE FROM channel_delivery_cursors WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
     ), groups AS (
-      DELETE FROM workflow_group_memberships WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'cancelled')
+      DELETE FROM workflow_group_memberships WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
     )
     SELECT cur.status AS current, upd.status AS new_status, upd.previous FROM cur LEFT JOIN upd ON true`,
   );
   const row = rows[0];
   if (!row) return null;
-  if (row.new_status !== null && row.previous !== null) {
-    return { ok: true, status: row.new_status as InstanceStatus, previousStatus: row.previous as InstanceStatus };
-  }
-  let status = row.current as InstanceStatus;
+  const current = row.current as InstanceStatus;
+  // The status the UPDATE saw (it may have waited for the row's lock), else the snapshot's.
+  if (row.new_status !== null) return { ok: true, status: row.new_status as InstanceStatus, previousStatus: (row.previous ?? current) as InstanceStatus };
+  let status = current;
   if (CANCELLABLE_STATUSES.includes(status)) {
     // The statement's snapshot saw a cancellable status, but the row changed while the UPDATE waited
     // for its lock (a step completed it): report what it is now, not what the snapshot said.

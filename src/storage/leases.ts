@@ -139,6 +139,7 @@ export async function concludeStep(ex: Executor, fence: Fence, c: StepConclusion
   if (c.currentActivityId !== undefined) sets.push(sql`current_activity_id = ${c.currentActivityId}`);
   if (c.outputData !== undefined) sets.push(sql`output_data = ${c.outputData}`);
   if (c.errorData !== undefined) sets.push(sql`error_data = ${c.errorData}`);
+  if (c.parkedHash !== undefined) sets.push(sql`parked_hash = ${c.parkedHash}`);
   if (handoff) {
     sets.push(sql`locked_at = ${DB_NOW}`, sql`lock_expires_at = ${dbNowPlus(handoff.leaseSeconds)}`);
   } else {

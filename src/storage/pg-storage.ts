@@ -22,6 +22,7 @@ import * as history from "./history.ts";
 import * as inspect from "./inspect.ts";
 import * as instances from "./instances.ts";
 import * as leases from "./leases.ts";
+import * as lifecycle from "./lifecycle.ts";
 import * as locks from "./locks.ts";
 import * as outbox from "./outbox.ts";
 import type {
@@ -29,6 +30,8 @@ import type {
   ArchivedRunSummary,
   ChannelSubscriber,
   ChannelSummary,
+  ChildSummary,
+  InstanceEnd,
   GroupMembership,
   InstanceFilter,
   TimerRecord,
@@ -129,6 +132,32 @@ export class PgStorage implements Storage {
   }
   cancelInstance(instanceId: string, cancelledBy: string): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null> {
     return instances.cancelInstance(this.executor, instanceId, cancelledBy);
+  }
+  endInstance(instanceId: string, end: InstanceEnd): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null> {
+    return instances.endInstance(this.executor, instanceId, end);
+  }
+
+  // --- child links, deadlines, parking ----------------------------------------
+  lockInstanceRow(instanceId: string): Promise<{ status: InstanceStatus; currentActivityId: string | null } | null> {
+    return lifecycle.lockInstanceRow(this.executor, instanceId);
+  }
+  recordChildOutcome(parentId: string, activityId: string, event: NewHistoryEvent): Promise<boolean> {
+    return lifecycle.recordChildOutcome(this.executor, parentId, activityId, event);
+  }
+  listCancellableChildren(parentId: string): Promise<string[]> {
+    return lifecycle.listCancellableChildren(this.executor, parentId);
+  }
+  listChildren(parentId: string, limit: number): Promise<ChildSummary[]> {
+    return lifecycle.listChildren(this.executor, parentId, limit);
+  }
+  findExpiredDeadlines(limit: number): Promise<string[]> {
+    return lifecycle.findExpiredDeadlines(this.executor, limit);
+  }
+  unparkInstances(workflowName: string, currentHash: string, limit: number): Promise<string[]> {
+    return lifecycle.unparkInstances(this.executor, workflowName, currentHash, limit);
+  }
+  resumeParked(instanceId: string): Promise<boolean> {
+    return lifecycle.resumeParked(this.executor, instanceId);
   }
 
   // --- leases & step conclusion ---------------------------------------------

@@ -54,6 +54,16 @@ export interface InstanceRecord {
   failureData: string | null;
 }
 
+export interface ChildSummary {
+  instanceId: string;
+  workflowName: string;
+  status: InstanceStatus;
+  detached: boolean;
+}
+
+/** How an instance is ended from outside its steps: cancelled by someone, or failed by its deadline. */
+export type InstanceEnd = { kind: "cancel"; cancelledBy: string } | { kind: "timeout"; errorData: string };
+
 export interface ArchivedHistoryEvent extends HistoryEvent {
   run: number;
   archivedAt: Date;
@@ -149,6 +159,8 @@ export interface StepConclusion {
   timer?: TimerRegistration;
   outputData?: string | null;
   errorData?: string | null;
+  /** With status `parked`: the source hash of the code that diverged. */
+  parkedHash?: string | null;
   /**
    * Keep the lease for the follow-up step this conclusion dispatches: the token
    * is bumped and the expiry set to now() + `leaseSeconds`. Without it the lease
@@ -396,6 +408,27 @@ export interface Storage {
    * status when it is not cancellable.
    */
   cancelInstance(instanceId: string, cancelledBy: string): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null>;
+  /**
+   * `cancelInstance`, or a deadline's failure (`timeout`: only once
+   * `deadline_at` passed by the database's clock; ends `failed` with
+   * `errorData`, or `compensating`).
+   */
+  endInstance(instanceId: string, end: InstanceEnd): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null>;
+
+  // --- child links, deadlines, parking (lifecycle.ts) -------------------------
+  /** Lock an instance row (FOR UPDATE, in a transaction): a parent before its child. */
+  lockInstanceRow(instanceId: string): Promise<{ status: InstanceStatus; currentActivityId: string | null } | null>;
+  /** Record a child's outcome in its parent if the parent waits on `activityId` (the parent becomes running). */
+  recordChildOutcome(parentId: string, activityId: string, event: NewHistoryEvent): Promise<boolean>;
+  /** Children a parent's cancellation takes along (not detached, cancellable). */
+  listCancellableChildren(parentId: string): Promise<string[]>;
+  listChildren(parentId: string, limit: number): Promise<ChildSummary[]>;
+  /** Cancellable instances whose deadline passed (bounded). */
+  findExpiredDeadlines(limit: number): Promise<string[]>;
+  /** Parked instances of a workflow that diverged from other code than `currentHash` → running; their ids. */
+  unparkInstances(workflowName: string, currentHash: string, limit: number): Promise<string[]>;
+  /** One parked instance → running; false when it is not parked. */
+  resumeParked(instanceId: string): Promise<boolean>;
 
   // --- channels -------------------------------------------------------------
   publishMessage(msg: NewChannelMessage): Promise<ChannelMessageRecord>;

@@ -36,14 +36,18 @@ describe("warm run ≡ cold replay ≡ crashes (pure properties)", () => {
   it("generated programs end with identical outcomes and histories on all three paths", async () => {
     let cases = 0;
     const statuses: Record<string, number> = {};
+    // How many generated runs reached a child outcome and a patched() marker (the newer operations).
+    const reached = { childOutcomes: 0, patchMarkers: 0 };
     await fc.assert(
       fc.asyncProperty(programArb, fc.integer(), async (p, seed) => {
         cases++;
-        const s = (await checkProgram(p, seed)).status;
-        statuses[s] = (statuses[s] ?? 0) + 1;
+        const r = await checkProgram(p, seed);
+        statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+        if (r.history.some((h) => h.eventType.startsWith("Child"))) reached.childOutcomes++;
+        if (r.history.some((h) => h.activityId.startsWith("patched_"))) reached.patchMarkers++;
       }),
       { numRuns: Number(process.env.EDDA_PROPERTY_RUNS ?? 300) },
     );
-    console.log(`equivalence property: ${cases} programs × 3 paths, outcomes ${JSON.stringify(statuses)}`);
+    console.log(`equivalence property: ${cases} programs × 3 paths, outcomes ${JSON.stringify(statuses)}, runs reaching ${JSON.stringify(reached)}`);
   }, 120_000);
 });

@@ -6,7 +6,7 @@
 // the same activity name are where per-name counters could disagree between
 // a run continued in memory and a cold replay.
 import fc from "fast-check";
-import { activity, receive, registerCompensation, sleep, TerminalError, type WorkflowContext } from "../../src/index.ts";
+import { activity, invoke, patched, receive, registerCompensation, sleep, TerminalError, workflow, type WorkflowContext } from "../../src/index.ts";
 
 /** What an activity call does, per attempt: fail transiently `transient` times, then succeed or fail for good. */
 export interface ActBehaviour {
@@ -19,6 +19,9 @@ export type Stmt =
   | { t: "sleep"; seconds: number }
   | { t: "receive"; channel: Channel; timeout: number | null }
   | { t: "comp"; arg: number }
+  /** A child workflow that ends `seconds` after it starts, with `child(arg)` or a failure. */
+  | { t: "invoke"; arg: number; fail: boolean; seconds: number }
+  | { t: "patched"; change: "x" | "y" }
   | { t: "all"; branches: Stmt[][] }
   | { t: "try"; body: Stmt[] }
   | { t: "helper"; body: Stmt[] };
@@ -55,6 +58,19 @@ const acts = Object.fromEntries(
 
 export const undo = activity("p_undo", async (_ctx, arg: number) => `undone ${arg}`);
 
+export interface ChildInput {
+  arg: number;
+  fail: boolean;
+  seconds: number;
+}
+
+/** The child the programs invoke (the pure stepper simulates its run from its input). */
+export const childWorkflow = workflow("p_child", async (ctx, input: ChildInput) => {
+  await sleep(ctx, input.seconds);
+  if (input.fail) throw new TerminalError(`child ${input.arg} failed`);
+  return `child(${input.arg})`;
+});
+
 /** Runs a program; `trace` records what the workflow observed, in order. */
 export async function interpret(ctx: WorkflowContext, body: Stmt[], trace: string[]): Promise<void> {
   for (const s of body) await exec(ctx, s, trace);
@@ -77,6 +93,12 @@ async function exec(ctx: WorkflowContext, s: Stmt, trace: string[]): Promise<voi
     case "comp":
       await registerCompensation(ctx, undo, s.arg);
       trace.push(`comp ${s.arg}`);
+      return;
+    case "invoke":
+      trace.push(await invoke(ctx, childWorkflow, { arg: s.arg, fail: s.fail, seconds: s.seconds }));
+      return;
+    case "patched":
+      trace.push(`patched ${s.change} ${await patched(ctx, s.change)}`);
       return;
     case "all":
       await Promise.all(s.branches.map((b) => interpret(ctx, b, trace)));
@@ -120,6 +142,11 @@ const leaf: fc.Arbitrary<Stmt> = fc.oneof(
     arbitrary: fc.record({ t: fc.constant("receive" as const), channel: fc.constantFrom(...CHANNELS), timeout: fc.option(fc.constantFrom(2, 10, 60), { nil: null }) }),
   },
   { weight: 1, arbitrary: fc.record({ t: fc.constant("comp" as const), arg: fc.integer({ min: 0, max: 9 }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ t: fc.constant("invoke" as const), arg: fc.integer({ min: 0, max: 9 }), fail: fc.oneof({ weight: 3, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }), seconds: fc.constantFrom(0, 3, 20) }),
+  },
+  { weight: 1, arbitrary: fc.record({ t: fc.constant("patched" as const), change: fc.constantFrom("x" as const, "y" as const) }) },
 );
 
 const stmt: fc.Arbitrary<Stmt> = fc.letrec<{ stmt: Stmt; block: Stmt[] }>((tie) => ({
@@ -138,6 +165,7 @@ export function forDatabase(body: Stmt[]): Stmt[] {
   return body.flatMap((s): Stmt[] => {
     switch (s.t) {
       case "receive":
+      case "invoke":
         return [];
       case "sleep":
         return [{ ...s, seconds: 0 }];

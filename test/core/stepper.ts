@@ -13,7 +13,11 @@
 import { createWorkflowContext } from "../../src/core/operation.ts";
 import { EV, type HistoryEvent, type NewHistoryEvent } from "../../src/core/model.ts";
 import { ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult } from "../../src/core/replay.ts";
-import { serializeError, toPayload } from "../../src/core/serialization.ts";
+import { instanceErrorData, serializeError, toJson, toPayload } from "../../src/core/serialization.ts";
+import { TerminalError } from "../../src/core/errors.ts";
+import { startChildActivity, type ChildStart } from "../../src/engine/children.ts";
+import { childOutcomeEvent } from "../../src/engine/lifecycle.ts";
+import { childWorkflow, type ChildInput } from "./programs.ts";
 import { ActivityRegistry } from "../../src/core/registry.ts";
 import type { ActivityContext } from "../../src/core/context.ts";
 import { recordOutcomes, type ActivityOutcome } from "../../src/engine/execute.ts";
@@ -41,7 +45,7 @@ interface Conclusion {
   events: NewHistoryEvent[];
   compensations: { activityId: string; activityName: string; args: unknown[] }[];
   timer?: { id: string; at: number };
-  wait?: { activityId: string; channel: string; timeoutAt: number | null };
+  wait?: { activityId: string; channel: string; timeoutAt: number | null; child?: string };
   end?: { status: SimResult["status"]; output: unknown; compensate?: boolean };
   /** A queued message this step takes (consumed only if the step is stored). */
   takes?: number;
@@ -56,6 +60,8 @@ export async function simulate(fn: WorkflowFn, messages: SimMessage[], mode: Mod
   const consumed = new Set<number>();
   let wait: Conclusion["wait"] | null = null;
   let now = 0;
+  // Simulated children by instance id: when they end and how (from their input and start time).
+  const children = new Map<string, SimChild>();
   let crashes = 0;
   let run: ReplayRun | null = null;
   let next: ReplayResult | null = null;
@@ -96,7 +102,7 @@ export async function simulate(fn: WorkflowFn, messages: SimMessage[], mode: Mod
       const b = describeOutcome(cold.outcome);
       if (a !== b) throw new Error(`warm/cold divergence at step ${step}: warm ${a}, cold ${b}`);
     }
-    const c = await conclude(next!, messages, consumed, now);
+    const c = await conclude(next!, messages, consumed, now, children);
     if (mode === "crash" && crashes < 8 && rng() < 0.3) {
       // Lost before the fenced conclusion: nothing of this step is stored.
       crashes++;
@@ -121,7 +127,7 @@ export async function simulate(fn: WorkflowFn, messages: SimMessage[], mode: Mod
     }
     if (c.timer || c.wait) {
       // Idle: the next thing to happen is a timer, a message or a timeout.
-      const fired = fireNext(timers, wait, messages, consumed, now);
+      const fired = fireNext(timers, wait, messages, consumed, now, children);
       if (!fired) return result("stuck", describeOutcome(next!.outcome), step);
       now = fired.at;
       if (fired.clearsWait) wait = null;
@@ -162,7 +168,7 @@ function describeOutcome(o: ReplayOutcome): string {
 }
 
 /** What the engine's step would write for this outcome (activities are run here). */
-async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Set<number>, now: number): Promise<Conclusion> {
+async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Set<number>, now: number, children: Map<string, SimChild>): Promise<Conclusion> {
   const { outcome } = next;
   const base = { events: [...next.newEvents], compensations: next.newCompensations };
   switch (outcome.kind) {
@@ -178,6 +184,15 @@ async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Se
       const results: { pending: PendingActivity; outcome: ActivityOutcome }[] = [];
       for (const p of outcome.activities) {
         const actx = { attempt: p.attempt, activityId: p.activityId, instanceId: "sim", workflowName: "sim" } as unknown as ActivityContext;
+        if (p.activity === startChildActivity) {
+          // The engine creates the child in this step's transaction; here it is simulated from its input
+          // (a step lost before its conclusion starts it again at the same virtual time, identically).
+          const start = p.args[0] as ChildStart;
+          const input = start.input as ChildInput;
+          if (!children.has(start.instanceId)) children.set(start.instanceId, { id: start.instanceId, at: now + input.seconds, input });
+          results.push({ pending: p, outcome: { ok: true, value: start.instanceId } });
+          continue;
+        }
         try {
           results.push({ pending: p, outcome: { ok: true, value: await p.activity.fn(actx, ...p.args) } });
         } catch (error) {
@@ -195,12 +210,31 @@ async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Se
         const at = w.expiresAt ? w.expiresAt.getTime() / 1000 : now + (w.delaySeconds ?? 0);
         return { ...base, timer: { id: w.activityId, at } };
       }
+      if (w.kind === "child") {
+        const child = children.get(w.childInstanceId)!;
+        if (child.at <= now) return { ...base, events: [...base.events, childEvent(w.activityId, child)] };
+        return { ...base, wait: { activityId: w.activityId, channel: "", timeoutAt: null, child: child.id } };
+      }
       const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === w.channel && m.at <= now);
       if (i >= 0) return { ...base, takes: i, events: [...base.events, received(w.activityId, messages[i]!, i)] };
       const timeoutAt = w.timeoutAt ? w.timeoutAt.getTime() / 1000 : w.timeoutSeconds === undefined ? null : now + w.timeoutSeconds;
       return { ...base, wait: { activityId: w.activityId, channel: w.channel, timeoutAt } };
     }
   }
+}
+
+interface SimChild {
+  id: string;
+  at: number;
+  input: ChildInput;
+}
+
+/** The record a simulated child's end writes at its parent's wait (the engine's own builder). */
+function childEvent(activityId: string, child: SimChild): NewHistoryEvent {
+  const ref = { instanceId: child.id, workflowName: childWorkflow.workflowName };
+  return child.input.fail
+    ? childOutcomeEvent(activityId, ref, "failed", null, instanceErrorData(new TerminalError(`child ${child.input.arg} failed`)))
+    : childOutcomeEvent(activityId, ref, "completed", toJson(`child(${child.input.arg})`), null);
 }
 
 function received(activityId: string, m: SimMessage, i: number): NewHistoryEvent {
@@ -218,12 +252,16 @@ function fireNext(
   messages: SimMessage[],
   consumed: Set<number>,
   now: number,
+  children: Map<string, SimChild>,
 ): { at: number; event: NewHistoryEvent; clearsWait: boolean } | null {
   const candidates: { at: number; rank: number; fire: () => { event: NewHistoryEvent; clearsWait: boolean } }[] = [];
   for (const [id, at] of timers) {
     candidates.push({ at, rank: 1, fire: () => (timers.delete(id), { event: { activityId: id, eventType: EV.TimerExpired, data: toPayload({ timer_id: id }) }, clearsWait: false }) });
   }
-  if (wait) {
+  if (wait?.child) {
+    const child = children.get(wait.child)!;
+    candidates.push({ at: Math.max(now, child.at), rank: 0, fire: () => ({ event: childEvent(wait.activityId, child), clearsWait: true }) });
+  } else if (wait) {
     const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === wait.channel);
     if (i >= 0) candidates.push({ at: Math.max(now, messages[i]!.at), rank: 0, fire: () => (consumed.add(i), { event: received(wait.activityId, messages[i]!, i), clearsWait: true }) });
     if (wait.timeoutAt !== null) {
