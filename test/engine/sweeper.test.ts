@@ -179,6 +179,18 @@ describe("each task", () => {
   it("a sweep past its budget starts no more tasks and says which it deferred", async () => {
     const { engine } = engineOn(open(2));
     const report = await engine.sweep({ budgetMs: 0 });
-    expect(report.deferred).toEqual(["timers", "message_timeouts", "stale_leases", "channel_delivery", "resumable", "outbox", "channel_retention", "instance_retention", "dedupe_retention"]);
+    expect(report.deferred).toEqual([
+      "timers",
+      "message_timeouts",
+      "deadlines",
+      "stale_leases",
+      "channel_delivery",
+      "resumable",
+      "parked",
+      "outbox",
+      "channel_retention",
+      "instance_retention",
+      "dedupe_retention",
+    ]);
   });
 });
