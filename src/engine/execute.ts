@@ -77,16 +77,19 @@ export async function invoke(pending: PendingActivity, ctx: ActivityContext): Pr
   const limit = pending.activity.options.timeoutSeconds;
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    const run = (async () => pending.activity.fn(ctx, ...pending.args))();
-    if (limit === undefined) return { ok: true, value: await run };
-    // The attempt is abandoned, not interrupted: its outcome is recorded as a failure now and its
-    // transaction rolls back with it; whatever the function still does commits nothing.
+    if (limit === undefined) return { ok: true, value: await pending.activity.fn(ctx, ...pending.args) };
+    // Past the limit the attempt's outcome is a failure at once, its transaction rolls back with it
+    // (whatever the function still does commits nothing), and `ctx.signal` aborts so a fetch stops.
+    const abort = new AbortController();
+    const attemptCtx = Object.create(ctx, { signal: { value: AbortSignal.any([ctx.signal, abort.signal]) } }) as ActivityContext;
+    const run = (async () => pending.activity.fn(attemptCtx, ...pending.args))();
     run.catch(() => undefined);
     const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new ActivityTimeoutError(`activity "${pending.activity.activityName}" attempt ${pending.attempt} exceeded ${limit} s`)),
-        limit * 1000,
-      );
+      timer = setTimeout(() => {
+        const error = new ActivityTimeoutError(`activity "${pending.activity.activityName}" attempt ${pending.attempt} exceeded ${limit} s`);
+        abort.abort(error);
+        reject(error);
+      }, limit * 1000);
     });
     return { ok: true, value: await Promise.race([run, expired]) };
   } catch (error) {
