@@ -117,6 +117,6 @@ describe("safe code upgrades", () => {
     const fixed = deploy(v2);
     await fixed.edda.resume(instanceId);
     expect((await fixed.waitFor(instanceId)).output).toEqual({ path: "b" });
-    await expect(fixed.edda.resume(instanceId)).rejects.toThrow(/completed, not parked/);
+    await expect(fixed.edda.resume(instanceId)).rejects.toThrow(/completed, not quarantined or parked/);
   });
 });
