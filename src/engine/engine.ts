@@ -243,6 +243,10 @@ export class Engine implements StepRunner {
 
   /** Publish a message from outside any workflow; subscribers wake after the commit. */
   async publish(channel: string, data: unknown, opts: { metadata?: Record<string, unknown>; targetInstanceId?: string } = {}, scope?: DispatchScope): Promise<string> {
+    // Checked here, not only by the routes: a name the column cannot hold must be a typed error, never a database error.
+    for (const [path, v] of [["channel", channel], ["targetInstanceId", opts.targetInstanceId ?? "x"]] as const) {
+      if (typeof v !== "string" || v.length === 0 || v.length > 255) throw new ValidationError(`${path} must be 1–255 characters`, [{ path: [path], message: "1–255 characters" }]);
+    }
     const msg = await this.storage.publishMessage({
       channel,
       data: toPayload(data),

@@ -111,5 +111,12 @@ export const MIGRATIONS: BundledMigration[] = [
       "-- An event's document for matching (waitEvent's `match`): `{ data, meta }` with\n-- the message's JSON data (null for binary data) and its metadata (the CloudEvent\n-- attributes as `ce_*`). Built from the stored text, so nothing is stored twice;\n-- immutable, so a GIN index can hold it and a wait's match is one containment.\nCREATE OR REPLACE FUNCTION edda_message_doc(data_type text, data text, metadata text) RETURNS jsonb\n  LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$\n  SELECT ('{\"data\":' || CASE WHEN data_type = 'json' THEN data ELSE 'null' END || ',\"meta\":' || coalesce(metadata, 'null') || '}')::jsonb\n$$;",
       "CREATE INDEX \"idx_channel_messages_doc\" ON \"channel_messages\" USING gin (edda_message_doc(\"data_type\", \"data\", \"metadata\") jsonb_path_ops);"
     ]
+  },
+  {
+    "version": 6,
+    "tag": "0005_message_doc_tolerant",
+    "statements": [
+      "-- A message whose JSON text Postgres's jsonb refuses — valid JSON, but a lone\n-- surrogate escape (\\ud800) or a \\u0000 escape — made every insert into\n-- channel_messages fail, because the match index evaluates edda_message_doc on\n-- insert: one hostile publish was a 500 and a CloudEvent batch holding it was\n-- lost. Such a message now gets a document without its data (or none at all\n-- when even its metadata is refused): it is stored and delivered like any\n-- other, and only a `match` on its data cannot see it. For every other message\n-- the document is the same as before, so the index stays valid.\nCREATE OR REPLACE FUNCTION edda_message_doc(data_type text, data text, metadata text) RETURNS jsonb\n  LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$\nBEGIN\n  RETURN ('{\"data\":' || CASE WHEN data_type = 'json' THEN data ELSE 'null' END || ',\"meta\":' || coalesce(metadata, 'null') || '}')::jsonb;\nEXCEPTION WHEN data_exception THEN\n  BEGIN\n    RETURN ('{\"data\":null,\"meta\":' || coalesce(metadata, 'null') || '}')::jsonb;\n  EXCEPTION WHEN data_exception THEN\n    RETURN NULL;\n  END;\nEND $$;"
+    ]
   }
 ];

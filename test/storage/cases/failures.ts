@@ -121,6 +121,19 @@ export function failureCases(ctx: ContractContext): void {
     });
   });
 
+  describe("messages Postgres's jsonb refuses", () => {
+    it("a lone surrogate or \\u0000 escape (valid JSON) is stored and read back exactly", async () => {
+      const channel = uid("odd");
+      const texts = ['{"s":"\\ud800"}', '{"z":"a\\u0000b"}', '["\\udfff",1]'];
+      for (const text of texts) {
+        expect(() => JSON.parse(text)).not.toThrow();
+        await ctx.storage.publishMessage({ channel, data: { type: "json", json: text }, metadata: JSON.stringify({ m: "\ud800" }) });
+      }
+      const stored = await rows<{ data: string }>(ctx.database, sql`SELECT data FROM channel_messages WHERE channel = ${channel} ORDER BY id`);
+      expect(stored.map((r) => r.data)).toEqual(texts);
+    });
+  });
+
   describe("history pages", () => {
     it("pages through the history in order with a cursor", async () => {
       const inst = await newInstance(ctx.storage);

@@ -1,0 +1,272 @@
+// The "poison" property suite (issue: safe in the open). fast-check sends
+// hostile values — tag look-alikes ($bytes, $date, …), __proto__ and
+// constructor keys, huge, deep and odd-unicode strings, wrong types, big
+// numbers — in every payload slot of every route (start input and instance
+// id, messages and their metadata, channel publishes, CloudEvents data and
+// extensions, path and query parameters) and through publish / sendTo /
+// sendEvent in code, WHILE valid traffic flows. After each run:
+//   - the valid traffic completed with exactly its expected outputs;
+//   - every sweep completed every task, and no row failure names a valid instance;
+//   - nothing answered 5xx, and no body carried a stack or a source path;
+//   - hostile values that were accepted round-trip unchanged (echo outputs,
+//     received messages), and no instance is left runnable: everything is at
+//     rest (finished, waiting, or set aside as quarantined, visibly).
+// On real Postgres. POISON_RUNS=200 npx vitest run test/safety/poison.test.ts for a long run.
+import fc from "fast-check";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { activity, publish, sendEvent, sendTo, subscribe, receive, waitEvent, waitMessage, workflow } from "../../src/index.ts";
+import type { SweepReport } from "../../src/engine/sweeper.ts";
+import { queryRows } from "../../src/storage/database.ts";
+import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+
+const RUNS = Number(process.env.POISON_RUNS ?? 6);
+const TOKEN = "poison-token";
+let t: TestApp;
+
+// --- workflows: cheap, and each shows what it received ---------------------------------
+const echoStep = activity("p_echo_step", async (_ctx, v: unknown) => v);
+const echo = workflow("p_echo", async (ctx, input: unknown) => echoStep(ctx, input));
+const waiter = workflow("p_waiter", async (ctx) => (await waitMessage(ctx, "p-reply", { timeoutSeconds: 120 })).data);
+const listener = workflow("p_listener", async (ctx, type: string) => (await waitEvent(ctx, type, { timeoutSeconds: 120 })).data);
+const feed = workflow("p_feed", async (ctx) => {
+  await subscribe(ctx, "p-feed", "broadcast");
+  return (await receive(ctx, "p-feed", { timeoutSeconds: 120 })).data;
+});
+const sender = workflow("p_sender", async (ctx, input: { target: string; data: unknown; channel: string }) => {
+  await sendTo(ctx, input.target, "p-reply", input.data);
+  await publish(ctx, input.channel, input.data, { metadata: { from: "p_sender" } });
+  return "sent";
+});
+const onOrder = workflow("p.order", { eventHandler: true }, async (ctx, input: unknown) => echoStep(ctx, input));
+
+// --- hostile values ---------------------------------------------------------------------
+const TAGS = ["$bytes", "$date", "$$bytes", "$$date", "$", "$$", "$undefined", "$bigint", "$map", "$set", "$ref"];
+const tagLike = fc
+  .tuple(fc.constantFrom(...TAGS), fc.oneof(fc.string(), fc.constantFrom("AAAA", "!!!", "2020-01-01T00:00:00.000Z", "not a date", ""), fc.integer(), fc.constant(null)))
+  .map(([k, v]) => Object.fromEntries([[k, v]]) as unknown);
+const protoLike = fc
+  .constantFrom(
+    '{"__proto__":{"polluted":true}}',
+    '{"constructor":{"prototype":{"polluted":true}}}',
+    '{"__proto__":null,"a":1}',
+    '{"toString":"x","valueOf":1,"hasOwnProperty":false,"toJSON":"no"}',
+    '{"prototype":{"x":1},"__defineGetter__":2}',
+  )
+  .map((s) => JSON.parse(s) as unknown);
+const oddString = fc.oneof(
+  fc.string({ unit: "binary", maxLength: 40 }),
+  fc.constantFrom("\u0000", "a\u0000b", "\ud800", "\udfff", "x\ud83d", "\uffff", "\ufffe", "\u202e\u2066", "e\u0301", "\\u0000", "%00", "../../etc", "<script>alert(1)</script>", "😀".repeat(300)),
+  fc.integer({ min: 1000, max: 60_000 }).map((n) => "y".repeat(n)),
+);
+const bigNumber = fc.constantFrom(1e308, -1e308, Number.MAX_SAFE_INTEGER + 2, -0, 5e-324, 123456789012345680000, -2147483649);
+const deep = fc.integer({ min: 20, max: 400 }).map((d) => {
+  let v: unknown = "bottom";
+  for (let i = 0; i < d; i++) v = i % 2 ? [v] : { d: v };
+  return v;
+});
+const key = fc.oneof(fc.string({ maxLength: 10 }), fc.constantFrom(...TAGS, "__proto__", "constructor", "prototype"));
+const { value: hostileValue } = fc.letrec<{ value: unknown }>((tie) => ({
+  value: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    tagLike,
+    protoLike,
+    oddString,
+    bigNumber,
+    fc.boolean(),
+    fc.constant(null),
+    deep,
+    fc.array(tie("value"), { maxLength: 4 }),
+    fc.array(fc.tuple(key, tie("value")), { maxLength: 4 }).map((entries) => Object.fromEntries(entries) as unknown),
+  ),
+}));
+const hostileName = fc.oneof(
+  fc.string({ maxLength: 30 }),
+  fc.constantFrom("__proto__", "constructor", "$bytes", "..", "a/b", "a#b", "a:b", "a%2Fb", "é", "😀", "\ud800", "x".repeat(300), " ", "p-reply", "p-feed"),
+);
+
+// --- the invariants of every response -----------------------------------------------------
+const LEAK = new RegExp(String.raw`(\\n|\n)\s+at\s|node_modules|file://|` + process.cwd().replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+const responses: { what: string; status: number }[] = [];
+
+async function call(what: string, path: string, init: { method?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; body: unknown }> {
+  const headers: Record<string, string> = { authorization: `Bearer ${TOKEN}`, ...init.headers };
+  let body: string | undefined = init.raw;
+  if (init.body !== undefined) {
+    body = JSON.stringify(init.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const res = await t.edda.app.request(path, { method: init.method ?? (body === undefined ? "GET" : "POST"), headers, ...(body !== undefined ? { body } : {}) });
+  const text = await res.text();
+  responses.push({ what, status: res.status });
+  expect(res.status, `${what} → ${res.status}: ${text.slice(0, 300)}`).toBeLessThan(500);
+  expect(LEAK.test(text), `${what} leaked: ${text.slice(0, 300)}`).toBe(false);
+  let parsed: unknown = null;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = text;
+  }
+  return { status: res.status, body: parsed };
+}
+
+/** A path segment: encoded when it can be; a lone surrogate becomes an invalid UTF-8 escape (hostile too). */
+const seg = (s: string) => {
+  try {
+    return encodeURIComponent(s);
+  } catch {
+    return "%ED%A0%80";
+  }
+};
+/** What a value looks like after a JSON round-trip (-0 → 0), for comparisons. */
+const viaJson = (v: unknown) => JSON.parse(JSON.stringify(v ?? null)) as unknown;
+
+/** Code-side calls may refuse hostile input, but only with a typed error, never a raw database error. */
+async function inCode(what: string, fn: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await fn();
+    return true;
+  } catch (err) {
+    const name = err instanceof Error ? err.name : String(err);
+    expect(["ValidationError", "InvalidArgumentError", "InvalidCloudEventError", "TypeError", "RangeError", "EddaApiError"], `${what} threw ${name}: ${String(err)}`).toContain(name);
+    return false;
+  }
+}
+
+beforeAll(async () => {
+  const database = await openTestDatabase("postgres-js", "poison");
+  t = makeTestApp(database, {
+    workflows: [echo, waiter, listener, feed, sender, onOrder],
+    apiToken: TOKEN,
+    quarantineAfterFailures: 3,
+    // The outbox relays to this very app's ingestion: hostile events make the full round.
+    brokerUrl: "http://edda.test/events",
+    outbox: { fetch: (input, init) => Promise.resolve(t.edda.app.request(String(input), { ...init, headers: { ...(init?.headers as Record<string, string>), authorization: `Bearer ${TOKEN}` } })) },
+  });
+});
+afterAll(async () => {
+  await t.edda.close();
+  await t.database.close();
+});
+
+async function settle(reports: SweepReport[]): Promise<void> {
+  for (let i = 0; i < 4; i++) {
+    await t.dispatcher.idle();
+    const r = await t.edda.sweep({ resumeIdleSeconds: 0 });
+    reports.push(r);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  await t.dispatcher.idle();
+}
+
+let run = 0;
+
+it("hostile values in every slot, while valid traffic flows: valid work completes, sweeps succeed, nothing 5xx, nothing leaks, nothing left runnable", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.record({
+        values: fc.array(hostileValue, { minLength: 4, maxLength: 4 }),
+        names: fc.array(hostileName, { minLength: 4, maxLength: 4 }),
+        metadata: hostileValue,
+        customId: fc.boolean(),
+      }),
+      async ({ values, names, metadata, customId }) => {
+        const r = ++run;
+        const [v0, v1, v2, v3] = values as [unknown, unknown, unknown, unknown];
+        const [n0, n1, n2, n3] = names as [string, string, string, string];
+        const validIds: string[] = [];
+
+        // valid traffic, started first so hostile requests race with its steps
+        const validEcho = await t.edda.start("p_echo", { valid: r });
+        const validWaiter = await t.edda.start("p_waiter", null, { instanceId: `pw-${r}` });
+        const validListener = await t.edda.start("p_listener", `valid.${r}`, { instanceId: `pl-${r}` });
+        validIds.push(validEcho.instanceId, validWaiter.instanceId, validListener.instanceId);
+        const hostileWaiter = await t.edda.start("p_waiter", null, { instanceId: `ph-${r}` });
+        const hostileWaiter2 = await t.edda.start("p_waiter", null, { instanceId: `ph2-${r}` });
+        const feeder = await t.edda.start("p_feed", null, { instanceId: `pf-${r}` });
+
+        const outcomes = await Promise.all([
+          // valid requests
+          call("valid message", `/instances/pw-${r}/messages`, { body: { channel: "p-reply", data: { ok: r } } }),
+          call("valid event", "/events", { body: { specversion: "1.0", type: `valid.${r}`, source: "/valid", id: `v-${r}`, data: { ok: r } }, headers: { "content-type": "application/cloudevents+json" } }),
+          // hostile: start input and instance id
+          call("start input", "/workflows/p_echo/instances", { body: { input: v0, ...(customId ? { instanceId: n0 } : {}) } }),
+          call("start wrong shape", "/workflows/p_echo/instances", { body: v1 }),
+          call("start unknown workflow", `/workflows/${seg(n1)}/instances`, { body: { input: v1 } }),
+          // hostile: a message to one instance (data, metadata, channel, target)
+          call("message data", `/instances/ph-${r}/messages`, { body: { channel: "p-reply", data: v1, metadata } }),
+          call("message channel", `/instances/${seg(n2)}/messages`, { body: { channel: n3, data: v2, metadata: v3 } }),
+          call("message wrong shape", `/instances/ph-${r}/messages`, { body: v2 }),
+          // hostile: channel publishes
+          call("publish data", `/channels/p-feed/messages`, { body: { data: v2, metadata } }),
+          call("publish channel", `/channels/${seg(n3)}/messages`, { body: { data: v3 } }),
+          call("publish wrong shape", `/channels/${seg(n0)}/messages`, { body: v3 }),
+          // hostile: CloudEvents (structured, binary, extension values, handler input)
+          call("event data", "/events", { body: { specversion: "1.0", type: "p.order", source: "/poison", id: `h-${r}`, data: v0 }, headers: { "content-type": "application/cloudevents+json" } }),
+          call("event attrs", "/events", { body: { specversion: "1.0", type: n1, source: n2, id: n3, data: v1, ...(typeof metadata === "object" && metadata ? { ext: metadata } : { ext: n0 }) }, headers: { "content-type": "application/cloudevents+json" } }),
+          call("event wrong shape", "/events", { body: v2, headers: { "content-type": "application/cloudevents+json" } }),
+          call("event batch", "/events", { body: [v3, { specversion: "1.0", type: "p.order", source: "/poison", id: `hb-${r}`, data: v3 }], headers: { "content-type": "application/cloudevents-batch+json" } }),
+          call("binary event", "/events", { raw: JSON.stringify(v0), headers: { "content-type": "application/json", "ce-specversion": "1.0", "ce-type": "p.order", "ce-source": "/poison-bin", "ce-id": `hbin-${r}` } }),
+          // hostile: path and query parameters
+          call("get instance", `/instances/${seg(n0)}`),
+          call("list", `/instances?status=${seg(n1)}&workflow=${seg(n2)}&cursor=${seg(n3)}&limit=${seg(n0)}`),
+          call("history", `/instances/${seg(n1)}/history?after=${seg(n2)}&limit=${seg(n3)}`),
+          call("result", `/instances/${seg(n2)}/result?wait=${seg(n3)}`),
+          call("cancel", `/instances/${seg(n3)}/cancel`, { method: "POST" }),
+          call("resume", `/instances/${seg(n0)}/resume`, { method: "POST" }),
+        ]);
+
+        // hostile values through the code paths: publish, sendTo (in a workflow), sendEvent (to this app)
+        await inCode("edda.publish", () => t.edda.publish(n0, v3, { metadata: { m: v2 } }));
+        await inCode("edda.publish feed", () => t.edda.publish("p-feed", v0));
+        const senderStarted = await inCode("sendTo", () => t.edda.start("p_sender", { target: `ph2-${r}`, data: v2, channel: n1 }));
+        await inCode("sendEvent", () =>
+          sendEvent(
+            { type: "p.order", source: "/poison-code", id: `hc-${r}`, data: v1, extensions: typeof n2 === "string" && /^[a-z0-9]{1,20}$/.test(n2) ? { [n2]: n3 } : {} },
+            { brokerUrl: "http://edda.test/events", fetch: (input, init) => Promise.resolve(t.edda.app.request(String(input), { ...init, headers: { ...(init?.headers as Record<string, string>), authorization: `Bearer ${TOKEN}` } })) },
+          ),
+        );
+
+        const reports: SweepReport[] = [];
+        await settle(reports);
+
+        // sweeps: every task ran; no row failure names valid work
+        for (const rep of reports) {
+          expect(rep.failures, JSON.stringify(rep.failures)).toEqual([]);
+          for (const f of rep.rowFailures) expect(validIds).not.toContain(f.instanceId);
+        }
+
+        // valid traffic completed with exactly its outputs
+        expect((await t.waitFor(validEcho.instanceId)).output).toEqual({ valid: r });
+        expect((await t.waitFor(validWaiter.instanceId)).output).toEqual({ ok: r });
+        expect((await t.waitFor(validListener.instanceId)).output).toEqual({ ok: r });
+
+        // accepted hostile values round-trip unchanged
+        const [, , startInput, , , messageData] = outcomes;
+        if (startInput!.status === 201) {
+          const id = (startInput!.body as { instanceId: string }).instanceId;
+          const done = await t.waitFor(id);
+          expect(viaJson(done.output)).toEqual(viaJson(v0));
+        }
+        if (messageData!.status === 202) expect(viaJson((await t.waitFor(hostileWaiter.instanceId)).output)).toEqual(viaJson(v1));
+        if (senderStarted) expect(viaJson((await t.waitFor(hostileWaiter2.instanceId)).output)).toEqual(viaJson(v2));
+        expect(["completed", "waiting_for_message"]).toContain((await t.edda.getInstance(feeder.instanceId))!.status);
+
+        // nothing left runnable: every instance is finished, waiting, or visibly set aside
+        const restless = await queryRows<{ instance_id: string; status: string }>(
+          t.database.db,
+          sql`SELECT instance_id, status FROM workflow_instances WHERE status IN ('running', 'compensating')`,
+        );
+        expect(restless).toEqual([]);
+        const quarantined = await queryRows<{ instance_id: string; failure_data: string }>(t.database.db, sql`SELECT instance_id, failure_data FROM workflow_instances WHERE status = 'quarantined'`);
+        for (const q of quarantined) {
+          expect(validIds).not.toContain(q.instance_id);
+          expect(JSON.parse(q.failure_data)).toHaveProperty("message");
+        }
+      },
+    ),
+    { numRuns: RUNS, endOnFailure: true },
+  );
+  expect(responses.some((r) => r.status === 202)).toBe(true);
+  expect(responses.some((r) => r.status >= 400)).toBe(true);
+}, 120_000);
