@@ -101,7 +101,7 @@ async function call(what: string, path: string, init: { method?: string; body?: 
   responses.push({ what, status: res.status });
   expect(res.status, `${what} → ${res.status}: ${text.slice(0, 300)}`).toBeLessThan(500);
   expect(LEAK.test(text), `${what} leaked: ${text.slice(0, 300)}`).toBe(false);
-  let parsed: unknown = null;
+  let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
