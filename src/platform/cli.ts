@@ -6,6 +6,7 @@
  *
  *   migrate     apply the migrations to DATABASE_URL (run once per release)
  *   dev         serve a workflows module on embedded PGlite, reloading on change
+ *   verify-replay  replay in-flight instances against the code about to be deployed
  *   start, instances list|show|cancel, send, publish
  *               talk to a deployed app over its HTTP API (--url/--token or
  *               EDDA_URL/EDDA_API_TOKEN)
@@ -14,12 +15,14 @@ import { UsageError, type Io } from "./cli/args.ts";
 import { dev, DEV_USAGE } from "./cli/dev.ts";
 import { migrateCommand, MIGRATE_USAGE } from "./cli/migrate.ts";
 import { remoteCommand, REMOTE_USAGES } from "./cli/remote.ts";
+import { verifyReplayCommand, VERIFY_REPLAY_USAGE } from "./cli/verify-replay.ts";
 
 const USAGE = `usage: edda-edge <command> [options]
 
 Commands:
   migrate                    apply the Edda Edge migrations to DATABASE_URL
   dev <module>               serve a workflows module on embedded PGlite, reload on change
+  verify-replay <module>     replay in-flight instances in DATABASE_URL against <module>; exit 1 on divergence
   start <workflow> [input]   start a workflow instance on a deployed app
   instances list|show|cancel list, inspect or cancel instances
   send <instance> <channel> [data]   send a message to one instance
@@ -45,6 +48,8 @@ export async function main(argv: string[], env: Record<string, string | undefine
         return await migrateCommand(rest, env, io);
       case "dev":
         return await dev(rest, env, io);
+      case "verify-replay":
+        return await verifyReplayCommand(rest, env, io);
       default:
         if (command in REMOTE_USAGES) return await remoteCommand(command, rest, env, io);
         throw new UsageError(`unknown command "${command}"`, USAGE);
@@ -59,4 +64,4 @@ export async function main(argv: string[], env: Record<string, string | undefine
   }
 }
 
-export { DEV_USAGE, MIGRATE_USAGE };
+export { DEV_USAGE, MIGRATE_USAGE, VERIFY_REPLAY_USAGE };

@@ -59,7 +59,7 @@ async function serve(file: string, port: number, dataDir: string, env: Record<st
   return 0;
 }
 
-async function loadWorkflows(file: string): Promise<Workflow[]> {
+export async function loadWorkflows(file: string): Promise<Workflow[]> {
   if (/\.[mc]?tsx?$/.test(file)) {
     const tsx = await import("tsx/esm/api").catch(() => null);
     tsx?.register();
