@@ -10,7 +10,7 @@
  * pulls in only the driver it uses.
  */
 export { activity, workflow } from "./core/definitions.ts";
-export type { Activity, ActivityFn, ActivityOptions, Workflow, WorkflowFn, WorkflowOptions, WorkflowInput, WorkflowOutput } from "./core/definitions.ts";
+export type { Activity, ActivityFn, ActivityOptions, Workflow, WorkflowFn, WorkflowOptions, WorkflowInput, WorkflowOutput, InputOf, StartInputOf } from "./core/definitions.ts";
 export type { ActivityContext, WorkflowContext, Transaction } from "./core/context.ts";
 export { sleep, sleepUntil, registerCompensation } from "./core/primitives.ts";
 export type { RetryPolicy } from "./core/retry.ts";
@@ -49,9 +49,12 @@ export type { InstanceView, InstanceFailureView, HistoryEntry, RetentionOptions,
 export type { RowFailure } from "./engine/poison.ts";
 export type { EngineHooks, WorkflowInfo, ActivityInfo } from "./engine/hooks.ts";
 export type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./engine/dispatcher.ts";
+export type { SubrequestBudget } from "./engine/budget.ts";
+export type { TracingApi, OtelContext, OtelSpan, OtelSpanContext, OtelTracer } from "./engine/tracing.ts";
 export type { OutboxOptions, RelayReport } from "./engine/outbox.ts";
-export type { SweepOptions, SweepReport, SweepTask } from "./engine/sweeper.ts";
-export type { ChildSummary, InstanceFilter, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
+export type { SweepOptions, SweepReport, SweepTask, SweepFailure } from "./engine/sweeper.ts";
+export type { ChildSummary, FailureTask, InstanceFilter, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
+export { INSTANCE_STATUSES } from "./core/model.ts";
 export type { ChannelMode } from "./core/model.ts";
 export type { McpExposure } from "./http/mcp/index.ts";
 export type { Database, DriverName, Db, QueryStats } from "./storage/database.ts";

@@ -13,7 +13,7 @@ import type { Workflow } from "../core/definitions.ts";
 import type { InstanceStatus } from "../storage/types.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 
-export type { Jsonified, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
+export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 export type { InstanceStatus };
 
 export interface ClientOptions {

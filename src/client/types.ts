@@ -5,17 +5,20 @@
  */
 import type { Workflow } from "../core/definitions.ts";
 
-type AnyWorkflow = Workflow<any, any, string, any>;
+/** Any workflow definition, whatever its types. */
+export type AnyWorkflow = Workflow<any, any, string, any>;
 
 /** What `createClient<typeof workflows>` accepts: an array (or tuple) of workflows, or an object of them. */
 export type WorkflowSet = readonly AnyWorkflow[] | Readonly<Record<string, AnyWorkflow>>;
 
-type Members<W> = W extends readonly (infer X)[] ? X : W extends Readonly<Record<string, infer X>> ? X : never;
+/** The workflows of a set, as a union. */
+export type Members<W> = W extends readonly (infer X)[] ? X : W extends Readonly<Record<string, infer X>> ? X : never;
 
 /** The workflow names of a set (literal types when the definitions give them). */
 export type WorkflowName<W extends WorkflowSet> = Members<W>["workflowName"];
 
-type ByName<W extends WorkflowSet, N> = Extract<Members<W>, { workflowName: N }>;
+/** The workflow of a set with the name `N`. */
+export type ByName<W extends WorkflowSet, N> = Extract<Members<W>, { workflowName: N }>;
 
 /** What `start(name, input)` must be given: the input schema's input type. */
 export type StartInput<W extends WorkflowSet, N extends WorkflowName<W>> =
@@ -43,11 +46,15 @@ export type Jsonified<T> = unknown extends T
             ? JsonObject<T>
             : T;
 
-type Dropped = ((...args: any[]) => unknown) | symbol;
-/** Members that may be undefined may be absent after JSON; functions are dropped. */
-type JsonObject<T> = Simplify<
-  { [K in keyof T as T[K] extends Dropped ? never : undefined extends T[K] ? never : K]: Jsonified<T[K]> } & {
-    [K in keyof T as T[K] extends Dropped ? never : undefined extends T[K] ? K : never]?: Jsonified<Exclude<T[K], undefined>>;
-  }
->;
-type Simplify<T> = { [K in keyof T]: T[K] } & {};
+/**
+ * An object after a JSON round trip: members that may be undefined may be
+ * absent; functions and symbols are dropped. (The trailing `infer` flattens
+ * the two halves into one object type for readable hovers.)
+ */
+export type JsonObject<T> = ({
+  [K in keyof T as T[K] extends ((...args: any[]) => unknown) | symbol ? never : undefined extends T[K] ? never : K]: Jsonified<T[K]>;
+} & {
+  [K in keyof T as T[K] extends ((...args: any[]) => unknown) | symbol ? never : undefined extends T[K] ? K : never]?: Jsonified<Exclude<T[K], undefined>>;
+}) extends infer O
+  ? { [K in keyof O]: O[K] }
+  : never;

@@ -5,15 +5,14 @@
  * idempotency key for external calls).
  *
  * The replay state is not part of these types: `operation.ts` keeps it in a
- * WeakMap keyed by the context.
+ * WeakMap keyed by the context, as `engine/execute.ts` keeps an activity's
+ * engine internals.
  */
 import type { PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
 import type { ExtractTablesWithRelations } from "drizzle-orm";
 
 /** A drizzle transaction on whichever driver the app uses. */
 export type Transaction = PgTransaction<PgQueryResultHKT, Record<string, never>, ExtractTablesWithRelations<Record<string, never>>>;
-
-export const ACTIVITY_INTERNALS = Symbol.for("edda.activity");
 
 export interface WorkflowContext {
   readonly instanceId: string;
@@ -59,6 +58,4 @@ export interface ActivityContext {
    * stop; the reason is a `LeaseLostError`.
    */
   readonly signal: AbortSignal;
-  /** Engine internals (storage bound to the step transaction), used by publish / sendEventTransactional. */
-  readonly [ACTIVITY_INTERNALS]: unknown;
 }

@@ -98,8 +98,10 @@ export interface Workflow<I = any, O = any, N extends string = string, In = I> {
   readonly __types?: { input: I; output: O; startInput: In };
 }
 
-type InputOf<S> = S extends z.ZodType ? z.output<S> : unknown;
-type StartInputOf<S> = S extends z.ZodType ? z.input<S> : unknown;
+/** The input a workflow with input schema `S` receives (after the schema's defaults and transforms). */
+export type InputOf<S> = S extends z.ZodType ? z.output<S> : unknown;
+/** The input a caller sends to start a workflow with input schema `S`. */
+export type StartInputOf<S> = S extends z.ZodType ? z.input<S> : unknown;
 
 export function workflow<S extends z.ZodType | undefined = undefined, O = unknown, N extends string = string>(
   name: N,

@@ -62,8 +62,7 @@ export function onEvent<S extends z.ZodType | undefined = undefined>(type: strin
   return { kind: "message", channel: type, subscribeAs: "broadcast", event: true, ...(opts.schema ? { schema: opts.schema } : {}), ...(match ? { match } : {}) };
 }
 
-type ValueOf<B> = B extends RaceBranch<infer T> ? T : never;
-export type RaceResult<B extends Record<string, RaceBranch<unknown>>> = { [K in keyof B & string]: { winner: K; value: ValueOf<B[K]> } }[keyof B & string];
+export type RaceResult<B extends Record<string, RaceBranch<unknown>>> = { [K in keyof B & string]: { winner: K; value: B[K] extends RaceBranch<infer T> ? T : never } }[keyof B & string];
 
 /** Resolve with the first branch to happen; see the module comment. */
 export function race<B extends Record<string, RaceBranch<unknown>>>(ctx: WorkflowContext, branches: B, opts: { id?: string } = {}): Promise<RaceResult<B>> {

@@ -17,14 +17,14 @@
  */
 import { activity } from "../core/definitions.ts";
 import type { Workflow, WorkflowInput, WorkflowOutput } from "../core/definitions.ts";
-import { ACTIVITY_INTERNALS, type ActivityContext, type WorkflowContext } from "../core/context.ts";
+import type { ActivityContext, WorkflowContext } from "../core/context.ts";
 import { ChildWorkflowError, TerminalError } from "../core/errors.ts";
 import { fnv1a64 } from "../core/ids.ts";
 import { EV, type HistoryEvent } from "../core/model.ts";
 import { callActivityAt, operation, operationId, replayStateOf } from "../core/operation.ts";
 import type { Decoded } from "../core/replay.ts";
 import { fromPayload, type SerializedError } from "../core/serialization.ts";
-import type { ActivityInternals } from "./execute.ts";
+import { activityInternalsOf } from "./execute.ts";
 
 export interface ChildOptions {
   /** The child's instance id (default: derived from the parent's id and the operation id). */
@@ -57,7 +57,7 @@ const MAX_ID = 200;
 export const startChildActivity = activity(
   "edda.start_child",
   async (ctx: ActivityContext, start: ChildStart) => {
-    const rt = ctx[ACTIVITY_INTERNALS] as ActivityInternals;
+    const rt = activityInternalsOf(ctx);
     if (!rt.notify.startChild) throw new TerminalError("child workflows need the engine's step (no child starter in this context)");
     return rt.notify.startChild(rt.storage, start);
   },

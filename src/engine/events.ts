@@ -6,11 +6,11 @@
  * commits — and the relay delivers it after the commit (and the sweeper
  * retries it until it is published, invalid or expired).
  */
-import { ACTIVITY_INTERNALS, type ActivityContext } from "../core/context.ts";
+import type { ActivityContext } from "../core/context.ts";
 import { outgoingEvent, SPEC_VERSION, type CloudEventRecord } from "../core/cloudevent.ts";
 import { InvalidCloudEventError } from "../core/errors.ts";
 import { toJson, toPayload } from "../core/serialization.ts";
-import type { ActivityInternals } from "./execute.ts";
+import { activityInternalsOf } from "./execute.ts";
 import { postEvent, structuredMessage } from "./outbox.ts";
 
 export interface OutgoingEvent {
@@ -67,10 +67,13 @@ export async function sendEvent(event: OutgoingEvent, opts: { brokerUrl: string;
 
 /** Write the event to the outbox in the activity's transaction; relayed after commit. */
 export async function sendEventTransactional(ctx: ActivityContext, event: OutgoingEvent): Promise<string> {
-  const rt = ctx[ACTIVITY_INTERNALS] as ActivityInternals;
+  const rt = activityInternalsOf(ctx);
   const seq = (outboxCounters.get(ctx) ?? 0) + 1;
   const id = event.id ?? `${ctx.idempotencyKey}:${seq}`;
-  const { attributes } = build(event, id, new Date().toISOString());
+  // The distributed-tracing extension: the consumer's work joins this run's trace (unless the caller set one).
+  const traceparent = event.extensions?.traceparent === undefined ? rt.notify.traceparent?.(ctx.activityId, ctx.attempt) : null;
+  const traced = traceparent ? { ...event, extensions: { ...event.extensions, traceparent } } : event;
+  const { attributes } = build(traced, id, new Date().toISOString());
   outboxCounters.set(ctx, seq);
   const { specversion: _v, id: _i, source, type, time: _t, datacontenttype, ...extensions } = attributes;
   await rt.storage.addOutboxEvent({

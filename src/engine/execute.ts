@@ -11,7 +11,6 @@
  * (at-least-once) with a stable idempotency key.
  */
 import type { ActivityContext, Transaction } from "../core/context.ts";
-import { ACTIVITY_INTERNALS } from "../core/context.ts";
 import type { PendingActivity } from "../core/replay.ts";
 import { attemptId, retryTimerId } from "../core/ids.ts";
 import { EV } from "../core/model.ts";
@@ -42,6 +41,22 @@ export interface ActivityNotify {
   outbox(eventIds: string[]): void;
   /** Start a child workflow on `storage` (the step transaction); the engine's step provides it (children.ts). */
   startChild?(storage: Storage, start: ChildStart): Promise<string>;
+  /** W3C traceparent of the running attempt's span (tracing on): outgoing events carry it. */
+  traceparent?(activityId: string, attempt: number): string | null;
+}
+
+/** Kept beside the public context, never typed into it. */
+const activityInternals = new WeakMap<object, ActivityInternals>();
+
+export function isActivityContext(x: unknown): x is ActivityContext {
+  return typeof x === "object" && x !== null && activityInternals.has(x);
+}
+
+/** The engine internals of an activity's context (publish, sendEventTransactional). */
+export function activityInternalsOf(ctx: ActivityContext): ActivityInternals {
+  const internals = activityInternals.get(ctx);
+  if (!internals) throw new TypeError("not an activity context: pass the ctx your activity was called with");
+  return internals;
 }
 
 export function makeActivityContext(
@@ -54,7 +69,7 @@ export function makeActivityContext(
   afterCommit?: (cb: () => void) => void,
 ): ActivityContext {
   const internals: ActivityInternals = { storage, notify, afterCommit: afterCommit ?? ((cb) => cb()) };
-  return {
+  const ctx: ActivityContext = {
     instanceId: target.instanceId,
     workflowName: target.workflowName,
     activityId: pending.activityId,
@@ -69,8 +84,9 @@ export function makeActivityContext(
       if (tx) return tx.transaction(fn as (t: unknown) => Promise<T>) as Promise<T>;
       return storage.executor.transaction(fn as (t: unknown) => Promise<T>) as Promise<T>;
     },
-    [ACTIVITY_INTERNALS]: internals,
   };
+  activityInternals.set(ctx, internals);
+  return ctx;
 }
 
 export async function invoke(pending: PendingActivity, ctx: ActivityContext): Promise<ActivityOutcome> {

@@ -9,12 +9,12 @@
  * commits — never after a rollback.
  */
 import { activity, type Activity } from "../core/definitions.ts";
-import { ACTIVITY_INTERNALS, type ActivityContext, type WorkflowContext } from "../core/context.ts";
+import type { ActivityContext, WorkflowContext } from "../core/context.ts";
 import { encodeIdPart } from "../core/ids.ts";
 import { callActivityAt, isWorkflowContext, operationId } from "../core/operation.ts";
 import { toJson, toPayload } from "../core/serialization.ts";
 import type { ChannelMode } from "../core/model.ts";
-import type { ActivityInternals } from "./execute.ts";
+import { activityInternalsOf, isActivityContext } from "./execute.ts";
 
 export interface PublishOptions {
   metadata?: Record<string, unknown>;
@@ -25,7 +25,7 @@ export interface PublishOptions {
 /** Anything that can publish: workflow code, activity code, or a client (the `Edda` app). */
 export type Publisher = WorkflowContext | ActivityContext | { publish(channel: string, data: unknown, opts?: PublishOptions): Promise<string> };
 
-const internals = (ctx: ActivityContext) => ctx[ACTIVITY_INTERNALS] as ActivityInternals;
+const internals = activityInternalsOf;
 
 async function publishIn(ctx: ActivityContext, channel: string, data: unknown, opts: PublishOptions): Promise<string> {
   const rt = internals(ctx);
@@ -71,7 +71,7 @@ function checkName(what: string, v: string) {
   if (typeof v !== "string" || v.length === 0 || v.length > 255) throw new TypeError(`${what} must be a non-empty string of at most 255 characters`);
 }
 
-const isActivityCtx = (x: unknown): x is ActivityContext => typeof x === "object" && x !== null && ACTIVITY_INTERNALS in x;
+const isActivityCtx = isActivityContext;
 
 /** Subscribe this instance to a channel (`broadcast` | `competing` | `direct`). */
 export function subscribe(ctx: WorkflowContext, channel: string, mode: ChannelMode = "broadcast"): Promise<void> {

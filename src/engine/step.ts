@@ -135,6 +135,7 @@ class Step {
     outbox: (eventIds: string[]) => this.engine.notifyOutbox(eventIds, this.scope),
     startChild: (storage, start) =>
       startChildIn(this.engine, storage, this.instance.instanceId, start, (cb) => (isTx(storage) ? storage.afterCommit(cb) : cb()), this.scope),
+    traceparent: (activityId: string, attempt: number) => this.engine.tracing?.activityTraceparent(this.instance.instanceId, activityId, attempt) ?? null,
   };
 
   private get target() {

@@ -11,13 +11,15 @@
  * it, one span per activity attempt (`edda.activity`) or compensation
  * (`edda.compensation`), and an `edda.wait` span when the step ends waiting.
  * A step dispatched without a traceparent (sweeper, timers, wake-ups) reads
- * the stored one: one extra statement, only with tracing on.
+ * the stored one: one extra statement, only with tracing on. CloudEvents an
+ * activity writes to the outbox carry the distributed-tracing extension
+ * (`traceparent` of the attempt's span), so a consumer continues the trace.
  */
 import type { EngineHooks, ActivityInfo } from "./hooks.ts";
 import type { Dispatcher, DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { StepResult } from "./step.ts";
 
-// The parts of @opentelemetry/api used here, declared locally (the module satisfies them).
+/** The parts of `@opentelemetry/api` Edda uses, declared locally (pass the module itself: it satisfies them). */
 export interface OtelContext {
   getValue(key: symbol): unknown;
 }
@@ -137,7 +139,13 @@ export class Tracing {
     };
   }
 
-  private attemptKey = (i: ActivityInfo) => `${i.instanceId}\u0000${i.activityId}\u0000${i.attempt}`;
+  /** The traceparent of an activity attempt's open span (for the events it sends). */
+  activityTraceparent(instanceId: string, activityId: string, attempt: number): string | null {
+    const span = this.attempts.get(this.attemptKey({ instanceId, activityId, attempt }));
+    return span ? formatTraceparent(span.spanContext()) : null;
+  }
+
+  private attemptKey = (i: Pick<ActivityInfo, "instanceId" | "activityId" | "attempt">) => `${i.instanceId}\u0000${i.activityId}\u0000${i.attempt}`;
 
   private endAttempt(info: ActivityInfo, error?: unknown, retryInSeconds?: number) {
     const key = this.attemptKey(info);

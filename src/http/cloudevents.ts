@@ -111,7 +111,7 @@ async function ingestIn(tx: TxStorage, engine: Engine, byKey: PreparedEvent[], b
     const result: IngestResult = { id: p.id, duplicate: false, messageId: msg.messageId };
     if (p.handler) {
       // The distributed-tracing extension: the run's trace continues the sender's.
-      const traceparent = (p.event as unknown as Record<string, unknown>).traceparent;
+      const traceparent = p.event.attributes.traceparent;
       const s = await engine.createValidated(tx, p.handler, p.input, typeof traceparent === "string" ? { traceparent } : {});
       result.instanceId = s.instanceId;
       if (s.created) started.push({ p, instanceId: s.instanceId });

@@ -29,6 +29,8 @@ import { readConfig, unauthenticatedRefusal, type EddaConfig, type EddaEnv } fro
 import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";
 
 /** The parts of the Workers runtime types this adapter uses (no @cloudflare/workers-types). */
+export type { EddaConfig, EddaEnv } from "./env.ts";
+
 export interface Fetcher {
   fetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response>;
 }

@@ -34,6 +34,8 @@ interface DenoRuntime {
 }
 
 /** The parts of `Deno.Kv` used for follow-ups. */
+export type { EddaConfig, EddaEnv } from "./env.ts";
+
 export interface DenoKv {
   enqueue(value: unknown, options?: { delay?: number }): Promise<unknown>;
   listenQueue(handler: (value: unknown) => Promise<void> | void): Promise<void>;

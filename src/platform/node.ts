@@ -13,6 +13,8 @@ import { createNeonDatabase } from "../storage/drivers/neon-serverless.ts";
 import { migrate } from "../storage/migrate.ts";
 import { ConfigurationError, readConfig, type EddaConfig } from "./env.ts";
 
+export type { EddaConfig, EddaEnv } from "./env.ts";
+
 export interface NodeServeOptions extends Omit<EddaOptions, "database"> {
   port?: number;
   hostname?: string;

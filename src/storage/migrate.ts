@@ -18,7 +18,13 @@ export interface MigrationResult {
   current: number;
 }
 
-export async function migrate(db: Db, migrations: BundledMigration[] = MIGRATIONS): Promise<MigrationResult> {
+/** Apply the package's migrations that `db` has not seen yet. */
+export function migrate(db: Db): Promise<MigrationResult> {
+  return applyMigrations(db, MIGRATIONS);
+}
+
+/** Apply `migrations` (ordered by version) above the database's current version. */
+export async function applyMigrations(db: Db, migrations: readonly BundledMigration[]): Promise<MigrationResult> {
   return db.transaction(async (tx) => {
     await tx.execute(sql`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`);
     const [exists] = await queryRows<{ t: string | null }>(tx, sql`SELECT to_regclass('schema_version')::text AS t`);

@@ -5,7 +5,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, expect, it } from "vitest";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
-import { migrate } from "../../src/storage/migrate.ts";
+import { applyMigrations, migrate } from "../../src/storage/migrate.ts";
 import { MIGRATIONS } from "../../src/storage/migrations.gen.ts";
 import { createStorage } from "../../src/storage/pg-storage.ts";
 import { freshDatabase } from "../support/db.ts";
@@ -37,17 +37,17 @@ it("an upgrade applies only the new migration and keeps every row", async () => 
   await storage.upsertWorkflowDefinition("wf", "h".repeat(64), "src");
   await storage.createInstance({ instanceId: "keep-me", workflowName: "wf", sourceHash: "h".repeat(64), ownerService: "t", inputData: '{"x":1}' });
   const next = { version: MIGRATIONS.at(-1)!.version + 1, tag: "test_extra_column", statements: ["ALTER TABLE workflow_instances ADD COLUMN test_extra text"] };
-  const r = await migrate(db.db, [...MIGRATIONS, next]);
+  const r = await applyMigrations(db.db, [...MIGRATIONS, next]);
   expect(r.applied).toEqual([next.version]);
   expect((await storage.getInstance("keep-me"))?.inputData).toBe('{"x":1}');
-  expect((await migrate(db.db, [...MIGRATIONS, next])).applied).toEqual([]);
+  expect((await applyMigrations(db.db, [...MIGRATIONS, next])).applied).toEqual([]);
 });
 
 it("the quarantine migration keeps every instance of every earlier status and starts their failure counts at 0", async () => {
   const url = await freshDatabase("migrate_quarantine");
   const db = open(url);
   const mine = MIGRATIONS.findIndex((m) => m.tag.endsWith("_instance_quarantine"));
-  await migrate(db.db, MIGRATIONS.slice(0, mine));
+  await applyMigrations(db.db, MIGRATIONS.slice(0, mine));
   await db.db.execute(sql`INSERT INTO workflow_definitions (workflow_name, source_hash, source_code) VALUES ('wf', ${"h".repeat(64)}, 'src')`);
   const statuses = ["running", "waiting_for_timer", "waiting_for_message", "compensating", "completed", "failed", "cancelled"];
   for (const s of statuses) {

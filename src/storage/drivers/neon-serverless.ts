@@ -7,6 +7,8 @@ import { Pool, neonConfig } from "@neondatabase/serverless";
 import { drizzle } from "drizzle-orm/neon-serverless";
 import { countingLogger, type Database, type Db, type QueryStats } from "../database.ts";
 
+export type { Database, Db, DriverName, QueryStats } from "../database.ts";
+
 export interface NeonOptions {
   url: string;
   max?: number;

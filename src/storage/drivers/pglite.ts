@@ -7,6 +7,8 @@ import { PGlite } from "@electric-sql/pglite";
 import { drizzle } from "drizzle-orm/pglite";
 import { countingLogger, type Database, type Db, type QueryStats } from "../database.ts";
 
+export type { Database, Db, DriverName, QueryStats } from "../database.ts";
+
 export interface PgliteOptions {
   /** Folder for the data; omit for an in-memory database. */
   dataDir?: string;

@@ -13,6 +13,8 @@ import postgres from "postgres";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { countingLogger, type Database, type Db, type QueryStats } from "../database.ts";
 
+export type { Database, Db, DriverName, QueryStats } from "../database.ts";
+
 export interface PostgresJsOptions {
   url: string;
   /** Pool size (default 10). On Workers keep it at 1–5: clients are per request. */
