@@ -47,6 +47,12 @@ export interface InstanceView {
   failure?: InstanceFailure | null;
   startedAt: string;
   updatedAt: string;
+  /** The instance that started this one as a child (`invoke`, `startChild`), or null. */
+  parentInstanceId?: string | null;
+  /** With the workflow's `timeoutSeconds`: when an unfinished run fails. */
+  deadlineAt?: string | null;
+  /** `get(id)`: the children it started, oldest first (at most 100). */
+  children?: { instanceId: string; workflowName: string; status: InstanceStatus; detached: boolean }[];
   /** With `get(id, { history: true })`: the first page (at most 500 entries). */
   history?: HistoryEntry[];
   /** More history: pass to `history(id, { after })`. */

@@ -42,6 +42,12 @@ export const instanceView = z.object({
   failure: instanceFailure.nullable(),
   startedAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
+  parentInstanceId: z.string().nullable().describe("the instance that started this one as a child (invoke, startChild), else null"),
+  deadlineAt: z.iso.datetime().nullable().describe("with the workflow's timeoutSeconds: when an unfinished run fails with WorkflowTimeoutError"),
+  children: z
+    .array(z.object({ instanceId: z.string(), workflowName: z.string(), status: instanceStatus, detached: z.boolean() }))
+    .optional()
+    .describe("GET /instances/{id} only: the children it started, oldest first (at most 100)"),
   history: z.array(historyEntry).optional().describe("with ?history=1: the first page (at most 500 entries)"),
   historyNextCursor: z.string().nullable().optional().describe("with ?history=1: pass as `after` to GET /instances/{id}/history for the rest"),
 });

@@ -78,6 +78,20 @@ describe("child workflows", () => {
     expect(await count(sql`SELECT count(*) AS n FROM workflow_instances WHERE parent_instance_id = ${instanceId}`)).toBe(5);
     // Every child id is derived from the parent's id and the operation id.
     expect(done.children.map((c) => c.instanceId).sort()).toEqual([1, 2, 3, 4, 5].map((n) => `${instanceId}:child_pipeline:${n}`));
+
+    // The API and the viewer show the links both ways.
+    const childId = `${instanceId}:child_pipeline:1`;
+    const api = (await (await a.edda.app.request(`/instances/${instanceId}`)).json()) as { children: { instanceId: string }[] };
+    expect(api.children.map((c) => c.instanceId)).toContain(childId);
+    const listed = (await (await a.edda.app.request("/instances?workflow=pipeline&limit=100")).json()) as { instances: { instanceId: string; parentInstanceId: string | null }[] };
+    expect(listed.instances.find((i) => i.instanceId === childId)?.parentInstanceId).toBe(instanceId);
+    const parentPage = await (await a.edda.app.request(`/ui/instances/${instanceId}`)).text();
+    expect(parentPage).toContain('id="children"');
+    expect(parentPage).toContain(`href="/ui/instances/${encodeURIComponent(childId)}"`);
+    const childPage = await (await a.edda.app.request(`/ui/instances/${encodeURIComponent(childId)}`)).text();
+    expect(childPage).toContain(`id="parent-link" href="/ui/instances/${instanceId}"`);
+    const listPage = await (await a.edda.app.request("/ui?workflow=pipeline")).text();
+    expect(listPage).toContain(`child of <a href="/ui/instances/${instanceId}">`);
   });
 
   it("two engines, 8 parents × 3 children racing: every parent completes with its children's outputs, each outcome recorded once", { timeout: 90_000 }, async () => {

@@ -12,6 +12,7 @@ import {
   CANCELLABLE_STATUSES,
   TERMINAL_STATUSES,
   type ArchivedRunSummary,
+  type ChildSummary,
   type CompensationRecord,
   type GroupMembership,
   type HistoryEvent,
@@ -24,7 +25,7 @@ import { Problem, StatusBadge } from "./layout.tsx";
 import { buildTimeline, causeChain, type TimelineEntry } from "./timeline.ts";
 
 export interface InstancePageProps {
-  view: InstanceView;
+  view: InstanceView & { children?: ChildSummary[] };
   history: HistoryEvent[];
   timers: TimerRecord[];
   subscriptions: SubscriptionRecord[];
@@ -189,6 +190,24 @@ export function InstancePage(p: InstancePageProps) {
               </dd>
               <dt>workflow</dt>
               <dd>{view.workflowName}</dd>
+              {view.parentInstanceId ? (
+                <>
+                  <dt>parent</dt>
+                  <dd>
+                    <a id="parent-link" href={`/ui/instances/${encodeURIComponent(view.parentInstanceId)}`}>
+                      {view.parentInstanceId}
+                    </a>
+                  </dd>
+                </>
+              ) : null}
+              {view.deadlineAt && !terminal ? (
+                <>
+                  <dt>deadline</dt>
+                  <dd>
+                    {formatTime(view.deadlineAt)} UTC <span class="muted">({relative(new Date(view.deadlineAt), p.now)})</span>
+                  </dd>
+                </>
+              ) : null}
               <dt>run</dt>
               <dd>{view.run}</dd>
               <dt>started</dt>
@@ -230,6 +249,27 @@ export function InstancePage(p: InstancePageProps) {
           <section class="card" id="error">
             <h2>Error</h2>
             <ErrorChain chain={failureChain(error, timeline)} />
+          </section>
+        ) : null}
+        {view.children?.length ? (
+          <section class="card" id="children">
+            <h2>Children</h2>
+            <table>
+              <tbody>
+                {view.children.map((ch) => (
+                  <tr>
+                    <td class="id">
+                      <a href={`/ui/instances/${encodeURIComponent(ch.instanceId)}`}>{ch.instanceId}</a>
+                    </td>
+                    <td>{ch.workflowName}</td>
+                    <td>
+                      <StatusBadge status={ch.status} />
+                    </td>
+                    <td class="small muted">{ch.detached ? "detached" : ""}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
           </section>
         ) : null}
         {view.failure ? (

@@ -169,6 +169,11 @@ export function ListPage(p: ListPageProps) {
                     <td class="id">
                       <a href={`/ui/instances/${encodeURIComponent(i.instanceId)}`}>{i.instanceId}</a>
                       {i.run > 1 ? <span class="muted small"> run {i.run}</span> : null}
+                      {i.parentInstanceId ? (
+                        <div class="small muted">
+                          child of <a href={`/ui/instances/${encodeURIComponent(i.parentInstanceId)}`}>{i.parentInstanceId}</a>
+                        </div>
+                      ) : null}
                     </td>
                     <td>{i.workflowName}</td>
                     <td>
