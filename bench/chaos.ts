@@ -1,12 +1,17 @@
 /**
  * `npm run chaos`: the full chaos run (500 workflows, 3 workers, kills every
- * 200–600 ms) on a throwaway Postgres cluster, or on DATABASE_URL. Exits
- * non-zero on any violation; the last line is the summary.
+ * 200–600 ms, a worker connection terminated every 200–500 ms, Postgres
+ * restarted 3 times, statement timeouts inside transactional activities) on a
+ * throwaway Postgres cluster, or on DATABASE_URL (then without restarts).
+ * Exits non-zero on any violation; the last line is the summary.
  */
 import { createDatabase, startPostgresCluster } from "../test/support/postgres-cluster.ts";
 import { runChaos } from "./chaos/driver.ts";
 
 const quick = process.argv.includes("--quick");
+// Faults can be left out one by one, to tell which one a violation comes from.
+const noRestarts = process.argv.includes("--no-pg-restarts");
+const noBackendKills = process.argv.includes("--no-backend-kills");
 const cluster = process.env.DATABASE_URL ? null : await startPostgresCluster();
 let code: number;
 try {
@@ -14,10 +19,15 @@ try {
   const r = await runChaos({
     databaseUrl: url,
     log: (l) => console.log(l),
-    ...(quick ? { steps: 30, sagas: 8, consumers: 4, jobsPerConsumer: 3, listeners: 4, news: 5, cancels: 6 } : {}),
+    ...(noBackendKills ? { backendKillEveryMs: null } : {}),
+    ...(cluster && !noRestarts ? { restartPostgres: () => cluster.restart(), pgRestarts: quick ? 1 : 3, pgRestartEveryMs: quick ? 4000 : 8000 } : {}),
+    ...(quick ? { steps: 30, sagas: 8, consumers: 4, jobsPerConsumer: 3, listeners: 4, news: 5, cancels: 6, slow: 6 } : {}),
   });
   for (const v of r.violations) console.log(`violation: ${v}`);
-  console.log(`chaos: ${r.workflows} workflows, ${r.kills} kills, lost ${r.lost}, duplicated ${r.duplicated}`);
+  console.log(
+    `chaos: ${r.workflows} workflows, ${r.kills} kills, ${r.pgRestarts} pg restarts, ${r.backendKills} backend kills, ` +
+      `${r.statementTimeouts} statement timeouts, lost ${r.lost}, duplicated ${r.duplicated}`,
+  );
   code = r.violations.length === 0 && r.lost === 0 && r.duplicated === 0 ? 0 : 1;
 } finally {
   await cluster?.stop();

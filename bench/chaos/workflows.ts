@@ -19,6 +19,34 @@ const consume = activity("chaos_consume", async (ctx, messageId: string) => {
   await ctx.tx.execute(sql`INSERT INTO chaos_consumed (message_id, instance_id) VALUES (${messageId}, ${ctx.instanceId})`);
 });
 
+/**
+ * A row, then on attempts up to `timeouts` a statement that outlives its
+ * `SET LOCAL statement_timeout` (Postgres cancels it: 57014): the attempt
+ * fails, its row is rolled back with it, and the durable retry runs again.
+ */
+const slowRecord = activity(
+  "chaos_slow_record",
+  async (ctx, timeouts: number) => {
+    await ctx.tx.execute(sql`INSERT INTO chaos_rows (instance_id, tag) VALUES (${ctx.instanceId}, 'slow')`);
+    if (ctx.attempt <= timeouts) {
+      await ctx.tx.execute(sql`SET LOCAL statement_timeout = '50ms'`);
+      await ctx.tx.execute(sql`SELECT pg_sleep(2)`);
+    }
+    return ctx.attempt;
+  },
+  { retry: { initialIntervalSeconds: 0.2, maxAttempts: 10 } },
+);
+
+/**
+ * The slow activity beside a plain one in the same tick (each in its own
+ * savepoint) → completed after `timeouts` statement timeouts, one `slow` and
+ * one `p` row.
+ */
+export const chaosSlow = workflow("chaos_slow", async (ctx, timeouts: number) => {
+  const [attempts] = await Promise.all([slowRecord(ctx, timeouts), record(ctx, "p")]);
+  return { attempts };
+});
+
 /** steps transactional rows with a sleep in the middle → completed, `steps` rows. */
 export const chaosSteps = workflow("chaos_steps", async (ctx, steps: number) => {
   for (let i = 1; i <= steps; i++) {
@@ -65,7 +93,7 @@ export const chaosCancel = workflow("chaos_cancel", async (ctx) => {
   await sleep(ctx, 3600);
 });
 
-export const chaosWorkflows: Workflow[] = [chaosSteps, chaosSaga, chaosConsumer, chaosListener, chaosCancel];
+export const chaosWorkflows: Workflow[] = [chaosSteps, chaosSaga, chaosConsumer, chaosListener, chaosCancel, chaosSlow];
 
 export const CHAOS_TABLES = [
   sql`CREATE TABLE IF NOT EXISTS chaos_rows (id serial PRIMARY KEY, instance_id text NOT NULL, tag text NOT NULL)`,

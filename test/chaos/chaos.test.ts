@@ -1,25 +1,46 @@
 // A short chaos run inside `npm test`: real worker processes SIGKILLed and
-// restarted while workflows run; nothing lost, nothing duplicated.
-import { expect, it } from "vitest";
+// restarted, their Postgres connections terminated every few hundred ms, the
+// Postgres server itself restarted once, and statement timeouts hit inside a
+// transactional activity, while workflows run; nothing lost, nothing
+// duplicated. It gets a Postgres server of its own: restarting the shared test
+// server would break every other test file running at the same time.
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { runChaos } from "../../bench/chaos/driver.ts";
-import { freshDatabase } from "../support/db.ts";
+import { createDatabase, startPostgresCluster, type PostgresCluster } from "../support/postgres-cluster.ts";
 
-it("survives workers being killed: nothing lost, nothing duplicated, no lease left held", { timeout: 180_000 }, async () => {
+let cluster: PostgresCluster;
+beforeAll(async () => {
+  cluster = await startPostgresCluster();
+}, 60_000);
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+it("survives worker kills, backend kills, a Postgres restart and statement timeouts: nothing lost, nothing duplicated, no lease left held", { timeout: 180_000 }, async () => {
   const r = await runChaos({
-    databaseUrl: await freshDatabase("chaos"),
+    databaseUrl: await createDatabase(cluster.url, "chaos"),
     workers: 3,
-    steps: 40,
-    sagas: 10,
-    consumers: 5,
+    steps: 30,
+    sagas: 8,
+    consumers: 4,
     jobsPerConsumer: 3,
-    listeners: 5,
+    listeners: 4,
     news: 5,
-    cancels: 8,
+    cancels: 6,
+    slow: 6,
     killEveryMs: [300, 700],
+    backendKillEveryMs: [200, 500],
+    pgRestarts: 1,
+    pgRestartEveryMs: 3000,
+    restartPostgres: () => cluster.restart(),
     timeoutMs: 120_000,
   });
-  expect(r.kills).toBeGreaterThan(0);
   expect(r.violations).toEqual([]);
   expect(r.lost).toBe(0);
   expect(r.duplicated).toBe(0);
+  expect(r.kills).toBeGreaterThan(0);
+  expect(r.backendKills).toBeGreaterThan(0);
+  expect(r.pgRestarts).toBe(1);
+  // instances slow-i plan i % 3 statement timeouts each: 0+1+2+0+1+2
+  expect(r.statementTimeouts).toBeGreaterThanOrEqual(6);
 });

@@ -14,6 +14,8 @@ export interface PostgresCluster {
   url: string;
   host: string;
   port: number;
+  /** `pg_ctl restart -m fast`: every connection is terminated; the server comes back on the same port. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -121,6 +123,9 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
         url: `postgres://postgres@${host}:${port}/postgres`,
         host,
         port,
+        async restart() {
+          await run("pg_ctl", ["-D", data, "-l", log, "-w", "-t", "60", "-m", "fast", "restart"]);
+        },
         async stop() {
           stopSync();
           process.removeListener("exit", stopSync);
