@@ -14,6 +14,7 @@ import type { Hono } from "hono";
 import type { Workflow } from "./core/definitions.ts";
 import type { RetryPolicy } from "./core/retry.ts";
 import type { ErrorClass } from "./core/serialization.ts";
+import { checkScheduledInputs } from "./engine/schedules.ts";
 import { Engine, type HistoryEntry, type InstanceView, type RetentionOptions, type StartOptions } from "./engine/engine.ts";
 import { LocalDispatcher, SubrequestBudget, type Dispatcher, type DispatchScope } from "./engine/dispatcher.ts";
 import { HttpDispatcher } from "./engine/http-dispatcher.ts";
@@ -191,6 +192,7 @@ function executionCtxOf(c: Context): ExecutionContextLike | undefined {
 }
 
 export function createEdda(opts: EddaOptions): Edda {
+  checkScheduledInputs(opts.workflows);
   if (opts.mcp) checkMcpExposure(opts.workflows, opts.mcp);
   const dispatcher = makeDispatcher(opts.dispatcher, opts.secret);
   for (const [name, value] of [["apiToken", opts.apiToken], ["eventsToken", opts.eventsToken]] as const) {

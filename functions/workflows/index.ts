@@ -2,6 +2,7 @@
 import { announce } from "./announce.ts";
 import { approval } from "./approval.ts";
 import { fanoutChildren } from "./fanout-children.ts";
+import { dailyReport } from "./daily-report.ts";
 import { firstResponse } from "./first-response.ts";
 import { jobWorker } from "./job-worker.ts";
 import { notifier } from "./notifier.ts";
@@ -10,4 +11,4 @@ import { paymentWait } from "./payment-wait.ts";
 import { pipeline } from "./pipeline.ts";
 import { reminder } from "./reminder.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport];

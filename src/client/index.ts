@@ -142,6 +142,19 @@ export interface EddaClient<W extends WorkflowSet> {
    * ResultTimeoutError). Name the workflow to type the output.
    */
   result<N extends WorkflowName<W> = never>(instanceId: string, opts?: ResultOptions & { workflow?: N }): Promise<InstanceOutcome<[N] extends [never] ? unknown : WorkflowResult<W, N>>>;
+  /** The app's scheduled workflows with their next and last run (`GET /schedules`). */
+  schedules(): Promise<ScheduleView<WorkflowName<W>>[]>;
+}
+
+export interface ScheduleView<N extends string = string> {
+  workflow: N;
+  cron: string;
+  timezone: string;
+  missed: "skip" | "latest";
+  /** ISO 8601; null when the pattern never fires again. */
+  nextRunAt: string | null;
+  lastRunAt: string | null;
+  lastInstanceId: string | null;
 }
 
 /** A non-2xx answer from the app (its problem body in `body`). */
@@ -275,5 +288,8 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
       return { id, duplicate, ...(messageId ? { messageId } : {}), ...(instanceId ? { instanceId } : {}) };
     },
     result: (instanceId, o) => result(instanceId, o),
+    async schedules() {
+      return (await call<{ schedules: ScheduleView<WorkflowName<W>>[] }>("GET", "/schedules")).body.schedules;
+    },
   };
 }

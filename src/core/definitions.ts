@@ -10,6 +10,7 @@ import type { z } from "zod";
 import type { RetryPolicy } from "./retry.ts";
 import type { ActivityContext, WorkflowContext } from "./context.ts";
 import { callActivity } from "./operation.ts";
+import { normalizeSchedule, type ScheduleOption } from "./schedule.ts";
 
 export type ActivityFn<A extends unknown[], R> = (ctx: ActivityContext, ...args: A) => Promise<R> | R;
 
@@ -80,6 +81,11 @@ export interface WorkflowOptions<S extends z.ZodType | undefined> {
    * WorkflowTimeoutError, its compensations run and its children are cancelled.
    */
   timeoutSeconds?: number;
+  /**
+   * Start one instance per cron tick (`"0 9 * * *"`, or `{ cron, timezone,
+   * missed }`), with input `{ scheduledAt }` (core/schedule.ts).
+   */
+  schedule?: ScheduleOption;
 }
 
 export type WorkflowFn<I, O> = (ctx: WorkflowContext, input: I) => Promise<O>;
@@ -115,6 +121,7 @@ export function workflow(name: string, a: unknown, b?: unknown): Workflow {
   const fn = (typeof a === "function" ? a : b) as WorkflowFn<unknown, unknown>;
   if (typeof fn !== "function") throw new TypeError(`workflow ${name}: missing function`);
   checkTimeout(`workflow ${name}`, options.timeoutSeconds);
+  if (options.schedule !== undefined) normalizeSchedule(name, options.schedule);
   return { workflowName: name, fn, options, source: fn.toString() };
 }
 

@@ -26,6 +26,11 @@ export const INSTANCE_STATUSES = [
    * longer runs; the failure is on the instance. An operator resumes or cancels it.
    */
   "quarantined",
+  /**
+   * Waiting for a concurrency slot (`concurrency: { key, limit }`): created,
+   * not started; promoted to `running` in start order as slots free. Cancellable.
+   */
+  "queued",
 ] as const;
 
 export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
@@ -33,7 +38,7 @@ export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
 /** Statuses a step may run in. */
 export const RUNNABLE_STATUSES: readonly InstanceStatus[] = ["running", "compensating"];
 /** Statuses from which cancellation is allowed. */
-export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message", "waiting_for_child", "parked", "quarantined"];
+export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message", "waiting_for_child", "parked", "quarantined", "queued"];
 export const TERMINAL_STATUSES: readonly InstanceStatus[] = ["completed", "failed", "cancelled"];
 
 /** History event types (`workflow_history.event_type`). */

@@ -22,6 +22,7 @@ import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 import { batchOrEach, DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
 import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
+import { checkScheduledInputs } from "./schedules.ts";
 
 export interface EngineOptions {
   storage: Storage;
@@ -179,6 +180,7 @@ export class Engine implements StepRunner {
     this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
     this.errorView = { stacks: opts.exposeErrorStacks ?? false };
     this.errorClasses = Object.fromEntries((opts.errorClasses ?? []).map((C) => [new C("").name, C]));
+    checkScheduledInputs(this.workflows.values());
     opts.dispatcher.attach(this);
   }
 

@@ -29,6 +29,7 @@ import { deliverToWaitingSubscribers } from "./channels.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 import { expireDeadlines, unparkChanged } from "./lifecycle.ts";
+import { runDueSchedules } from "./schedules.ts";
 import { emptyRelayReport, relayOutbox, type RelayReport } from "./outbox.ts";
 import { batchOrEach, type Isolation, type RowFailure } from "./poison.ts";
 
@@ -68,7 +69,8 @@ export type SweepTask =
   | "outbox"
   | "channel_retention"
   | "instance_retention"
-  | "dedupe_retention";
+  | "dedupe_retention"
+  | "schedules";
 
 export interface SweepReport {
   timersFired: number;
@@ -89,6 +91,8 @@ export interface SweepReport {
   dedupeRowsPurged: number;
   /** Rows that failed inside a task (the task went on with the others): which instance, why, and whether it was set aside. */
   rowFailures: RowFailure[];
+  /** Instances started for due cron ticks (schedules.ts). */
+  scheduledStarted: number;
   /** Tasks another sweep was running (its lock was held), so this one skipped them. */
   skipped: SweepTask[];
   /** Tasks not started because the budget ran out. */
@@ -126,6 +130,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     instancesPurged: 0,
     dedupeRowsPurged: 0,
     rowFailures: [],
+    scheduledStarted: 0,
     skipped: [],
     deferred: [],
     failures: [],
@@ -271,6 +276,11 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     const n = await storage.purgeCloudEventDedupe(opts.dedupeRetentionSeconds ?? retention.cloudEventDedupeSeconds, batch);
     report.dedupeRowsPurged += n;
     return n;
+  });
+
+  await task("schedules", async () => {
+    // Counted as each tick's transaction commits: a later failure in the batch does not hide them.
+    return runDueSchedules(engine, batch, scope, () => report.scheduledStarted++);
   });
 
   report.durationMs = Date.now() - started;

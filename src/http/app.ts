@@ -19,6 +19,7 @@ import { mcpRoutes, type McpExposure } from "./mcp/index.ts";
 import { viewer } from "./ui/index.tsx";
 import { documented } from "./openapi.ts";
 import { referenceRoutes } from "./reference.ts";
+import { scheduleRoutes } from "./schedules.ts";
 import { resultRoutes } from "./results.ts";
 import { operationRoutes } from "./operations.ts";
 import { onError, problem } from "./problem.ts";
@@ -266,6 +267,7 @@ export function createApp(opts: AppOptions): Hono {
   cloudEventRoutes(api, helpers);
   resultRoutes(api, helpers);
   operationRoutes(api, helpers);
+  scheduleRoutes(api, helpers);
   if (opts.mcp) mcpRoutes(api, helpers, opts.mcp);
   referenceRoutes(app, api, { workflows: opts.workflows ?? (() => []), tokenRequired: () => (opts.apiTokens() ?? []).length > 0 });
   opts.extend?.(api, helpers);

@@ -25,6 +25,7 @@ import * as leases from "./leases.ts";
 import * as lifecycle from "./lifecycle.ts";
 import * as locks from "./locks.ts";
 import * as outbox from "./outbox.ts";
+import * as schedules from "./schedules.ts";
 import type {
   ArchivedHistoryEvent,
   ArchivedRunSummary,
@@ -39,6 +40,9 @@ import type {
   ChannelMode,
   MatchDocument,
   SubscribeOptions,
+  DueSchedule,
+  ScheduleRecord,
+  ScheduleRegistration,
   CompensationRecord,
   ConcludeResult,
   DeliveredWait,
@@ -213,6 +217,18 @@ export class PgStorage implements Storage {
   }
 
   // --- channels & groups ----------------------------------------------------
+  registerSchedules(regs: ScheduleRegistration[]): Promise<void> {
+    return schedules.registerSchedules(this.executor, regs);
+  }
+  claimDueSchedules(workflowNames: string[], limit: number): Promise<DueSchedule[]> {
+    return schedules.claimDueSchedules(this.executor, workflowNames, limit);
+  }
+  advanceSchedule(workflowName: string, next: Date | null, ran: { at: Date; instanceId: string } | null): Promise<void> {
+    return schedules.advanceSchedule(this.executor, workflowName, next, ran);
+  }
+  listSchedules(workflowNames: string[]): Promise<ScheduleRecord[]> {
+    return schedules.listSchedules(this.executor, workflowNames);
+  }
   publishMessage(msg: NewChannelMessage): Promise<ChannelMessageRecord> {
     return channels.publishMessage(this.executor, msg);
   }

@@ -106,12 +106,16 @@ export const workflowInstances = pgTable(
     failureCount: integer("failure_count").notNull().default(0),
     /** JSON `{ task, error_type, message, at, attempts, previous_status? }` of the latest such failure. */
     failureData: text("failure_data"),
+    /** `concurrency: { key }` — `{workflow}:{key}`: at most `limit` unfinished, unqueued instances per key. */
+    concurrencyKey: varchar("concurrency_key", { length: 255 }),
+    /** `rateLimit: { key }` — `{workflow}:{key}`: at most `limit` starts per key per period. */
+    rateKey: varchar("rate_key", { length: 255 }),
   },
   (t) => [
     foreignKey({ columns: [t.workflowName, t.sourceHash], foreignColumns: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] }).onDelete("restrict"),
     check(
       "valid_status",
-      sql`${t.status} IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined')`,
+      sql`${t.status} IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined', 'queued')`,
     ),
     index("idx_instances_status").on(t.status),
     index("idx_instances_workflow").on(t.workflowName),
@@ -123,6 +127,9 @@ export const workflowInstances = pgTable(
     index("idx_instances_continued_from").on(t.continuedFrom),
     // find runnable work: WHERE status = 'running' AND locked_by IS NULL
     index("idx_instances_resumable").on(t.status, t.lockedBy),
+    // slot counts and the queue of a concurrency key (oldest first)
+    index("idx_instances_concurrency").on(t.concurrencyKey, t.status, t.startedAt).where(sql`${t.concurrencyKey} IS NOT NULL`),
+    index("idx_instances_rate").on(t.rateKey, t.startedAt).where(sql`${t.rateKey} IS NOT NULL`),
     index("idx_instances_parent").on(t.parentInstanceId).where(sql`${t.parentInstanceId} IS NOT NULL`),
     index("idx_instances_deadline").on(t.deadlineAt).where(sql`${t.deadlineAt} IS NOT NULL`),
   ],
@@ -359,6 +366,28 @@ export const channelMessageReceipts = pgTable(
     foreignKey({ columns: [t.messageId], foreignColumns: [channelMessages.messageId] }).onDelete("cascade"),
     index("idx_channel_message_receipts_message").on(t.messageId),
   ],
+);
+
+/**
+ * One row per scheduled workflow (`workflow(name, { schedule })`): when it is
+ * due next and what it last started. A sweep claims a due row FOR UPDATE SKIP
+ * LOCKED, starts the tick's instance and moves `next_run_at` on in the same
+ * transaction.
+ */
+export const workflowSchedules = pgTable(
+  "workflow_schedules",
+  {
+    workflowName: varchar("workflow_name", { length: 255 }).primaryKey(),
+    cron: varchar("cron", { length: 255 }).notNull(),
+    timezone: varchar("timezone", { length: 64 }).notNull(),
+    missed: varchar("missed", { length: 10 }).notNull(),
+    /** Null: the pattern never fires again. */
+    nextRunAt: tz("next_run_at"),
+    lastRunAt: tz("last_run_at"),
+    lastInstanceId: varchar("last_instance_id", { length: 255 }),
+    updatedAt: tz("updated_at").notNull().defaultNow(),
+  },
+  (t) => [index("idx_workflow_schedules_next").on(t.nextRunAt)],
 );
 
 export const systemLocks = pgTable(

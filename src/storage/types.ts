@@ -208,6 +208,32 @@ export interface SubscriptionRecord {
   subscribedAt: Date;
 }
 
+export interface ScheduleRegistration {
+  workflowName: string;
+  cron: string;
+  timezone: string;
+  missed: "skip" | "latest";
+  /** The first tick after now (null: never). */
+  nextRunAt: Date | null;
+}
+
+export interface DueSchedule {
+  workflowName: string;
+  nextRunAt: Date;
+  /** The database's clock when the row was claimed. */
+  now: Date;
+}
+
+export interface ScheduleRecord {
+  workflowName: string;
+  cron: string;
+  timezone: string;
+  missed: "skip" | "latest";
+  nextRunAt: Date | null;
+  lastRunAt: Date | null;
+  lastInstanceId: string | null;
+}
+
 export interface SubscribeOptions {
   /**
    * Event lookback: a new broadcast subscription also sees the channel's
@@ -476,6 +502,14 @@ export interface Storage {
   expireMessageWaits(limit: number, onlyInstanceId?: string): Promise<string[]>;
   /** Delete messages older than the retention that no claim of a recent message depends on. */
   cleanupChannelMessages(olderThanSeconds: number, limit: number): Promise<number>;
+
+  // --- schedules ------------------------------------------------------------
+  /** Upsert schedule rows; a changed cron/time zone/policy resets the next run, an unchanged row is not written. */
+  registerSchedules(regs: ScheduleRegistration[]): Promise<void>;
+  /** In a transaction: due rows of these workflows, FOR UPDATE SKIP LOCKED. */
+  claimDueSchedules(workflowNames: string[], limit: number): Promise<DueSchedule[]>;
+  advanceSchedule(workflowName: string, next: Date | null, ran: { at: Date; instanceId: string } | null): Promise<void>;
+  listSchedules(workflowNames: string[]): Promise<ScheduleRecord[]>;
 
   // --- groups ---------------------------------------------------------------
   joinGroup(instanceId: string, group: string): Promise<void>;

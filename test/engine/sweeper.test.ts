@@ -191,6 +191,7 @@ describe("each task", () => {
       "channel_retention",
       "instance_retention",
       "dedupe_retention",
+      "schedules",
     ]);
   });
 });

@@ -1,0 +1,92 @@
+/**
+ * The schedules sweep task: start the instance of each due cron tick.
+ *
+ * Per due row, one transaction: claim the row (FOR UPDATE SKIP LOCKED — a
+ * concurrent sweep skips it), decide the tick (core/schedule.ts: the latest
+ * that passed, or none when `missed: "skip"` and it is too late), create the
+ * tick's instance under its deterministic id, move the row to the next tick.
+ * A crash before the commit leaves the row due, and the retry creates the same
+ * instance id; a second sweep that somehow reached the same tick finds the
+ * instance and creates nothing. So each tick starts exactly one instance.
+ *
+ * The sweep is the clock: Workers' cron trigger (minute granularity), Deno's
+ * `Deno.cron`, Node's interval sweeper. A 6-field (seconds) schedule fires as
+ * often as the sweep runs and, when the sweep is slower, per the missed-tick
+ * policy.
+ */
+import { normalizeSchedule, planDueTick, scheduledInstanceId, nextTick, type Schedule } from "../core/schedule.ts";
+import type { Workflow } from "../core/definitions.ts";
+import type { DispatchScope } from "./dispatcher.ts";
+import type { Engine } from "./engine.ts";
+
+/** Input of a scheduled instance. */
+export interface ScheduledInput {
+  /** The tick (ISO 8601, UTC) this instance was started for. */
+  scheduledAt: string;
+}
+
+export function scheduledWorkflows(engine: Engine): { wf: Workflow; schedule: Schedule }[] {
+  const out: { wf: Workflow; schedule: Schedule }[] = [];
+  for (const wf of engine.workflows.values()) {
+    if (wf.options.schedule !== undefined) out.push({ wf, schedule: normalizeSchedule(wf.workflowName, wf.options.schedule) });
+  }
+  return out;
+}
+
+/** When the app is built: a scheduled workflow's input schema must accept `{ scheduledAt }`. */
+export function checkScheduledInputs(workflows: Iterable<Workflow>): void {
+  for (const wf of workflows) {
+    const input: ScheduledInput = { scheduledAt: new Date(0).toISOString() };
+    if (wf.options.schedule !== undefined && wf.options.input && !wf.options.input.safeParse(input).success) {
+      throw new TypeError(`workflow ${wf.workflowName} has a schedule, so its input schema must accept { scheduledAt: string }`);
+    }
+  }
+}
+
+const registered = new WeakSet<Engine>();
+
+/** Upsert this engine's schedules (once per engine; a changed cron resets the row's next run). */
+export async function registerSchedules(engine: Engine): Promise<void> {
+  if (registered.has(engine)) return;
+  const now = new Date();
+  await engine.storage.registerSchedules(
+    scheduledWorkflows(engine).map(({ wf, schedule }) => ({ workflowName: wf.workflowName, cron: schedule.cron, timezone: schedule.timezone, missed: schedule.missed, nextRunAt: nextTick(schedule, now) })),
+  );
+  registered.add(engine);
+}
+
+/** Start the instances of due ticks, at most `limit` rows; returns how many instances this call created. */
+export async function runDueSchedules(engine: Engine, limit: number, scope?: DispatchScope, onStarted: (instanceId: string) => void = () => {}): Promise<number> {
+  const scheduled = scheduledWorkflows(engine);
+  if (scheduled.length === 0) return 0;
+  await registerSchedules(engine);
+  await engine.ensureDefinitions(scheduled.map((s) => s.wf));
+  const byName = new Map(scheduled.map((s) => [s.wf.workflowName, s]));
+  let started = 0;
+  for (let i = 0; i < limit; i++) {
+    const outcome = await engine.storage.transaction(async (tx) => {
+      const [due] = await tx.claimDueSchedules([...byName.keys()], 1);
+      if (!due) return "none" as const;
+      const { wf, schedule } = byName.get(due.workflowName)!;
+      const plan = planDueTick(schedule, due.now);
+      let ran: { at: Date; instanceId: string } | null = null;
+      let created = false;
+      if (plan.run) {
+        const input: ScheduledInput = { scheduledAt: plan.run.toISOString() };
+        const r = await engine.createValidated(tx, wf, engine.validateInput(wf, input), { instanceId: scheduledInstanceId(wf.workflowName, plan.run) });
+        ran = { at: plan.run, instanceId: r.instanceId };
+        created = r.created;
+        if (r.created) tx.afterCommit(() => engine.afterStart(wf, r.instanceId, input, scope, r.traceContext));
+      }
+      await tx.advanceSchedule(due.workflowName, plan.next, ran);
+      // Created here (not found: a tick another sweep already started) is what counts as started.
+      return ran && created ? ran.instanceId : ("handled" as const);
+    });
+    if (outcome === "none") break;
+    if (outcome !== "handled") {
+      started++;
+      onStarted(outcome);
+    }
+  }
+  return started;
+}

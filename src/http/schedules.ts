@@ -1,0 +1,43 @@
+/**
+ * `GET /schedules`: the app's scheduled workflows with their cron, time zone,
+ * missed-tick policy, next run and last run (engine/schedules.ts). Reading it
+ * registers the app's schedules first, so a fresh deployment lists its next
+ * runs before the first sweep.
+ */
+import type { Hono } from "hono";
+import { z } from "zod";
+import { registerSchedules, scheduledWorkflows } from "../engine/schedules.ts";
+import type { RouteHelpers } from "./app.ts";
+import { documented } from "./openapi.ts";
+
+export const scheduleView = z.object({
+  workflow: z.string(),
+  cron: z.string(),
+  timezone: z.string(),
+  missed: z.enum(["skip", "latest"]),
+  nextRunAt: z.string().nullable().describe("the next tick (ISO 8601); null when the pattern never fires again"),
+  lastRunAt: z.string().nullable().describe("the last tick an instance was started for"),
+  lastInstanceId: z.string().nullable(),
+});
+
+export function scheduleRoutes(api: Hono, h: RouteHelpers): void {
+  api.get(
+    "/schedules",
+    documented({
+      operationId: "listSchedules",
+      summary: "List scheduled workflows with their next and last run",
+      tags: ["workflows"],
+      auth: "api",
+      responses: { 200: { description: "the schedules of the app's workflows", schema: z.object({ schedules: z.array(scheduleView) }) } },
+    }),
+    async (c) => {
+      const e = await h.engine(c);
+      await registerSchedules(e);
+      const rows = await e.storage.listSchedules(scheduledWorkflows(e).map((s) => s.wf.workflowName));
+      const iso = (d: Date | null) => (d ? d.toISOString() : null);
+      return c.json({
+        schedules: rows.map((r) => ({ workflow: r.workflowName, cron: r.cron, timezone: r.timezone, missed: r.missed, nextRunAt: iso(r.nextRunAt), lastRunAt: iso(r.lastRunAt), lastInstanceId: r.lastInstanceId })),
+      });
+    },
+  );
+}
