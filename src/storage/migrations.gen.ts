@@ -118,5 +118,19 @@ export const MIGRATIONS: BundledMigration[] = [
     "statements": [
       "-- A message whose JSON text Postgres's jsonb refuses — valid JSON, but a lone\n-- surrogate escape (\\ud800) or a \\u0000 escape — made every insert into\n-- channel_messages fail, because the match index evaluates edda_message_doc on\n-- insert: one hostile publish was a 500 and a CloudEvent batch holding it was\n-- lost. Such a message now gets a document without its data (or none at all\n-- when even its metadata is refused): it is stored and delivered like any\n-- other, and only a `match` on its data cannot see it. For every other message\n-- the document is the same as before, so the index stays valid.\nCREATE OR REPLACE FUNCTION edda_message_doc(data_type text, data text, metadata text) RETURNS jsonb\n  LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$\nBEGIN\n  RETURN ('{\"data\":' || CASE WHEN data_type = 'json' THEN data ELSE 'null' END || ',\"meta\":' || coalesce(metadata, 'null') || '}')::jsonb;\nEXCEPTION WHEN data_exception THEN\n  BEGIN\n    RETURN ('{\"data\":null,\"meta\":' || coalesce(metadata, 'null') || '}')::jsonb;\n  EXCEPTION WHEN data_exception THEN\n    RETURN NULL;\n  END;\nEND $$;"
     ]
+  },
+  {
+    "version": 7,
+    "tag": "0006_schedules_flow_control",
+    "statements": [
+      "CREATE TABLE \"workflow_schedules\" (\n\t\"workflow_name\" varchar(255) PRIMARY KEY NOT NULL,\n\t\"cron\" varchar(255) NOT NULL,\n\t\"timezone\" varchar(64) NOT NULL,\n\t\"missed\" varchar(10) NOT NULL,\n\t\"next_run_at\" timestamp with time zone,\n\t\"last_run_at\" timestamp with time zone,\n\t\"last_instance_id\" varchar(255),\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
+      "ALTER TABLE \"workflow_instances\" DROP CONSTRAINT \"valid_status\";",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"concurrency_key\" varchar(255);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"rate_key\" varchar(255);",
+      "CREATE INDEX \"idx_workflow_schedules_next\" ON \"workflow_schedules\" USING btree (\"next_run_at\");",
+      "CREATE INDEX \"idx_instances_concurrency\" ON \"workflow_instances\" USING btree (\"concurrency_key\",\"status\",\"started_at\") WHERE \"workflow_instances\".\"concurrency_key\" IS NOT NULL;",
+      "CREATE INDEX \"idx_instances_rate\" ON \"workflow_instances\" USING btree (\"rate_key\",\"started_at\") WHERE \"workflow_instances\".\"rate_key\" IS NOT NULL;",
+      "ALTER TABLE \"workflow_instances\" ADD CONSTRAINT \"valid_status\" CHECK (\"workflow_instances\".\"status\" IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined', 'queued'));"
+    ]
   }
 ];
