@@ -44,6 +44,20 @@ export function isTransientFailure(err: unknown): boolean {
   return false;
 }
 
+/**
+ * Narrower than transient: the connection itself went away (class 08, the
+ * server shutting down or restarting, a driver's closed or refused socket),
+ * so the same step on a fresh connection is expected to succeed. A statement
+ * timeout, a deadlock or too many connections are transient but not this.
+ */
+export function isConnectionLost(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e && typeof e === "object" && depth < 6; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && (/^(08|57P0[123])/.test(code) || TRANSIENT_CODES.has(code))) return true;
+  }
+  return false;
+}
+
 /** What is stored of a failure: the innermost database error says most (drizzle wraps it in "Failed query: …"). */
 export function describeFailure(err: unknown): { errorType: string; message: string } {
   let e: unknown = err;

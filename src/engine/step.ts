@@ -23,7 +23,7 @@ import { deliverToParent, prepareChildWait, reportsToParent, startChildIn } from
 import { startChildActivity } from "./children.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
-import { stepFailed } from "./poison.ts";
+import { isConnectionLost, stepFailed } from "./poison.ts";
 import { invoke, isTransactional, makeActivityContext, recordOutcomes, type ActivityNotify, type ActivityOutcome } from "./execute.ts";
 
 const isTx = (s: Storage): s is TxStorage => typeof (s as Partial<TxStorage>).afterCommit === "function";
@@ -65,10 +65,28 @@ export async function runStep(engine: Engine, req: StepRequest, scope?: Dispatch
     // Unexpected (database down, a value that cannot be stored…): the lease goes back so the
     // instance is retried soon; a failure that is not transient counts towards quarantine.
     await stepFailed(storage, leased.fence, err, engine.quarantineAfter);
+    // The connection went away under the step (a killed backend, a server restart): its lease was just
+    // given back, so run it again shortly instead of leaving it to the next sweep. A step that cannot
+    // take the lease (the release failed too) is skipped, and the sweep resumes the instance later.
+    if (isConnectionLost(err)) redispatchSoon(engine, req.instanceId, scope);
     throw err;
   } finally {
     renewal.stop();
   }
+}
+
+/** A short pause first: the pool replaces the dead connection, and a server that is restarting gets a moment. */
+const REDISPATCH_DELAY_MS = 250;
+
+function redispatchSoon(engine: Engine, instanceId: string, scope?: DispatchScope): void {
+  const p = new Promise<void>((resolve) => {
+    const t = setTimeout(() => {
+      engine.dispatcher.dispatch({ instanceId }, scope);
+      resolve();
+    }, REDISPATCH_DELAY_MS);
+    (t as { unref?: () => void }).unref?.();
+  });
+  scope?.waitUntil?.(p);
 }
 
 interface Renewal {
