@@ -36,6 +36,14 @@ const longChild = workflow("ch_long", async (ctx, who: string) => {
   await sleep(ctx, 3600);
   return who;
 });
+const invokesLong = workflow("ch_invokes_long", async (ctx) => {
+  try {
+    return await invoke(ctx, longChild, "direct");
+  } catch (e) {
+    const err = e as ChildWorkflowError;
+    return { caught: err.name, status: err.childStatus };
+  }
+});
 const parentOfLong = workflow("ch_parent", async (ctx) => {
   await startChild(ctx, longChild, "detached", { detached: true, instanceId: `${ctx.instanceId}-detached` });
   const fireAndForget = await startChild(ctx, longChild, "attached");
@@ -49,7 +57,7 @@ let b: TestApp;
 
 beforeAll(async () => {
   pg = await freshPostgres("children");
-  const workflows = [fanoutChildren, pipeline, failing, catcher, longChild, parentOfLong];
+  const workflows = [fanoutChildren, pipeline, failing, catcher, longChild, parentOfLong, invokesLong];
   a = makeTestApp(pg.open(), { workflows, serviceName: "a" });
   b = makeTestApp(pg.open(), { workflows, serviceName: "b" });
   await a.database.db.execute(sql`CREATE TABLE ch_undone (who text NOT NULL)`);
@@ -111,6 +119,16 @@ describe("child workflows", () => {
     expect(done.output).toEqual({ caught: "ChildWorkflowError", child: `${instanceId}:child_ch_failing:1`, status: "failed", cause: "TerminalError", message: "card declined" });
   });
 
+  it("a child cancelled on its own (after its compensation ran) is re-thrown in its waiting parent as a cancelled ChildWorkflowError", { timeout: 30_000 }, async () => {
+    const { instanceId } = await a.edda.start("ch_invokes_long", null);
+    await a.waitFor(instanceId, ["waiting_for_child"], 20_000);
+    const child = `${instanceId}:child_ch_long:1`;
+    await a.waitFor(child, ["waiting_for_timer"], 20_000);
+    await b.edda.cancel(child);
+    expect((await a.waitFor(instanceId)).output).toEqual({ caught: "ChildWorkflowError", status: "cancelled" });
+    expect((await a.edda.getInstance(child))?.status).toBe("cancelled");
+  });
+
   it("cancelling a parent cancels its running children (their compensations run) but not a detached one", { timeout: 60_000 }, async () => {
     const { instanceId } = await a.edda.start("ch_parent", null);
     await a.waitFor(instanceId, ["waiting_for_child"], 20_000);
@@ -128,7 +146,7 @@ describe("child workflows", () => {
     }
     expect((await a.edda.getInstance(`${instanceId}-detached`))?.status).toBe("waiting_for_timer");
     const undone = await queryRows<{ who: string }>(a.database.db, sql`SELECT who FROM ch_undone ORDER BY who`);
-    expect(undone.map((r) => r.who)).toEqual(["attached", "invoked"]);
+    expect(undone.map((r) => r.who).filter((w) => w !== "direct")).toEqual(["attached", "invoked"]);
     // The parent heard nothing from children cancelled along with it: its history has no child outcome.
     expect((parent.history ?? []).filter((h) => h.eventType.startsWith("Child"))).toEqual([]);
     await a.edda.cancel(`${instanceId}-detached`);

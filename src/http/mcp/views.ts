@@ -95,6 +95,8 @@ function statusMessage(view: InstanceView): string {
   if (view.status === "compensating") return view.cancellation !== null ? "cancelled; compensations are running" : "failed; compensations are running";
   if (view.status === "waiting_for_message") return "waiting for a message";
   if (view.status === "waiting_for_timer") return "sleeping until a timer fires";
+  if (view.status === "waiting_for_child") return "waiting for a child workflow";
+  if (view.status === "parked") return `parked (its history no longer replays with the deployed code): ${errorText(view.error)}`;
   return view.status;
 }
 
