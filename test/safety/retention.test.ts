@@ -12,11 +12,15 @@ import { queryRows } from "../../src/storage/database.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 
 let t: TestApp;
-let flaky = 0;
+const failedOnce = new Set<string>();
 const step = activity("r_step", async (_ctx, n: number) => n * 2);
 const undo = activity("r_undo", async () => undefined);
-const fragile = activity("r_fragile", async () => {
-  if (flaky++ % 2 === 0) throw new Error("first attempt fails");
+// Each instance's first attempt fails, so every job leaves an attempt row.
+const fragile = activity("r_fragile", async (ctx) => {
+  if (!failedOnce.has(ctx.instanceId)) {
+    failedOnce.add(ctx.instanceId);
+    throw new Error("first attempt fails");
+  }
   return "ok";
 }, { retry: { initialIntervalSeconds: 0.01, maxAttempts: 3 } });
 const job = workflow("r_job", async (ctx, n: number) => {
@@ -54,7 +58,7 @@ it("old finished instances go with everything they own; young and unfinished one
   const oldIds = old.map((s) => s.instanceId);
   const inOld = sql.join(oldIds.map((i) => sql`${i}`), sql`, `);
   // attempt rows and compensations exist for the old ones
-  expect(await rows(sql`SELECT 1 FROM workflow_history WHERE instance_id IN (${inOld}) AND event_type = 'ActivityAttemptFailed'`)).toBeGreaterThan(0);
+  expect(await rows(sql`SELECT 1 FROM workflow_history WHERE instance_id IN (${inOld}) AND event_type = 'ActivityAttemptFailed'`)).toBe(5);
   expect(await rows(sql`SELECT 1 FROM workflow_compensations WHERE instance_id IN (${inOld})`)).toBe(5);
   // an unfinished instance, old: never purged
   await t.database.db.execute(sql`INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, status, input_data)
