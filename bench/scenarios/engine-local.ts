@@ -7,6 +7,7 @@
 import type { Workflow } from "../../src/core/definitions.ts";
 import { createEdda } from "../../src/edda.ts";
 import type { Database } from "../../src/storage/database.ts";
+import type { TracingApi } from "../../src/engine/tracing.ts";
 import { cpuMeter } from "../lib/cpu.ts";
 import { BenchDispatcher, completionTracker, migrateDatabase, openEngineDatabase } from "../lib/engine.ts";
 import type { BenchPostgres } from "../lib/postgres.ts";
@@ -25,6 +26,8 @@ export interface EngineLocalOptions {
   openDatabase?: (url: string, pool: number) => Database;
   /** Database name (one per variant). */
   name?: string;
+  /** The `@opentelemetry/api` module (tracing-cost.ts); default: no tracing. */
+  tracing?: TracingApi;
 }
 
 export interface EngineLocalResult {
@@ -50,7 +53,7 @@ export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions
   const database = (opts.openDatabase ?? openEngineDatabase)(url, opts.pool);
   const dispatcher = new BenchDispatcher({ concurrency: opts.concurrency });
   const tracker = completionTracker();
-  const edda = createEdda({ workflows: [wf], database, dispatcher, hooks: tracker.hooks });
+  const edda = createEdda({ workflows: [wf], database, dispatcher, hooks: tracker.hooks, ...(opts.tracing ? { tracing: opts.tracing } : {}) });
   let totalSteps = 0;
   let totalStarts = 0;
   const round = async (n: number) => {

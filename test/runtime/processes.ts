@@ -95,16 +95,18 @@ export async function spawnServer(opts: SpawnOptions): Promise<Server> {
 }
 
 /**
- * `wrangler dev` on functions/worker.ts with `--var` settings and /__scheduled
- * enabled; `publicUrl` also sets EDDA_PUBLIC_URL to the server's own address.
+ * `wrangler dev` on functions/worker.ts (or the Worker a `config` file names)
+ * with `--var` settings and /__scheduled enabled; `publicUrl` also sets
+ * EDDA_PUBLIC_URL to the server's own address.
  */
-export async function startWrangler(vars: Record<string, string>, opts: { publicUrl?: boolean; ready?: (status: number) => boolean } = {}): Promise<Server> {
+export async function startWrangler(vars: Record<string, string>, opts: { publicUrl?: boolean; ready?: (status: number) => boolean; config?: string } = {}): Promise<Server> {
   const [port, inspector] = [await freePort(), await freePort()];
   if (opts.publicUrl) vars = { ...vars, EDDA_PUBLIC_URL: `http://127.0.0.1:${port}` };
   const state = await mkdtemp(join(tmpdir(), "edda-wrangler-"));
   const args = [
     join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"),
     "dev",
+    ...(opts.config ? ["--config", opts.config] : []),
     "--ip", "127.0.0.1",
     "--port", String(port),
     "--inspector-port", String(inspector),
