@@ -46,6 +46,8 @@ export interface TracingApi {
     getTracer(name: string, version?: string): OtelTracer;
     setSpan(context: OtelContext, span: OtelSpan): OtelContext;
     setSpanContext(context: OtelContext, spanContext: OtelSpanContext): OtelContext;
+    /** The global provider: a proxy whose `getDelegateTracer` is undefined until an SDK registers one. */
+    getTracerProvider?(): unknown;
   };
   context: { active(): OtelContext };
   ROOT_CONTEXT: OtelContext;
@@ -96,9 +98,19 @@ export class Tracing {
     return formatTraceparent(span.spanContext());
   }
 
+  /**
+   * Whether an SDK is registered now. Without one every span is a no-op with
+   * no trace id to carry, so a step need not read its stored trace context
+   * (that read was the one cost of `tracing` without an SDK: BENCHMARKS.md).
+   */
+  private sdkRegistered(): boolean {
+    const provider = this.api.trace.getTracerProvider?.() as { getDelegateTracer?: (name: string) => unknown } | undefined;
+    return typeof provider?.getDelegateTracer !== "function" || provider.getDelegateTracer("edda-edge") !== undefined;
+  }
+
   /** Run one step inside its `edda.step` span. */
   async step(req: StepRequest, storedTraceparent: () => Promise<string | null>, run: () => Promise<StepResult>): Promise<StepResult> {
-    const root = req.traceparent ?? (await storedTraceparent().catch(() => null));
+    const root = req.traceparent ?? (this.sdkRegistered() ? await storedTraceparent().catch(() => null) : null);
     const parent = this.parent(root);
     const span = this.tracer.startSpan("edda.step", { kind: SpanKind.CONSUMER, attributes: { "edda.instance.id": req.instanceId, "edda.step.handoff": req.lease !== undefined } }, parent);
     const entry = { ctx: this.api.trace.setSpan(parent, span), span, root: root ?? formatTraceparent(span.spanContext()) };

@@ -3,7 +3,6 @@
 // database's LISTEN (a waiting instance costs a handful of statements, not a
 // loop), bad input refused with nothing changed; and the server-side Edda
 // client in per-request mode.
-import { serve, type ServerType } from "@hono/node-server";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workflows } from "../../functions/workflows/index.ts";
@@ -12,24 +11,22 @@ import { createEdda } from "../../src/edda.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { freshPostgres, makeTestApp, type TestApp } from "../support/engine.ts";
+import { listen, type Listening } from "../support/listen.ts";
 
 const TOKEN = "client-token";
 let t: TestApp;
-let server: ServerType;
+let server: Listening;
 let baseUrl: string;
 let pg: { url: string; open(): Database };
 
 beforeAll(async () => {
   pg = await freshPostgres("client");
   t = makeTestApp(pg.open(), { workflows, apiToken: TOKEN });
-  server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: t.edda.app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
-  });
-  const addr = server.address();
-  baseUrl = `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`;
+  server = await listen(t.edda.app.fetch);
+  baseUrl = server.url;
 }, 120_000);
 afterAll(async () => {
-  await new Promise((r) => server?.close(r));
+  await server?.close();
   await t?.edda.close();
   await t?.database.close();
 });

@@ -9,18 +9,18 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { serve, type ServerType } from "@hono/node-server";
 import { build } from "esbuild";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { workflows } from "../../functions/workflows/index.ts";
 import { startWrangler } from "../runtime/processes.ts";
+import { listen, type Listening } from "../support/listen.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const TOKEN = "runtime-token";
 let t: TestApp;
-let server: ServerType;
+let server: Listening;
 let baseUrl: string;
 let browserBundle: string;
 
@@ -36,14 +36,11 @@ beforeAll(async () => {
     if (path === "/__client/client.js") return new Response(browserBundle, { headers: { "content-type": "text/javascript" } });
     return t.edda.app.fetch(req);
   };
-  server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
-  });
-  const addr = server.address();
-  baseUrl = `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`;
+  server = await listen(fetch);
+  baseUrl = server.url;
 }, 120_000);
 afterAll(async () => {
-  await new Promise((r) => server?.close(r));
+  await server?.close();
   await t?.edda.close();
   await t?.database.close();
 });

@@ -7,7 +7,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema, CreateTaskResultSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Server } from "../runtime/processes.ts";
+import { freshPostgres } from "../support/engine.ts";
 
 export interface McpTarget {
   /** The server's base URL, read when a test runs. */
@@ -65,6 +67,23 @@ async function countInstances(client: Client): Promise<number> {
     cursor = (page.next_cursor as string | null) ?? undefined;
   } while (cursor);
   return total;
+}
+
+/**
+ * The flows against an entry running in a real runtime (`start` spawns it
+ * with `env`), on a fresh migrated database with an API token and a secret.
+ */
+export function mcpFlowsOnRuntime(title: string, name: string, start: (env: Record<string, string>) => Promise<Server>, env: Record<string, string> = {}) {
+  const token = `mcp-${name}-token`;
+  let server: Server | undefined;
+  beforeAll(async () => {
+    const { url } = await freshPostgres(`mcp_${name}`);
+    server = await start({ DATABASE_URL: url, EDDA_SECRET: `mcp-${name}-secret`, EDDA_API_TOKEN: token, ...env });
+  }, 90_000);
+  afterAll(async () => server?.stop());
+  describe(title, { timeout: 30_000 }, () => {
+    mcpFlows({ base: () => server!.url, token });
+  });
 }
 
 export function mcpFlows(t: McpTarget) {

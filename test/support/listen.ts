@@ -1,0 +1,19 @@
+// An HTTP server for a fetch handler on 127.0.0.1 and a free port (Node's
+// server via @hono/node-server), for tests that need a real URL.
+import { serve, type ServerType } from "@hono/node-server";
+
+export interface Listening {
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function listen(fetch: (req: Request) => Response | Promise<Response>): Promise<Listening> {
+  const server = await new Promise<ServerType>((resolve) => {
+    const s = serve({ fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
+  });
+  const addr = server.address();
+  return {
+    url: `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
