@@ -13,12 +13,16 @@
  * in rounds that alternate the variants (off, no-sdk, in-memory, off, …), so
  * a noisy machine's drift hits each alike; each figure is the median over
  * rounds. Steps/s and this process's CPU per step, as `npm run bench` reports
- * them. Benchmark, not test: nothing asserts.
+ * them. Then, without a database, the tracing layer alone: CPU per step of
+ * the `edda.step` wrapper plus one activity attempt's hooks, over many
+ * iterations (what a step pays on top of its own work). Benchmark, not
+ * test: nothing asserts.
  *
  *   npx tsx bench/tracing-cost.ts [--quick]      (throwaway Postgres cluster, or DATABASE_URL)
  */
 import * as otel from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { Tracing } from "../src/engine/tracing.ts";
 import { openBenchPostgres } from "./lib/postgres.ts";
 import { median } from "./lib/stats.ts";
 import { runEngineLocal, type EngineLocalResult } from "./scenarios/engine-local.ts";
@@ -65,3 +69,32 @@ for (const [name, rs] of Object.entries(results)) {
   console.log(`| ${name} | ${median(rs.map((x) => x.steps_per_s))!.toFixed(0)} | ${cpu.toFixed(3)} | ${name === "off" ? "—" : `${cpu >= base ? "+" : ""}${(((cpu - base) / base) * 100).toFixed(0)} %`} | ${median(rs.map((x) => x.statements_per_step))!.toFixed(2)} |`);
 }
 console.log(`(in-memory: ${spans} spans kept in the last run)`);
+
+/** CPU µs per step of the tracing layer alone: the step wrapper, one attempt's start/complete hooks. */
+async function layerMicros(sdk: boolean): Promise<number> {
+  if (sdk) otel.trace.setGlobalTracerProvider(provider);
+  else otel.trace.disable();
+  const tracing = new Tracing(otel);
+  const N = quick ? 20_000 : 100_000;
+  const run = async (i: number) => {
+    const info = { instanceId: `i${i % 100}`, workflowName: "wf", activityId: "a:1", activityName: "a", attempt: 1 };
+    await tracing.step({ instanceId: info.instanceId }, async () => null, async () => {
+      tracing.hooks.onActivityStart!(info);
+      tracing.hooks.onActivityComplete!({ ...info, result: null });
+      return { status: "concluded", instanceStatus: "running" };
+    });
+  };
+  for (let i = 0; i < N / 10; i++) await run(i); // warm-up
+  exporter.reset();
+  const t0 = process.cpuUsage();
+  for (let i = 0; i < N; i++) {
+    await run(i);
+    if (sdk && i % 10_000 === 0) exporter.reset();
+  }
+  const d = process.cpuUsage(t0);
+  otel.trace.disable();
+  return (d.user + d.system) / N;
+}
+const noSdk = await layerMicros(false);
+const withSdk = await layerMicros(true);
+console.log(`tracing layer alone (no database): no SDK ${noSdk.toFixed(2)} µs CPU per step, in-memory SDK ${withSdk.toFixed(2)} µs`);
