@@ -3,6 +3,7 @@ import { announce } from "./announce.ts";
 import { approval } from "./approval.ts";
 import { fanoutChildren } from "./fanout-children.ts";
 import { dailyReport } from "./daily-report.ts";
+import { accountSync } from "./account-sync.ts";
 import { firstResponse } from "./first-response.ts";
 import { jobWorker } from "./job-worker.ts";
 import { notifier } from "./notifier.ts";
@@ -11,4 +12,4 @@ import { paymentWait } from "./payment-wait.ts";
 import { pipeline } from "./pipeline.ts";
 import { reminder } from "./reminder.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync];

@@ -86,6 +86,12 @@ export interface WorkflowOptions<S extends z.ZodType | undefined> {
    * missed }`), with input `{ scheduledAt }` (core/schedule.ts).
    */
   schedule?: ScheduleOption;
+  /**
+   * At most `limit` unfinished instances per key (`key(input)`) are started;
+   * later ones wait in status `queued` and start in start order as slots
+   * free. A waiting instance keeps its slot (see docs/design.md).
+   */
+  concurrency?: { key: (input: any) => string; limit: number };
 }
 
 export type WorkflowFn<I, O> = (ctx: WorkflowContext, input: I) => Promise<O>;
@@ -122,6 +128,10 @@ export function workflow(name: string, a: unknown, b?: unknown): Workflow {
   if (typeof fn !== "function") throw new TypeError(`workflow ${name}: missing function`);
   checkTimeout(`workflow ${name}`, options.timeoutSeconds);
   if (options.schedule !== undefined) normalizeSchedule(name, options.schedule);
+  const cc = options.concurrency;
+  if (cc !== undefined && (typeof cc.key !== "function" || !Number.isInteger(cc.limit) || cc.limit < 1)) {
+    throw new TypeError(`workflow ${name}: concurrency must be { key: (input) => string, limit: a positive integer }`);
+  }
   return { workflowName: name, fn, options, source: fn.toString() };
 }
 

@@ -23,6 +23,7 @@ import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 import { batchOrEach, DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
 import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
 import { checkScheduledInputs } from "./schedules.ts";
+import { admit, concurrencyKey, slotFreed } from "./flow-control.ts";
 
 export interface EngineOptions {
   storage: Storage;
@@ -176,7 +177,13 @@ export class Engine implements StepRunner {
     this.defaultLeaseSeconds = opts.leaseSeconds ?? 300;
     this.handoffLeaseSeconds = opts.handoffLeaseSeconds ?? 30;
     this.retryPolicy = opts.retryPolicy;
-    this.hooks = guardHooks(this.tracing ? combineHooks(opts.hooks ?? {}, this.tracing.hooks) : (opts.hooks ?? {}));
+    const user = this.tracing ? combineHooks(opts.hooks ?? {}, this.tracing.hooks) : (opts.hooks ?? {});
+    // An ended instance of a keyed workflow frees its slot at once (the sweeper catches what this misses).
+    const freed = (i: { instanceId: string; workflowName: string }): void => {
+      slotFreed(this, i.instanceId, i.workflowName).catch((err: unknown) => console.error("edda: promoting queued instances failed (the sweeper will)", err));
+    };
+    const slots: EngineHooks = [...this.workflows.values()].some((w) => w.options.concurrency) ? { onWorkflowComplete: freed, onWorkflowFailed: freed, onWorkflowCancelled: freed } : {};
+    this.hooks = guardHooks(combineHooks(user, slots));
     this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
     this.errorView = { stacks: opts.exposeErrorStacks ?? false };
     this.errorClasses = Object.fromEntries((opts.errorClasses ?? []).map((C) => [new C("").name, C]));
@@ -221,17 +228,22 @@ export class Engine implements StepRunner {
     const sourceHash = await this.ensureDefinition(wf);
     const instanceId = opts.instanceId ?? crypto.randomUUID();
     const traceContext = this.tracing?.started(wf.workflowName, instanceId, opts.traceparent) ?? null;
-    const { created, instance } = await storage.createInstance({
-      instanceId,
-      traceContext,
-      workflowName: wf.workflowName,
-      sourceHash,
-      ownerService: this.serviceName,
-      inputData: toJson(value ?? null),
-      lockTimeoutSeconds: wf.options.lockTimeoutSeconds ?? null,
-      timeoutSeconds: wf.options.timeoutSeconds ?? null,
-      ...link,
-    });
+    const key = concurrencyKey(wf, value);
+    const create = (s: Storage, status?: "running" | "queued") =>
+      s.createInstance({
+        instanceId,
+        traceContext,
+        workflowName: wf.workflowName,
+        sourceHash,
+        ownerService: this.serviceName,
+        inputData: toJson(value ?? null),
+        lockTimeoutSeconds: wf.options.lockTimeoutSeconds ?? null,
+        timeoutSeconds: wf.options.timeoutSeconds ?? null,
+        ...link,
+        ...(key ? { concurrencyKey: key, ...(status ? { status } : {}) } : {}),
+      });
+    // A keyed workflow is admitted under its key's lock, in the creating transaction (flow-control.ts).
+    const { created, instance } = key ? await storage.transaction(async (tx) => create(tx, await admit(tx, wf, key))) : await create(storage);
     return { instanceId: instance.instanceId, status: instance.status, created, traceContext };
   }
 

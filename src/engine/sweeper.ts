@@ -30,6 +30,7 @@ import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 import { expireDeadlines, unparkChanged } from "./lifecycle.ts";
 import { runDueSchedules } from "./schedules.ts";
+import { promoteAllQueued } from "./flow-control.ts";
 import { emptyRelayReport, relayOutbox, type RelayReport } from "./outbox.ts";
 import { batchOrEach, type Isolation, type RowFailure } from "./poison.ts";
 
@@ -70,7 +71,8 @@ export type SweepTask =
   | "channel_retention"
   | "instance_retention"
   | "dedupe_retention"
-  | "schedules";
+  | "schedules"
+  | "concurrency";
 
 export interface SweepReport {
   timersFired: number;
@@ -93,6 +95,8 @@ export interface SweepReport {
   rowFailures: RowFailure[];
   /** Instances started for due cron ticks (schedules.ts). */
   scheduledStarted: number;
+  /** Queued instances of concurrency keys promoted into free slots (flow-control.ts). */
+  queuedPromoted: number;
   /** Tasks another sweep was running (its lock was held), so this one skipped them. */
   skipped: SweepTask[];
   /** Tasks not started because the budget ran out. */
@@ -131,6 +135,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     dedupeRowsPurged: 0,
     rowFailures: [],
     scheduledStarted: 0,
+    queuedPromoted: 0,
     skipped: [],
     deferred: [],
     failures: [],
@@ -281,6 +286,11 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
   await task("schedules", async () => {
     // Counted as each tick's transaction commits: a later failure in the batch does not hide them.
     return runDueSchedules(engine, batch, scope, () => report.scheduledStarted++);
+  });
+  await task("concurrency", async () => {
+    const n = await promoteAllQueued(engine, batch, scope);
+    report.queuedPromoted += n;
+    return n;
   });
 
   report.durationMs = Date.now() - started;

@@ -26,11 +26,12 @@ export async function createInstance(ex: Executor, input: NewInstance): Promise<
     sql`
     WITH ins AS (
       INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds, trace_context,
-                                      parent_instance_id, parent_activity_id, detached, deadline_at)
+                                      parent_instance_id, parent_activity_id, detached, deadline_at, concurrency_key, status)
       VALUES (${input.instanceId}, ${input.workflowName}, ${input.sourceHash}, ${input.ownerService}, ${input.inputData},
               ${input.lockTimeoutSeconds ?? null}::int, ${input.traceContext ?? null},
               ${input.parentInstanceId ?? null}::text, ${input.parentActivityId ?? null}::text, ${input.detached ?? false}::boolean,
-              ${input.timeoutSeconds != null ? dbNowPlus(input.timeoutSeconds) : sql`NULL::timestamptz`})
+              ${input.timeoutSeconds != null ? dbNowPlus(input.timeoutSeconds) : sql`NULL::timestamptz`},
+              ${input.concurrencyKey ?? null}::text, ${input.status ?? "running"}::text)
       ON CONFLICT (instance_id) DO NOTHING
       RETURNING ${INSTANCE_COLUMNS}
     )

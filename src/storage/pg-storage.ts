@@ -26,6 +26,7 @@ import * as lifecycle from "./lifecycle.ts";
 import * as locks from "./locks.ts";
 import * as outbox from "./outbox.ts";
 import * as schedules from "./schedules.ts";
+import * as flow from "./flow-control.ts";
 import type {
   ArchivedHistoryEvent,
   ArchivedRunSummary,
@@ -217,6 +218,18 @@ export class PgStorage implements Storage {
   }
 
   // --- channels & groups ----------------------------------------------------
+  admitConcurrency(key: string, limit: number): Promise<"running" | "queued"> {
+    return flow.admitConcurrency(this.executor, key, limit);
+  }
+  promoteQueued(key: string, limit: number): Promise<string[]> {
+    return flow.promoteQueued(this.executor, key, limit);
+  }
+  queuedConcurrencyKeys(workflowNames: string[], limit: number): Promise<string[]> {
+    return flow.queuedConcurrencyKeys(this.executor, workflowNames, limit);
+  }
+  concurrencyKeyOf(instanceId: string): Promise<string | null> {
+    return flow.concurrencyKeyOf(this.executor, instanceId);
+  }
   registerSchedules(regs: ScheduleRegistration[]): Promise<void> {
     return schedules.registerSchedules(this.executor, regs);
   }

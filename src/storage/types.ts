@@ -83,6 +83,10 @@ export interface NewInstance {
   detached?: boolean;
   /** Workflow timeout, from the database's now(). */
   timeoutSeconds?: number | null;
+  /** `{workflow}:{key}` of a workflow with `concurrency`. */
+  concurrencyKey?: string | null;
+  /** `queued` when no concurrency slot was free (default `running`). */
+  status?: "running" | "queued";
 }
 
 /** Filters shared by listing and counting instances. */
@@ -502,6 +506,20 @@ export interface Storage {
   expireMessageWaits(limit: number, onlyInstanceId?: string): Promise<string[]>;
   /** Delete messages older than the retention that no claim of a recent message depends on. */
   cleanupChannelMessages(olderThanSeconds: number, limit: number): Promise<number>;
+
+  // --- flow control ---------------------------------------------------------
+  /**
+   * In a transaction, under the key's lock (held to its end): whether an
+   * instance created now may run (`running`: fewer than `limit` unfinished,
+   * unqueued instances hold the key and none is queued before it) or must
+   * wait (`queued`).
+   */
+  admitConcurrency(key: string, limit: number): Promise<"running" | "queued">;
+  /** Under the key's lock: promote the oldest queued instances into the free slots; returns their ids. */
+  promoteQueued(key: string, limit: number): Promise<string[]>;
+  /** Concurrency keys of these workflows that have queued instances (bounded). */
+  queuedConcurrencyKeys(workflowNames: string[], limit: number): Promise<string[]>;
+  concurrencyKeyOf(instanceId: string): Promise<string | null>;
 
   // --- schedules ------------------------------------------------------------
   /** Upsert schedule rows; a changed cron/time zone/policy resets the next run, an unchanged row is not written. */

@@ -192,6 +192,7 @@ describe("each task", () => {
       "instance_retention",
       "dedupe_retention",
       "schedules",
+      "concurrency",
     ]);
   });
 });
