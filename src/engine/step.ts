@@ -237,13 +237,7 @@ class Step {
           if (r.timeoutSeconds !== null) this.engine.dispatcher.wakeIn?.(r.timeoutSeconds, this.scope);
         });
       }
-      return this.concludeIn(tx, {
-        status: "running",
-        currentActivityId: w.activityId,
-        history: [...events, r.event],
-        compensations,
-        handoff: { leaseSeconds: this.engine.handoffLeaseSeconds },
-      });
+      return this.continueWith(tx, w.activityId, [...events, r.event], compensations);
     });
   }
 
@@ -252,13 +246,7 @@ class Step {
     return this.engine.storage.transaction(async (tx) => {
       const r = await prepareChildWait(tx, this.instance.instanceId, w);
       if (r.kind === "waiting") return this.concludeIn(tx, { status: "waiting_for_child", currentActivityId: w.activityId, history: events, compensations });
-      return this.concludeIn(tx, {
-        status: "running",
-        currentActivityId: w.activityId,
-        history: [...events, r.event],
-        compensations,
-        handoff: { leaseSeconds: this.engine.handoffLeaseSeconds },
-      });
+      return this.continueWith(tx, w.activityId, [...events, r.event], compensations);
     });
   }
 
@@ -455,6 +443,11 @@ class Step {
     if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
     this.afterConclusion(c, r.token, after);
     return { status: "concluded", instanceStatus: c.status };
+  }
+
+  /** The awaited outcome is already recorded: hand the lease to a follow-up that replays past it. */
+  private continueWith(tx: TxStorage, activityId: string, history: NewHistoryEvent[], compensations: NewCompensation[]): Promise<StepResult> {
+    return this.concludeIn(tx, { status: "running", currentActivityId: activityId, history, compensations, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } });
   }
 
   private async concludeIn(tx: TxStorage, c: StepConclusion, after?: () => void): Promise<StepResult> {
