@@ -132,5 +132,19 @@ export const MIGRATIONS: BundledMigration[] = [
       "CREATE INDEX \"idx_instances_rate\" ON \"workflow_instances\" USING btree (\"rate_key\",\"started_at\") WHERE \"workflow_instances\".\"rate_key\" IS NOT NULL;",
       "ALTER TABLE \"workflow_instances\" ADD CONSTRAINT \"valid_status\" CHECK (\"workflow_instances\".\"status\" IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined', 'queued'));"
     ]
+  },
+  {
+    "version": 8,
+    "tag": "0007_rate_singleton_debounce",
+    "statements": [
+      "DROP INDEX \"idx_instances_rate\";",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"admitted_at\" timestamp with time zone;",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"singleton_key\" varchar(255);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"debounce_key\" varchar(255);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"not_before\" timestamp with time zone;",
+      "CREATE INDEX \"idx_instances_singleton\" ON \"workflow_instances\" USING btree (\"singleton_key\",\"status\") WHERE \"workflow_instances\".\"singleton_key\" IS NOT NULL;",
+      "CREATE INDEX \"idx_instances_debounce\" ON \"workflow_instances\" USING btree (\"debounce_key\",\"not_before\") WHERE \"workflow_instances\".\"debounce_key\" IS NOT NULL AND \"workflow_instances\".\"status\" = 'queued';",
+      "CREATE INDEX \"idx_instances_rate\" ON \"workflow_instances\" USING btree (\"rate_key\",\"admitted_at\") WHERE \"workflow_instances\".\"rate_key\" IS NOT NULL;"
+    ]
   }
 ];

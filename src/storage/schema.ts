@@ -108,8 +108,16 @@ export const workflowInstances = pgTable(
     failureData: text("failure_data"),
     /** `concurrency: { key }` — `{workflow}:{key}`: at most `limit` unfinished, unqueued instances per key. */
     concurrencyKey: varchar("concurrency_key", { length: 255 }),
-    /** `rateLimit: { key }` — `{workflow}:{key}`: at most `limit` starts per key per period. */
+    /** `rateLimit: { key }` — `{workflow}:{key}`: at most `limit` admissions per key in any `periodSeconds` window. */
     rateKey: varchar("rate_key", { length: 255 }),
+    /** When a rate-limited instance left the queue (its start as the rate window counts it); null while queued. */
+    admittedAt: tz("admitted_at"),
+    /** `singleton: { key }` — `{workflow}:{key}`: a start while one is unfinished returns that one. */
+    singletonKey: varchar("singleton_key", { length: 255 }),
+    /** `debounce: { key }` — `{workflow}:{key}`: starts while one is pending collapse into it. */
+    debounceKey: varchar("debounce_key", { length: 255 }),
+    /** A pending debounced instance starts no earlier than this (pushed back by each collapsed start). */
+    notBefore: tz("not_before"),
   },
   (t) => [
     foreignKey({ columns: [t.workflowName, t.sourceHash], foreignColumns: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] }).onDelete("restrict"),
@@ -129,7 +137,11 @@ export const workflowInstances = pgTable(
     index("idx_instances_resumable").on(t.status, t.lockedBy),
     // slot counts and the queue of a concurrency key (oldest first)
     index("idx_instances_concurrency").on(t.concurrencyKey, t.status, t.startedAt).where(sql`${t.concurrencyKey} IS NOT NULL`),
-    index("idx_instances_rate").on(t.rateKey, t.startedAt).where(sql`${t.rateKey} IS NOT NULL`),
+    // admissions in a rate window; a key's queue is its rows with admitted_at NULL
+    index("idx_instances_rate").on(t.rateKey, t.admittedAt).where(sql`${t.rateKey} IS NOT NULL`),
+    index("idx_instances_singleton").on(t.singletonKey, t.status).where(sql`${t.singletonKey} IS NOT NULL`),
+    // the pending instance of a debounce key, and which are due
+    index("idx_instances_debounce").on(t.debounceKey, t.notBefore).where(sql`${t.debounceKey} IS NOT NULL AND ${t.status} = 'queued'`),
     index("idx_instances_parent").on(t.parentInstanceId).where(sql`${t.parentInstanceId} IS NOT NULL`),
     index("idx_instances_deadline").on(t.deadlineAt).where(sql`${t.deadlineAt} IS NOT NULL`),
   ],
