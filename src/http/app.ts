@@ -21,9 +21,9 @@ import { documented } from "./openapi.ts";
 import { referenceRoutes } from "./reference.ts";
 import { scheduleRoutes } from "./schedules.ts";
 import { resultRoutes } from "./results.ts";
-import { operationRoutes } from "./operations.ts";
-import { onError, problem } from "./problem.ts";
-import { instancePage, instanceView, started, instanceStatus } from "./schemas.ts";
+import { instanceTransition, operationRoutes } from "./operations.ts";
+import { instanceNotFound, onError, problem } from "./problem.ts";
+import { instanceIdParam, instancePage, instanceView, started } from "./schemas.ts";
 
 export interface AppOptions {
   engine: (c: Context) => Engine | Promise<Engine>;
@@ -56,7 +56,6 @@ const startBody = (input: z.ZodType = z.unknown()) =>
     instanceId: z.string().min(1).max(200).optional().describe("idempotency: starting the same id again returns the existing instance (200)"),
   });
 const nameParam = z.object({ name: z.string().describe("a registered workflow") });
-const idParam = z.object({ id: z.string().describe("instance id") });
 
 /** A list page is bounded work: at most this many instances, payload-free unless asked. */
 const MAX_PAGE = 100;
@@ -168,6 +167,7 @@ export function createApp(opts: AppOptions): Hono {
 
   // Public API.
   const api = new Hono();
+  const helpers: RouteHelpers = { engine, scope, parse };
   const isIngestion = (c: Context) => c.req.method === "POST" && ["/", "/events"].includes(new URL(c.req.url).pathname);
   api.use("*", bearerAuth({ apiTokens: opts.apiTokens, ...(opts.eventsTokens ? { eventsTokens: opts.eventsTokens } : {}), isIngestion, eventsTokenTargeting: opts.eventsTokenTargeting === true }));
 
@@ -203,7 +203,7 @@ export function createApp(opts: AppOptions): Hono {
       summary: "An instance's status, input, output and error",
       tags: ["instances"],
       auth: "api",
-      params: idParam,
+      params: instanceIdParam,
       query: z.object({ history: z.enum(["1", "true", "0", "false"]).optional().describe("include the history") }),
       responses: { 200: { description: "the instance", schema: instanceView }, 404: { description: "unknown instance" } },
     }),
@@ -211,7 +211,7 @@ export function createApp(opts: AppOptions): Hono {
       const e = await engine(c);
       const { params, query } = c.var.valid;
       const view = await e.getInstance(params.id, { history: query.history === "1" || query.history === "true" });
-      if (!view) return problem(c, 404, `instance "${params.id}" not found`, "NotFoundError");
+      if (!view) return instanceNotFound(c, params.id);
       return c.json(view);
     },
   );
@@ -242,28 +242,15 @@ export function createApp(opts: AppOptions): Hono {
     },
   );
 
-  api.post(
-    "/instances/:id/cancel",
-    documented({
-      operationId: "cancelInstance",
-      summary: "Cancel a running, waiting or quarantined instance (compensations run first)",
-      tags: ["instances"],
-      auth: "api",
-      params: idParam,
-      responses: {
-        200: { description: "cancelled, or compensating before it ends cancelled", schema: z.object({ status: instanceStatus }) },
-        404: { description: "unknown instance" },
-        409: { description: "the instance has already finished" },
-      },
-    }),
-    async (c) => {
-      const e = await engine(c);
-      const r = await e.cancel(c.var.valid.params.id, "api", scope(c));
-      return c.json(r);
-    },
-  );
+  instanceTransition(api, helpers, {
+    action: "cancel",
+    operationId: "cancelInstance",
+    summary: "Cancel a running, waiting or quarantined instance (compensations run first)",
+    ok: "cancelled, or compensating before it ends cancelled",
+    conflict: "the instance has already finished",
+    run: (e, id, s) => e.cancel(id, "api", s),
+  });
 
-  const helpers: RouteHelpers = { engine, scope, parse };
   cloudEventRoutes(api, helpers);
   resultRoutes(api, helpers);
   operationRoutes(api, helpers);

@@ -24,6 +24,11 @@ export function problem(c: Context, status: number, error: string, errorType: st
   });
 }
 
+/** 404 for an instance route whose instance does not exist. */
+export function instanceNotFound(c: Context, instanceId: string) {
+  return problem(c, 404, `instance "${instanceId}" not found`, "NotFoundError");
+}
+
 /**
  * The answer to a request the server cannot serve because of its configuration:
  * 503 naming the variable to fix; the full message (which may quote a value)

@@ -11,7 +11,7 @@ import { z } from "zod";
 import { isTerminal } from "../engine/results.ts";
 import type { RouteHelpers } from "./app.ts";
 import { documented } from "./openapi.ts";
-import { problem } from "./problem.ts";
+import { instanceNotFound } from "./problem.ts";
 import { instancePending, instanceResult } from "./schemas.ts";
 
 export const MAX_RESULT_WAIT_SECONDS = 30;
@@ -37,7 +37,7 @@ export function resultRoutes(api: Hono, h: RouteHelpers): void {
       const { params, query } = c.var.valid;
       const e = await h.engine(c);
       const view = await e.awaitInstance(params.id, query.wait ?? 0, c.req.raw.signal);
-      if (!view) return problem(c, 404, `instance "${params.id}" not found`, "NotFoundError");
+      if (!view) return instanceNotFound(c, params.id);
       const head = { instanceId: view.instanceId, workflowName: view.workflowName, status: view.status };
       if (!isTerminal(view.status)) return c.json(head, 202, { "retry-after": "0" });
       return c.json({ ...head, output: view.output, error: view.error, cancellation: view.cancellation }, 200);

@@ -10,6 +10,9 @@ export const instanceStatus = z.enum(INSTANCE_STATUSES);
 
 export const instanceId = z.string().min(1).max(200).describe("instance id (A-Z a-z 0-9 _ . : -)");
 
+/** The `:id` path parameter of the instance routes. */
+export const instanceIdParam = z.object({ id: z.string().describe("instance id") });
+
 export const storedError = z
   .object({ error_type: z.string(), error_message: z.string() })
   .loose()
