@@ -144,6 +144,44 @@ export interface EddaClient<W extends WorkflowSet> {
   result<N extends WorkflowName<W> = never>(instanceId: string, opts?: ResultOptions & { workflow?: N }): Promise<InstanceOutcome<[N] extends [never] ? unknown : WorkflowResult<W, N>>>;
   /** The app's scheduled workflows with their next and last run (`GET /schedules`). */
   schedules(): Promise<ScheduleView<WorkflowName<W>>[]>;
+  /** A page of the outbox's dead letters (`invalid`, `expired`), newest first; data only with `include: "payloads"`. */
+  deadLetters(query?: DeadLetterQuery): Promise<{ events: DeadLetter[]; nextCursor: string | null }>;
+  /** Re-arm a dead letter: pending again, attempts reset, relayed now (EddaApiError 409 when it is not a dead letter). */
+  redeliverDeadLetter(eventId: string): Promise<{ status: "pending" }>;
+  /** Delete a dead letter (EddaApiError 409 when it is not a dead letter). */
+  discardDeadLetter(eventId: string): Promise<{ discarded: true }>;
+}
+
+export type DeadLetterStatus = "invalid" | "expired";
+
+export interface DeadLetterQuery {
+  /** Default: both. */
+  status?: DeadLetterStatus | DeadLetterStatus[];
+  /** Only events of this CloudEvents type. */
+  type?: string;
+  /** At most 100 (default 50). */
+  limit?: number;
+  cursor?: string;
+  include?: "payloads";
+}
+
+/** An outbox event the relay set aside: the broker refused it (`invalid`) or it ran out of attempts or age (`expired`). */
+export interface DeadLetter {
+  eventId: string;
+  type: string;
+  source: string;
+  status: DeadLetterStatus;
+  attempts: number;
+  /** Why it was set aside. */
+  lastError: string | null;
+  createdAt: string;
+  rearmedAt: string | null;
+  contentType: string;
+  /** With `include: "payloads"`: JSON data. */
+  data?: unknown;
+  /** With `include: "payloads"`: binary data. */
+  dataBase64?: string;
+  extensions?: unknown;
 }
 
 export interface ScheduleView<N extends string = string> {
@@ -290,6 +328,22 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
     result: (instanceId, o) => result(instanceId, o),
     async schedules() {
       return (await call<{ schedules: ScheduleView<WorkflowName<W>>[] }>("GET", "/schedules")).body.schedules;
+    },
+    async deadLetters(q = {}) {
+      const params = new URLSearchParams();
+      if (q.status) params.set("status", ([] as DeadLetterStatus[]).concat(q.status).join(","));
+      if (q.type) params.set("type", q.type);
+      if (q.limit !== undefined) params.set("limit", String(q.limit));
+      if (q.cursor) params.set("cursor", q.cursor);
+      if (q.include) params.set("include", q.include);
+      const qs = params.toString();
+      return (await call<{ events: DeadLetter[]; nextCursor: string | null }>("GET", `/outbox/dead-letters${qs ? `?${qs}` : ""}`)).body;
+    },
+    async redeliverDeadLetter(eventId) {
+      return (await call<{ status: "pending" }>("POST", `/outbox/dead-letters/${enc(eventId)}/redeliver`)).body;
+    },
+    async discardDeadLetter(eventId) {
+      return (await call<{ discarded: true }>("POST", `/outbox/dead-letters/${enc(eventId)}/discard`)).body;
     },
   };
 }

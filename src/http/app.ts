@@ -22,6 +22,7 @@ import { referenceRoutes } from "./reference.ts";
 import { scheduleRoutes } from "./schedules.ts";
 import { resultRoutes } from "./results.ts";
 import { instanceTransition, operationRoutes } from "./operations.ts";
+import { outboxRoutes } from "./outbox.ts";
 import { instanceNotFound, onError, problem } from "./problem.ts";
 import { instanceIdParam, instancePage, instanceView, started } from "./schemas.ts";
 
@@ -255,6 +256,7 @@ export function createApp(opts: AppOptions): Hono {
   resultRoutes(api, helpers);
   operationRoutes(api, helpers);
   scheduleRoutes(api, helpers);
+  outboxRoutes(api, helpers);
   if (opts.mcp) mcpRoutes(api, helpers, opts.mcp);
   referenceRoutes(app, api, { workflows: opts.workflows ?? (() => []), tokenRequired: () => (opts.apiTokens() ?? []).length > 0 });
   opts.extend?.(api, helpers);

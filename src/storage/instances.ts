@@ -1,13 +1,11 @@
 /**
  * Workflow definitions, instance creation/reading/listing and cancellation.
  *
- * Listing pages with a keyset cursor on (started_at, instance_id): stable under
- * concurrent inserts, no OFFSET scans. The cursor carries started_at at full
- * microsecond precision (a JS Date would truncate it to milliseconds and skip
- * or repeat rows that share a millisecond).
+ * Listing pages with a keyset cursor on (started_at, instance_id) (cursor.ts):
+ * stable under concurrent inserts, no OFFSET scans.
  */
 import { sql, type SQL } from "drizzle-orm";
-import { InvalidArgumentError } from "../core/errors.ts";
+import { decodeCursor, encodeCursor, keyTimestamp } from "./cursor.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowDefinitions } from "./schema.ts";
 import { DB_NOW, dbNowPlus, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
@@ -58,31 +56,6 @@ export async function getInstance(ex: Executor, instanceId: string): Promise<Ins
   return row ? toInstance(row) : null;
 }
 
-// --- list cursor: base64url(JSON [started_at ISO with microseconds, instance_id]) ---
-
-function encodeCursor(startedAt: string, instanceId: string): string {
-  const bytes = new TextEncoder().encode(JSON.stringify([startedAt, instanceId]));
-  let bin = "";
-  for (const b of bytes) bin += String.fromCharCode(b);
-  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-function decodeCursor(cursor: string): [string, string] {
-  try {
-    const bin = atob(cursor.replace(/-/g, "+").replace(/_/g, "/"));
-    const value: unknown = JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
-    if (Array.isArray(value) && value.length === 2 && typeof value[0] === "string" && typeof value[1] === "string") {
-      // exactly the shape encodeCursor writes (to_char … 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-      if (/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(value[0]) && !Number.isNaN(Date.parse(value[0])) && value[1].length <= 255) {
-        return [value[0], value[1]];
-      }
-    }
-  } catch {
-    // fall through
-  }
-  throw new InvalidArgumentError("invalid instance list cursor", [{ path: ["cursor"], message: "invalid cursor" }]);
-}
-
 /** The WHERE conditions of a list query's filters (not its status, cursor or limit). */
 export function instanceFilter(query: InstanceFilter): SQL[] {
   const where: SQL[] = [];
@@ -104,7 +77,7 @@ export async function listInstances(ex: Executor, query: ListInstancesQuery): Pr
   }
   where.push(...instanceFilter(query));
   if (query.cursor) {
-    const [startedAt, instanceId] = decodeCursor(query.cursor);
+    const [startedAt, instanceId] = decodeCursor(query.cursor, "instance list");
     where.push(sql`(started_at, instance_id) < (${startedAt}::timestamptz, ${instanceId}::text)`);
   }
   const whereSql = where.length ? sql`WHERE ${sql.join(where, sql` AND `)}` : sql``;
@@ -112,7 +85,7 @@ export async function listInstances(ex: Executor, query: ListInstancesQuery): Pr
   const rows = await queryRows<Row>(
     ex,
     sql`SELECT ${INSTANCE_COLUMNS},
-               to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS started_at_key
+               ${keyTimestamp(sql`started_at`)} AS started_at_key
         FROM workflow_instances ${whereSql}
         ORDER BY started_at DESC, instance_id DESC
         LIMIT ${limit + 1}::int`,

@@ -146,5 +146,12 @@ export const MIGRATIONS: BundledMigration[] = [
       "CREATE INDEX \"idx_instances_debounce\" ON \"workflow_instances\" USING btree (\"debounce_key\",\"not_before\") WHERE \"workflow_instances\".\"debounce_key\" IS NOT NULL AND \"workflow_instances\".\"status\" = 'queued';",
       "CREATE INDEX \"idx_instances_rate\" ON \"workflow_instances\" USING btree (\"rate_key\",\"admitted_at\") WHERE \"workflow_instances\".\"rate_key\" IS NOT NULL;"
     ]
+  },
+  {
+    "version": 9,
+    "tag": "0008_outbox_rearm",
+    "statements": [
+      "ALTER TABLE \"outbox_events\" ADD COLUMN \"rearmed_at\" timestamp with time zone;"
+    ]
   }
 ];

@@ -8,11 +8,18 @@
  * same row. The terminal marks of a send (failed / invalid) apply only to a row
  * still `processing`: a relay whose claim timed out and was re-claimed and
  * published by another cannot turn it back into `failed`.
+ *
+ * Dead letters (`invalid`, `expired`) stay until an operator acts: re-arming
+ * puts one back to `pending` with its attempts reset and its age counted from
+ * the re-arm (`rearmed_at`), discarding deletes it. Both are guarded by the
+ * status in the statement itself, so of two concurrent re-arms exactly one
+ * acts, and a row that is not a dead letter is never touched.
  */
 import { sql, type SQL } from "drizzle-orm";
+import { decodeCursor, encodeCursor, keyTimestamp } from "./cursor.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { DB_NOW, dbNowPlus, payloadParams, toOutbox, type Row } from "./rows.ts";
-import type { NewOutboxEvent, OutboxRecord } from "./types.ts";
+import { DEAD_LETTER_STATUSES, type DeadLetterAction, type DeadLetterPage, type DeadLetterQuery, type NewOutboxEvent, type OutboxRecord, type OutboxStatus } from "./types.ts";
 
 /** How long a claim protects a row before another relay may take it over. */
 export const OUTBOX_CLAIM_TIMEOUT_SECONDS = 60;
@@ -78,10 +85,60 @@ export async function expireOutboxEvents(ex: Executor, olderThanSeconds: number,
     ex,
     sql`UPDATE outbox_events SET status = 'expired'
         WHERE status IN ('pending', 'failed')
-          AND (created_at < ${DB_NOW} - make_interval(secs => ${olderThanSeconds}::float8) OR retry_count >= ${maxRetries}::int)
+          AND (coalesce(rearmed_at, created_at) < ${DB_NOW} - make_interval(secs => ${olderThanSeconds}::float8) OR retry_count >= ${maxRetries}::int)
         RETURNING 1 AS ok`,
   );
   return rows.length;
+}
+
+export async function listDeadLetters(ex: Executor, query: DeadLetterQuery): Promise<DeadLetterPage> {
+  const limit = Math.min(1000, Math.max(1, Math.trunc(query.limit ?? 50)));
+  const statuses = (query.status ?? DEAD_LETTER_STATUSES).filter((s) => (DEAD_LETTER_STATUSES as readonly string[]).includes(s));
+  if (statuses.length === 0) return { events: [], nextCursor: null };
+  const where: SQL[] = [sql`status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})`];
+  if (query.eventType !== undefined) where.push(sql`event_type = ${query.eventType}`);
+  if (query.cursor) {
+    const [createdAt, eventId] = decodeCursor(query.cursor, "dead-letter list");
+    where.push(sql`(created_at, event_id) < (${createdAt}::timestamptz, ${eventId}::text)`);
+  }
+  // One extra row tells whether there is a next page.
+  const rows = await queryRows<Row>(
+    ex,
+    sql`SELECT *, ${keyTimestamp(sql`created_at`)} AS created_at_key FROM outbox_events
+        WHERE ${sql.join(where, sql` AND `)}
+        ORDER BY created_at DESC, event_id DESC
+        LIMIT ${limit + 1}::int`,
+  );
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  const nextCursor = rows.length > limit && last ? encodeCursor(String(last.created_at_key), String(last.event_id)) : null;
+  return { events: page.map(toOutbox), nextCursor };
+}
+
+const DEAD = sql.raw(DEAD_LETTER_STATUSES.map((s) => `'${s}'`).join(", "));
+
+/** Run a status-guarded `action` on one row and report what it found (one statement). */
+async function onDeadLetter(ex: Executor, eventId: string, action: SQL): Promise<DeadLetterAction> {
+  const [row] = await queryRows<{ previous: string | null; done: boolean }>(
+    ex,
+    sql`WITH cur AS (SELECT status FROM outbox_events WHERE event_id = ${eventId}),
+             act AS (${action} RETURNING 1 AS ok)
+        SELECT (SELECT status FROM cur) AS previous, EXISTS (SELECT 1 FROM act) AS done`,
+  );
+  return { previousStatus: (row?.previous ?? null) as OutboxStatus | null, done: row?.done === true };
+}
+
+export function rearmOutboxEvent(ex: Executor, eventId: string): Promise<DeadLetterAction> {
+  return onDeadLetter(
+    ex,
+    eventId,
+    sql`UPDATE outbox_events SET status = 'pending', retry_count = 0, next_attempt_at = ${DB_NOW}, rearmed_at = ${DB_NOW}
+        WHERE event_id = ${eventId} AND status IN (${DEAD})`,
+  );
+}
+
+export function discardOutboxEvent(ex: Executor, eventId: string): Promise<DeadLetterAction> {
+  return onDeadLetter(ex, eventId, sql`DELETE FROM outbox_events WHERE event_id = ${eventId} AND status IN (${DEAD})`);
 }
 
 /** True the first time `(source, id)` is seen. */

@@ -60,6 +60,9 @@ import type {
   NewCompensation,
   NewHistoryEvent,
   NewInstance,
+  DeadLetterAction,
+  DeadLetterPage,
+  DeadLetterQuery,
   NewOutboxEvent,
   OutboxRecord,
   Payload,
@@ -358,6 +361,15 @@ export class PgStorage implements Storage {
   }
   expireOutboxEvents(olderThanSeconds: number, maxRetries: number): Promise<number> {
     return outbox.expireOutboxEvents(this.executor, olderThanSeconds, maxRetries);
+  }
+  listDeadLetters(query: DeadLetterQuery): Promise<DeadLetterPage> {
+    return outbox.listDeadLetters(this.executor, query);
+  }
+  rearmOutboxEvent(eventId: string): Promise<DeadLetterAction> {
+    return outbox.rearmOutboxEvent(this.executor, eventId);
+  }
+  discardOutboxEvent(eventId: string): Promise<DeadLetterAction> {
+    return outbox.discardOutboxEvent(this.executor, eventId);
   }
   recordCloudEvent(source: string, id: string): Promise<boolean> {
     return outbox.recordCloudEvent(this.executor, source, id);

@@ -281,5 +281,6 @@ export function toOutbox(r: Row): OutboxRecord {
     createdAt: toDate(r.created_at),
     publishedAt: toNullableDate(r.published_at),
     lastError: nullableStr(r.last_error),
+    rearmedAt: toNullableDate(r.rearmed_at),
   };
 }

@@ -247,6 +247,8 @@ export const outboxEvents = pgTable(
     retryCount: integer("retry_count").notNull().default(0),
     nextAttemptAt: tz("next_attempt_at").notNull().defaultNow(),
     lastError: text("last_error"),
+    /** When an operator re-armed the dead-lettered row: its age (maxAgeSeconds) counts from here. */
+    rearmedAt: tz("rearmed_at"),
   },
   (t) => [
     check("outbox_valid_status", sql`${t.status} IN ('pending', 'processing', 'published', 'failed', 'invalid', 'expired')`),

@@ -262,6 +262,32 @@ export interface DeliveredWait {
 
 export type OutboxStatus = "pending" | "processing" | "published" | "failed" | "invalid" | "expired";
 
+/** The outbox's dead letters: rows the relay set aside (the broker refused them, or they ran out of attempts or age). */
+export const DEAD_LETTER_STATUSES = ["invalid", "expired"] as const;
+export type DeadLetterStatus = (typeof DEAD_LETTER_STATUSES)[number];
+
+export interface DeadLetterQuery {
+  /** Default: both. */
+  status?: DeadLetterStatus[];
+  eventType?: string;
+  /** 1..1000, default 50. */
+  limit?: number;
+  /** Opaque cursor from a previous page's `nextCursor`. */
+  cursor?: string | null;
+}
+
+export interface DeadLetterPage {
+  /** Newest first (created_at DESC, event_id DESC). */
+  events: OutboxRecord[];
+  nextCursor: string | null;
+}
+
+/** What an operator action on a dead letter found: the row's status before it (null: no such row), and whether it acted. */
+export interface DeadLetterAction {
+  previousStatus: OutboxStatus | null;
+  done: boolean;
+}
+
 export interface NewOutboxEvent {
   eventId: string;
   eventType: string;
@@ -280,6 +306,8 @@ export interface OutboxRecord extends Required<Omit<NewOutboxEvent, "contentType
   createdAt: Date;
   publishedAt: Date | null;
   lastError: string | null;
+  /** When an operator last re-armed it from the dead letters, else null. */
+  rearmedAt: Date | null;
 }
 
 // --- inspection (read-only views for operators: the viewer, tooling) ---------
@@ -544,8 +572,14 @@ export interface Storage {
   markOutboxFailed(eventId: string, error: string, retryInSeconds: number): Promise<void>;
   /** A claimed row whose send never left (the invocation's subrequest limit): back to due, no attempt counted. */
   releaseOutboxClaim(eventId: string): Promise<void>;
-  /** Pending/failed rows older than the max age → `expired`. */
+  /** Pending/failed rows older than the max age (counted from a re-arm, if any) or out of attempts → `expired`. */
   expireOutboxEvents(olderThanSeconds: number, maxRetries: number): Promise<number>;
+  /** A page of dead letters (`invalid`, `expired`), newest first. Bad cursor → InvalidArgumentError. */
+  listDeadLetters(query: DeadLetterQuery): Promise<DeadLetterPage>;
+  /** A dead letter back to `pending`, due now, attempts reset, its age counted from now; any other row is left as it is. */
+  rearmOutboxEvent(eventId: string): Promise<DeadLetterAction>;
+  /** Delete a dead letter; any other row is left as it is. */
+  discardOutboxEvent(eventId: string): Promise<DeadLetterAction>;
 
   // --- CloudEvents dedupe ---------------------------------------------------
   /** True the first time `(source, id)` is seen. */

@@ -1,7 +1,7 @@
 // A real HTTP CloudEvents receiver on 127.0.0.1 for outbox tests: it answers
 // by the event type's prefix — ok.* → 200, bad.* → 400, down.* → 500,
 // flaky.* → 500 the first time an id arrives, 200 after — and records
-// every request it got.
+// every request it got. While `outage` is set, it answers 503 to everything.
 import { createServer, type IncomingHttpHeaders } from "node:http";
 
 export interface ReceivedRequest {
@@ -13,6 +13,8 @@ export interface ReceivedRequest {
 export interface TestBroker {
   url: string;
   received: ReceivedRequest[];
+  /** While true, every request is answered 503 (a broker outage). */
+  outage: boolean;
   /** Requests for one event id. */
   deliveries(id: string): ReceivedRequest[];
   stop(): Promise<void>;
@@ -34,10 +36,11 @@ export async function startTestBroker(): Promise<TestBroker> {
       const type = String(body.type ?? "");
       const id = String(body.id ?? "");
       let status = 400;
-      if (type.startsWith("ok.")) status = 200;
+      if (broker.outage) status = 503;
+      else if (type.startsWith("ok.")) status = 200;
       else if (type.startsWith("down.")) status = 500;
       else if (type.startsWith("flaky.")) status = seen.has(id) ? 200 : 500;
-      seen.add(id);
+      if (status !== 503) seen.add(id);
       received.push({ headers: req.headers, body, status });
       res.writeHead(status, { "content-type": "text/plain" }).end(status === 200 ? "ok" : `status ${status}`);
     });
@@ -45,9 +48,10 @@ export async function startTestBroker(): Promise<TestBroker> {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : 0;
-  return {
+  const broker: TestBroker = {
     url: `http://127.0.0.1:${port}/events`,
     received,
+    outage: false,
     deliveries: (id) => received.filter((r) => r.body.id === id),
     stop: () =>
       new Promise<void>((resolve) => {
@@ -55,4 +59,5 @@ export async function startTestBroker(): Promise<TestBroker> {
         server.close(() => resolve());
       }),
   };
+  return broker;
 }

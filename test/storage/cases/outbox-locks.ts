@@ -82,6 +82,37 @@ export function outboxAndLockCases(ctx: ContractContext): void {
       const statuses = await rows<{ event_id: string; status: string }>(ctx.database, sql`SELECT event_id, status FROM outbox_events WHERE event_id LIKE ${prefix + "%"} ORDER BY event_id`);
       expect(statuses.map((r) => r.status)).toEqual(["expired", "expired", "published", "pending"]);
     });
+    it("dead letters: listed newest first with a cursor, re-armed (age from the re-arm) or discarded only while dead", async () => {
+      const prefix = uid("dead");
+      const ids = [1, 2, 3].map((n) => `${prefix}-${n}`);
+      for (const id of ids) await ctx.storage.addOutboxEvent({ eventId: id, eventType: prefix, eventSource: "/s", data: json(id) });
+      await ctx.storage.claimOutboxEvents(1000, ids);
+      await ctx.storage.markOutboxInvalid(ids[0]!, "400 Bad Request");
+      await ctx.storage.markOutboxInvalid(ids[1]!, "400 again");
+      await ctx.database.db.execute(sql`UPDATE outbox_events SET status = 'expired', retry_count = 5, created_at = now() - interval '2 days' WHERE event_id = ${ids[2]!}`);
+      const first = await ctx.storage.listDeadLetters({ eventType: prefix, limit: 2 });
+      expect(first.events.map((e) => e.eventId)).toEqual([ids[1], ids[0]]);
+      expect(first.events[0]).toMatchObject({ status: "invalid", lastError: "400 again", rearmedAt: null, data: json(ids[1]) });
+      const second = await ctx.storage.listDeadLetters({ eventType: prefix, limit: 2, cursor: first.nextCursor });
+      expect(second.events.map((e) => e.eventId)).toEqual([ids[2]]);
+      expect(second.nextCursor).toBeNull();
+      expect((await ctx.storage.listDeadLetters({ eventType: prefix, status: ["invalid"] })).events).toHaveLength(2);
+      await expect(ctx.storage.listDeadLetters({ cursor: "nope" })).rejects.toMatchObject({ name: "InvalidArgumentError" });
+
+      expect(await ctx.storage.rearmOutboxEvent(ids[2]!)).toEqual({ previousStatus: "expired", done: true });
+      expect(await ctx.storage.rearmOutboxEvent(ids[2]!)).toEqual({ previousStatus: "pending", done: false });
+      expect(await ctx.storage.rearmOutboxEvent(uid("none"))).toEqual({ previousStatus: null, done: false });
+      // two days old, but its age counts from the re-arm: not expired again by age, due now
+      await ctx.storage.expireOutboxEvents(24 * 3600, 5);
+      const [rearmed] = await ctx.storage.claimOutboxEvents(10, [ids[2]!]);
+      expect(rearmed).toMatchObject({ status: "processing", retryCount: 0 });
+      expect(rearmed!.rearmedAt).toBeInstanceOf(Date);
+
+      expect(await ctx.storage.discardOutboxEvent(ids[2]!)).toEqual({ previousStatus: "processing", done: false });
+      expect(await ctx.storage.discardOutboxEvent(ids[0]!)).toEqual({ previousStatus: "invalid", done: true });
+      expect(await ctx.storage.discardOutboxEvent(ids[0]!)).toEqual({ previousStatus: null, done: false });
+      expect((await ctx.storage.listDeadLetters({ eventType: prefix })).events.map((e) => e.eventId)).toEqual([ids[1]]);
+    });
   });
 
   describe("system locks", () => {
