@@ -39,6 +39,7 @@ export type { RaceBranch, RaceResult } from "./core/race.ts";
 export type { ChannelMessage, ReceivedEvent, ReceiveOptions, WaitEventOptions } from "./core/waits.ts";
 export type { EventMatch, EventMatchValue, MatchDocument } from "./core/match.ts";
 export type { MissedTicks, ScheduleOption, ScheduleSpec } from "./core/schedule.ts";
+export type { ConcurrencyOption, DebounceOption, FlowControlOptions, RateLimitOption, SingletonOption } from "./core/flow-control.ts";
 export type { ScheduledInput } from "./engine/schedules.ts";
 export { subscribe, unsubscribe, publish, sendTo, joinGroup, leaveGroup, publishToGroup } from "./engine/messaging.ts";
 export type { PublishOptions, Publisher } from "./engine/messaging.ts";

@@ -11,6 +11,7 @@ import type { RetryPolicy } from "./retry.ts";
 import type { ActivityContext, WorkflowContext } from "./context.ts";
 import { callActivity } from "./operation.ts";
 import { normalizeSchedule, type ScheduleOption } from "./schedule.ts";
+import { checkFlowControl, type FlowControlOptions } from "./flow-control.ts";
 
 export type ActivityFn<A extends unknown[], R> = (ctx: ActivityContext, ...args: A) => Promise<R> | R;
 
@@ -67,7 +68,7 @@ export function activity<A extends unknown[], R>(
   return def;
 }
 
-export interface WorkflowOptions<S extends z.ZodType | undefined> {
+export interface WorkflowOptions<S extends z.ZodType | undefined> extends FlowControlOptions {
   /** zod schema for the input; failures are 422 at the API. */
   input?: S;
   /** What the workflow does, for people and AI assistants (the MCP tool description, API docs). */
@@ -86,12 +87,7 @@ export interface WorkflowOptions<S extends z.ZodType | undefined> {
    * missed }`), with input `{ scheduledAt }` (core/schedule.ts).
    */
   schedule?: ScheduleOption;
-  /**
-   * At most `limit` unfinished instances per key (`key(input)`) are started;
-   * later ones wait in status `queued` and start in start order as slots
-   * free. A waiting instance keeps its slot (see docs/design.md).
-   */
-  concurrency?: { key: (input: any) => string; limit: number };
+  // concurrency, rateLimit, debounce, singleton: core/flow-control.ts.
 }
 
 export type WorkflowFn<I, O> = (ctx: WorkflowContext, input: I) => Promise<O>;
@@ -128,10 +124,7 @@ export function workflow(name: string, a: unknown, b?: unknown): Workflow {
   if (typeof fn !== "function") throw new TypeError(`workflow ${name}: missing function`);
   checkTimeout(`workflow ${name}`, options.timeoutSeconds);
   if (options.schedule !== undefined) normalizeSchedule(name, options.schedule);
-  const cc = options.concurrency;
-  if (cc !== undefined && (typeof cc.key !== "function" || !Number.isInteger(cc.limit) || cc.limit < 1)) {
-    throw new TypeError(`workflow ${name}: concurrency must be { key: (input) => string, limit: a positive integer }`);
-  }
+  checkFlowControl(name, options);
   return { workflowName: name, fn, options, source: fn.toString() };
 }
 

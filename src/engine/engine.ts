@@ -23,7 +23,7 @@ import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 import { batchOrEach, DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
 import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
 import { checkScheduledInputs } from "./schedules.ts";
-import { admit, concurrencyKey, slotFreed } from "./flow-control.ts";
+import { createControlled, flowKeys, slotFreed, startTimedStarts, type FlowFields } from "./flow-control.ts";
 
 export interface EngineOptions {
   storage: Storage;
@@ -211,6 +211,8 @@ export class Engine implements StepRunner {
     const value = this.validateInput(wf, input);
     const r = await this.createValidated(this.storage, wf, value, opts);
     if (r.created) this.afterStart(wf, r.instanceId, value, scope, r.traceContext);
+    // A queued rate-limited or debounced start is admitted when its time comes (flow-control.ts); the sweep is the floor.
+    if (r.wakeInSeconds !== undefined) this.dispatcher.wakeIn?.(r.wakeInSeconds, scope);
     return r;
   }
 
@@ -221,29 +223,31 @@ export class Engine implements StepRunner {
     value: unknown,
     opts: StartOptions,
     link?: { parentInstanceId: string; parentActivityId: string | null; detached: boolean },
-  ): Promise<{ instanceId: string; status: InstanceStatus; created: boolean; traceContext: string | null }> {
+  ): Promise<{ instanceId: string; status: InstanceStatus; created: boolean; traceContext: string | null; wakeInSeconds?: number }> {
     if (opts.instanceId !== undefined && !/^[A-Za-z0-9_.:-]{1,200}$/.test(opts.instanceId)) {
       throw new ValidationError("instanceId must be 1–200 characters of A-Z a-z 0-9 _ . : -", [{ path: ["instanceId"], message: "invalid instance id" }]);
     }
+    const keys = flowKeys(wf, value); // before anything is stored: a bad key is a ValidationError
     const sourceHash = await this.ensureDefinition(wf);
     const instanceId = opts.instanceId ?? crypto.randomUUID();
     const traceContext = this.tracing?.started(wf.workflowName, instanceId, opts.traceparent) ?? null;
-    const key = concurrencyKey(wf, value);
-    const create = (s: Storage, status?: "running" | "queued") =>
+    const inputData = toJson(value ?? null);
+    const create = (s: Storage, flow: FlowFields = {}) =>
       s.createInstance({
         instanceId,
         traceContext,
         workflowName: wf.workflowName,
         sourceHash,
         ownerService: this.serviceName,
-        inputData: toJson(value ?? null),
+        inputData,
         lockTimeoutSeconds: wf.options.lockTimeoutSeconds ?? null,
         timeoutSeconds: wf.options.timeoutSeconds ?? null,
         ...link,
-        ...(key ? { concurrencyKey: key, ...(status ? { status } : {}) } : {}),
+        ...flow,
       });
-    // A keyed workflow is admitted under its key's lock, in the creating transaction (flow-control.ts).
-    const { created, instance } = key ? await storage.transaction(async (tx) => create(tx, await admit(tx, wf, key))) : await create(storage);
+    // Flow control admits (or collapses) the start under its keys' locks, in the creating transaction (flow-control.ts).
+    if (keys) return { ...(await createControlled(storage, wf, keys, inputData, link !== undefined, create)), traceContext };
+    const { created, instance } = await create(storage);
     return { instanceId: instance.instanceId, status: instance.status, created, traceContext };
   }
 
@@ -418,6 +422,8 @@ export class Engine implements StepRunner {
       fired += timers.length + waits.length + deadlines;
       if (timers.length < 500 && waits.length < 500 && deadlines < 100) break;
     }
+    // Wake-ups for rate windows and debounce periods come through here too (flow-control.ts).
+    fired += await startTimedStarts(this, 100, scope).catch((err: unknown) => (console.error("edda: timed starts failed (the sweeper will)", err), 0));
     return fired;
   }
 

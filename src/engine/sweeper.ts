@@ -30,7 +30,7 @@ import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 import { expireDeadlines, unparkChanged } from "./lifecycle.ts";
 import { runDueSchedules } from "./schedules.ts";
-import { promoteAllQueued } from "./flow-control.ts";
+import { promoteAllQueued, startTimedStarts } from "./flow-control.ts";
 import { emptyRelayReport, relayOutbox, type RelayReport } from "./outbox.ts";
 import { batchOrEach, type Isolation, type RowFailure } from "./poison.ts";
 
@@ -72,7 +72,8 @@ export type SweepTask =
   | "instance_retention"
   | "dedupe_retention"
   | "schedules"
-  | "concurrency";
+  | "concurrency"
+  | "timed_starts";
 
 export interface SweepReport {
   timersFired: number;
@@ -97,6 +98,8 @@ export interface SweepReport {
   scheduledStarted: number;
   /** Queued instances of concurrency keys promoted into free slots (flow-control.ts). */
   queuedPromoted: number;
+  /** Queued rate-limited instances admitted as their window made room, and debounced instances started once due (flow-control.ts). */
+  timedStarted: number;
   /** Tasks another sweep was running (its lock was held), so this one skipped them. */
   skipped: SweepTask[];
   /** Tasks not started because the budget ran out. */
@@ -136,6 +139,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     rowFailures: [],
     scheduledStarted: 0,
     queuedPromoted: 0,
+    timedStarted: 0,
     skipped: [],
     deferred: [],
     failures: [],
@@ -290,6 +294,11 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
   await task("concurrency", async () => {
     const n = await promoteAllQueued(engine, batch, scope);
     report.queuedPromoted += n;
+    return n;
+  });
+  await task("timed_starts", async () => {
+    const n = await startTimedStarts(engine, batch, scope);
+    report.timedStarted += n;
     return n;
   });
 

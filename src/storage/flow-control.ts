@@ -13,6 +13,7 @@
 import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
 import { DB_NOW } from "./rows.ts";
+import type { InstanceStatus } from "../core/model.ts";
 
 const lockKey = (key: string) => sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:concurrency:${key}`}::text, 0))`;
 const HOLDING = sql`status NOT IN ('completed', 'failed', 'cancelled', 'queued')`;
@@ -60,4 +61,118 @@ export async function queuedConcurrencyKeys(ex: Executor, workflowNames: string[
 export async function concurrencyKeyOf(ex: Executor, instanceId: string): Promise<string | null> {
   const [row] = await queryRows<{ concurrency_key: string | null }>(ex, sql`SELECT concurrency_key FROM workflow_instances WHERE instance_id = ${instanceId}`);
   return row?.concurrency_key ?? null;
+}
+
+/*
+ * Rate limits (`rateLimit: { key, limit, periodSeconds }`): an admission is
+ * the instant an instance of the key leaves the queue (`admitted_at`, the
+ * database clock taken after the key's lock, so admissions of one key are
+ * ordered). At most `limit` admissions fall in any `periodSeconds` window;
+ * the key's queue is its rows still `queued` with no admission, oldest first.
+ */
+const rateLock = (key: string) => sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:rate:${key}`}::text, 0))`;
+const windowOf = (periodSeconds: number) => sql`(${DB_NOW} - make_interval(secs => ${periodSeconds}::float8))`;
+const RATE_QUEUED = sql`status = 'queued' AND admitted_at IS NULL`;
+
+/** Seconds until the window of `key` has room again: 0 with fewer than `limit` admissions in it. */
+function nextRoom(key: string, limit: number, periodSeconds: number) {
+  return sql`(SELECT greatest(0, extract(epoch FROM (admitted_at + make_interval(secs => ${periodSeconds}::float8) - ${DB_NOW})))::float8
+              FROM workflow_instances WHERE rate_key = ${key} AND admitted_at > ${windowOf(periodSeconds)}
+              ORDER BY admitted_at DESC OFFSET ${limit - 1}::int LIMIT 1)`;
+}
+
+export async function admitRate(tx: Executor, key: string, limit: number, periodSeconds: number): Promise<{ status: "running" | "queued"; nextInSeconds: number }> {
+  await tx.execute(rateLock(key));
+  const [row] = await queryRows<{ next: number | null; queued: boolean }>(
+    tx,
+    sql`SELECT ${nextRoom(key, limit, periodSeconds)} AS next,
+               EXISTS (SELECT 1 FROM workflow_instances WHERE rate_key = ${key} AND ${RATE_QUEUED}) AS queued`,
+  );
+  const next = row?.next ?? 0;
+  return { status: next === 0 && !row?.queued ? "running" : "queued", nextInSeconds: next };
+}
+
+export async function promoteRateQueued(tx: Executor, key: string, limit: number, periodSeconds: number): Promise<{ ids: string[]; nextInSeconds: number | null }> {
+  await tx.execute(rateLock(key));
+  const rows = await queryRows<{ instance_id: string }>(
+    tx,
+    sql`WITH free AS (
+          SELECT greatest(${limit}::int - (SELECT count(*)::int FROM workflow_instances WHERE rate_key = ${key} AND admitted_at > ${windowOf(periodSeconds)}), 0) AS n
+        ), next AS (
+          SELECT instance_id FROM workflow_instances WHERE rate_key = ${key} AND ${RATE_QUEUED}
+          ORDER BY started_at, instance_id LIMIT (SELECT n FROM free)
+          FOR UPDATE
+        )
+        UPDATE workflow_instances SET status = 'running', admitted_at = ${DB_NOW}, updated_at = ${DB_NOW}
+        WHERE instance_id IN (SELECT instance_id FROM next) AND status = 'queued'
+        RETURNING instance_id`,
+  );
+  const [rest] = await queryRows<{ next: number | null; queued: boolean }>(
+    tx,
+    sql`SELECT ${nextRoom(key, limit, periodSeconds)} AS next,
+               EXISTS (SELECT 1 FROM workflow_instances WHERE rate_key = ${key} AND ${RATE_QUEUED}) AS queued`,
+  );
+  return { ids: rows.map((r) => r.instance_id), nextInSeconds: rest?.queued ? (rest.next ?? 0) : null };
+}
+
+export async function queuedRateKeys(ex: Executor, workflowNames: string[], limit: number): Promise<string[]> {
+  if (workflowNames.length === 0) return [];
+  const rows = await queryRows<{ rate_key: string }>(
+    ex,
+    sql`SELECT DISTINCT rate_key FROM workflow_instances
+        WHERE ${RATE_QUEUED} AND rate_key IS NOT NULL
+          AND workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
+        LIMIT ${limit}::int`,
+  );
+  return rows.map((r) => r.rate_key);
+}
+
+/* Singletons: the key's lock serializes starts; the holder is any unfinished instance of the key. */
+export async function singletonHolder(tx: Executor, key: string): Promise<{ instanceId: string; status: InstanceStatus } | null> {
+  await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:singleton:${key}`}::text, 0))`);
+  const [row] = await queryRows<{ instance_id: string; status: InstanceStatus }>(
+    tx,
+    sql`SELECT instance_id, status FROM workflow_instances
+        WHERE singleton_key = ${key} AND status NOT IN ('completed', 'failed', 'cancelled')
+        ORDER BY started_at, instance_id LIMIT 1`,
+  );
+  return row ? { instanceId: row.instance_id, status: row.status } : null;
+}
+
+/*
+ * Debounce: a key's pending instance is its row still `queued`. A start
+ * collapses into it (row lock) or, under the key's lock, creates it; the
+ * start of a due one skips rows a collapse holds (SKIP LOCKED) and re-checks
+ * `queued`, so a start either lands in the instance before it runs or makes
+ * the next one — never both, never neither.
+ */
+export async function debounceInto(tx: Executor, key: string, inputData: string, periodSeconds: number, maxWaitSeconds: number | null): Promise<{ instanceId: string; dueInSeconds: number } | null> {
+  await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:debounce:${key}`}::text, 0))`);
+  const due = sql`(${DB_NOW} + make_interval(secs => ${periodSeconds}::float8))`;
+  const capped = maxWaitSeconds === null ? due : sql`least(${due}, started_at + make_interval(secs => ${maxWaitSeconds}::float8))`;
+  const [row] = await queryRows<{ instance_id: string; due_in: number }>(
+    tx,
+    sql`UPDATE workflow_instances SET input_data = ${inputData}, not_before = ${capped}, updated_at = ${DB_NOW}
+        WHERE instance_id = (SELECT instance_id FROM workflow_instances WHERE debounce_key = ${key} AND status = 'queued' ORDER BY started_at LIMIT 1)
+          AND status = 'queued'
+        RETURNING instance_id, greatest(0, extract(epoch FROM (not_before - ${DB_NOW})))::float8 AS due_in`,
+  );
+  return row ? { instanceId: row.instance_id, dueInSeconds: row.due_in } : null;
+}
+
+export async function startDueDebounced(ex: Executor, workflowNames: string[], limit: number): Promise<string[]> {
+  if (workflowNames.length === 0) return [];
+  const rows = await queryRows<{ instance_id: string }>(
+    ex,
+    sql`UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
+        WHERE instance_id IN (
+          SELECT instance_id FROM workflow_instances
+          WHERE debounce_key IS NOT NULL AND status = 'queued' AND not_before <= ${DB_NOW}
+            AND workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
+          ORDER BY not_before LIMIT ${limit}::int
+          FOR UPDATE SKIP LOCKED
+        ) AND status = 'queued'
+        RETURNING instance_id`,
+  );
+  return rows.map((r) => r.instance_id);
 }

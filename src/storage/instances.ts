@@ -24,12 +24,16 @@ export async function createInstance(ex: Executor, input: NewInstance): Promise<
     sql`
     WITH ins AS (
       INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds, trace_context,
-                                      parent_instance_id, parent_activity_id, detached, deadline_at, concurrency_key, status)
+                                      parent_instance_id, parent_activity_id, detached, deadline_at, concurrency_key, status,
+                                      rate_key, admitted_at, singleton_key, debounce_key, not_before)
       VALUES (${input.instanceId}, ${input.workflowName}, ${input.sourceHash}, ${input.ownerService}, ${input.inputData},
               ${input.lockTimeoutSeconds ?? null}::int, ${input.traceContext ?? null},
               ${input.parentInstanceId ?? null}::text, ${input.parentActivityId ?? null}::text, ${input.detached ?? false}::boolean,
               ${input.timeoutSeconds != null ? dbNowPlus(input.timeoutSeconds) : sql`NULL::timestamptz`},
-              ${input.concurrencyKey ?? null}::text, ${input.status ?? "running"}::text)
+              ${input.concurrencyKey ?? null}::text, ${input.status ?? "running"}::text,
+              ${input.rateKey ?? null}::text, ${input.rateKey && input.status !== "queued" ? DB_NOW : sql`NULL::timestamptz`},
+              ${input.singletonKey ?? null}::text, ${input.debounceKey ?? null}::text,
+              ${input.notBeforeSeconds != null ? dbNowPlus(input.notBeforeSeconds) : sql`NULL::timestamptz`})
       ON CONFLICT (instance_id) DO NOTHING
       RETURNING ${INSTANCE_COLUMNS}
     )

@@ -233,6 +233,24 @@ export class PgStorage implements Storage {
   concurrencyKeyOf(instanceId: string): Promise<string | null> {
     return flow.concurrencyKeyOf(this.executor, instanceId);
   }
+  admitRate(key: string, limit: number, periodSeconds: number): Promise<{ status: "running" | "queued"; nextInSeconds: number }> {
+    return flow.admitRate(this.executor, key, limit, periodSeconds);
+  }
+  promoteRateQueued(key: string, limit: number, periodSeconds: number): Promise<{ ids: string[]; nextInSeconds: number | null }> {
+    return flow.promoteRateQueued(this.executor, key, limit, periodSeconds);
+  }
+  queuedRateKeys(workflowNames: string[], limit: number): Promise<string[]> {
+    return flow.queuedRateKeys(this.executor, workflowNames, limit);
+  }
+  singletonHolder(key: string): Promise<{ instanceId: string; status: InstanceStatus } | null> {
+    return flow.singletonHolder(this.executor, key);
+  }
+  debounceInto(key: string, inputData: string, periodSeconds: number, maxWaitSeconds: number | null): Promise<{ instanceId: string; dueInSeconds: number } | null> {
+    return flow.debounceInto(this.executor, key, inputData, periodSeconds, maxWaitSeconds);
+  }
+  startDueDebounced(workflowNames: string[], limit: number): Promise<string[]> {
+    return flow.startDueDebounced(this.executor, workflowNames, limit);
+  }
   registerSchedules(regs: ScheduleRegistration[]): Promise<void> {
     return schedules.registerSchedules(this.executor, regs);
   }

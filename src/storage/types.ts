@@ -85,8 +85,15 @@ export interface NewInstance {
   timeoutSeconds?: number | null;
   /** `{workflow}:{key}` of a workflow with `concurrency`. */
   concurrencyKey?: string | null;
-  /** `queued` when no concurrency slot was free (default `running`). */
+  /** `queued` when no concurrency slot or rate window had room, or while debounced (default `running`). */
   status?: "running" | "queued";
+  /** `{workflow}:{key}` of a workflow with `rateLimit`; created `running`, it counts as admitted now. */
+  rateKey?: string | null;
+  /** `{workflow}:{key}` of a workflow with `singleton`. */
+  singletonKey?: string | null;
+  /** `{workflow}:{key}` of a workflow with `debounce`, created `queued`, due in `notBeforeSeconds`. */
+  debounceKey?: string | null;
+  notBeforeSeconds?: number | null;
 }
 
 /** Filters shared by listing and counting instances. */
@@ -548,6 +555,28 @@ export interface Storage {
   /** Concurrency keys of these workflows that have queued instances (bounded). */
   queuedConcurrencyKeys(workflowNames: string[], limit: number): Promise<string[]>;
   concurrencyKeyOf(instanceId: string): Promise<string | null>;
+  /**
+   * In a transaction, under the rate key's lock: `running` when fewer than
+   * `limit` instances of the key were admitted in the last `periodSeconds`
+   * and none is queued, else `queued`; `nextInSeconds`: when the window has
+   * room again (0: now).
+   */
+  admitRate(key: string, limit: number, periodSeconds: number): Promise<{ status: "running" | "queued"; nextInSeconds: number }>;
+  /** Under the rate key's lock: admit the oldest queued instances the window has room for; `nextInSeconds` is null once the queue is empty. */
+  promoteRateQueued(key: string, limit: number, periodSeconds: number): Promise<{ ids: string[]; nextInSeconds: number | null }>;
+  /** Rate keys of these workflows that have queued instances (bounded). */
+  queuedRateKeys(workflowNames: string[], limit: number): Promise<string[]>;
+  /** In a transaction, under the singleton key's lock (held to its end): the key's unfinished instance, if any. */
+  singletonHolder(key: string): Promise<{ instanceId: string; status: InstanceStatus } | null>;
+  /**
+   * In a transaction, under the debounce key's lock: collapse a start into
+   * the key's pending (`queued`) instance — its input becomes `inputData`,
+   * its start moves to `periodSeconds` from now (at most `maxWaitSeconds`
+   * after its creation). Null when the key has no pending instance.
+   */
+  debounceInto(key: string, inputData: string, periodSeconds: number, maxWaitSeconds: number | null): Promise<{ instanceId: string; dueInSeconds: number } | null>;
+  /** Start the debounced instances of these workflows whose time came (bounded); returns their ids. */
+  startDueDebounced(workflowNames: string[], limit: number): Promise<string[]>;
 
   // --- schedules ------------------------------------------------------------
   /** Upsert schedule rows; a changed cron/time zone/policy resets the next run, an unchanged row is not written. */

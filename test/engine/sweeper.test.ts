@@ -193,6 +193,7 @@ describe("each task", () => {
       "dedupe_retention",
       "schedules",
       "concurrency",
+      "timed_starts",
     ]);
   });
 });
