@@ -8,10 +8,14 @@
  * `unsafe()` prepares — inside transactions and savepoints too — and each
  * connection plans a statement once. Measured in bench/: Postgres CPU per step
  * roughly halves.
+ *
+ * Transactions are fenced (postgres-js-fence.ts): once a transaction's
+ * connection dropped, its callback can no longer send statements anywhere.
  */
 import postgres from "postgres";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { countingLogger, type Database, type Db, type QueryStats } from "../database.ts";
+import { createFencing } from "./postgres-js-fence.ts";
 
 export type { Database, Db, DriverName, QueryStats } from "../database.ts";
 
@@ -23,35 +27,20 @@ export interface PostgresJsOptions {
   prepare?: boolean;
 }
 
-type Client = ReturnType<typeof postgres>;
-
-/** The client with `unsafe` always preparing, also in the clients `begin`/`savepoint` hand out. */
-function preparing(client: Client): Client {
-  return new Proxy(client, {
-    get(target, key) {
-      const t = target as unknown as Record<string | symbol, unknown> & Client;
-      if (key === "unsafe") return (q: string, p: unknown[] = [], o: object = {}) => t.unsafe(q, p as never, { ...o, prepare: true });
-      if (key === "begin" || key === "savepoint") {
-        return (...args: unknown[]) => {
-          const fn = args.pop() as (c: Client) => unknown;
-          return (t[key] as (...a: unknown[]) => unknown)(...args, (c: Client) => fn(preparing(c)));
-        };
-      }
-      const v = t[key];
-      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
-}
-
 export function createPostgresJsDatabase(opts: PostgresJsOptions): Database {
   const stats: QueryStats = { statements: 0 };
   const prepare = opts.prepare ?? true;
+  // postgres.js fetches the array types on every new connection, with a promise nobody handles: a connection
+  // dropped during that fetch is an unhandled rejection, which ends a Node process. The types are shared by
+  // the client's connections, so once one has them, later (re)connections skip the fetch.
+  const fencing = createFencing({ onTypesKnown: () => void ((client.options as { fetch_types: boolean }).fetch_types = false) });
   const client = postgres(opts.url, {
     max: opts.max ?? 10,
     prepare,
     onnotice: () => {},
+    onclose: fencing.onclose,
   });
-  const db = drizzle(prepare ? preparing(client) : client, { logger: countingLogger(stats) }) as unknown as Db;
+  const db = drizzle(fencing.wrap(client, prepare), { logger: countingLogger(stats) }) as unknown as Db;
   return {
     driver: "postgres-js",
     db,
