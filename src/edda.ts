@@ -15,7 +15,7 @@ import type { Workflow } from "./core/definitions.ts";
 import type { RetryPolicy } from "./core/retry.ts";
 import type { ErrorClass } from "./core/serialization.ts";
 import { checkScheduledInputs } from "./engine/schedules.ts";
-import { Engine, type HistoryEntry, type InstanceView, type RetentionOptions, type StartOptions } from "./engine/engine.ts";
+import { Engine, type InstanceDetail, type InstanceView, type RetentionOptions, type StartOptions } from "./engine/engine.ts";
 import { LocalDispatcher, SubrequestBudget, type Dispatcher, type DispatchScope } from "./engine/dispatcher.ts";
 import { HttpDispatcher } from "./engine/http-dispatcher.ts";
 import type { PublishOptions } from "./engine/messaging.ts";
@@ -26,7 +26,7 @@ import type { TracingApi } from "./engine/tracing.ts";
 import type { Database } from "./storage/database.ts";
 import { migrate } from "./storage/migrate.ts";
 import { createStorage } from "./storage/pg-storage.ts";
-import type { ChildSummary, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
+import type { InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
 import { createApp } from "./http/app.ts";
 import { checkMcpExposure, type McpExposure } from "./http/mcp/index.ts";
 
@@ -129,7 +129,7 @@ export interface Edda {
   getInstance(
     instanceId: string,
     opts?: { history?: boolean },
-  ): Promise<(InstanceView & { children: ChildSummary[]; history?: HistoryEntry[]; historyNextCursor?: string | null }) | null>;
+  ): Promise<InstanceDetail | null>;
   findInstances(query?: ListInstancesQuery): Promise<InstancePage>;
   cancel(instanceId: string, cancelledBy?: string, ctx?: ExecutionContextLike): Promise<{ status: InstanceStatus }>;
   /**

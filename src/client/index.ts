@@ -10,11 +10,13 @@
  *   if (outcome.status === "completed") console.log(outcome.output.status);
  */
 import type { Workflow } from "../core/definitions.ts";
-import type { InstanceStatus } from "../storage/types.ts";
+// The server's views, as types only: the client's answers are the engine's views over JSON.
+import type { HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError } from "../engine/views.ts";
+import type { ChildSummary, InstanceStatus } from "../storage/types.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
-export type { InstanceStatus };
+export type { ChildSummary, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError };
 
 export interface ClientOptions {
   /** The app's URL, e.g. `https://edda.example.com` (a path prefix is kept). */
@@ -27,55 +29,8 @@ export interface ClientOptions {
   headers?: Record<string, string>;
 }
 
-export interface StoredError {
-  error_type: string;
-  error_message: string;
-  [key: string]: unknown;
-}
-
-export interface InstanceView {
-  instanceId: string;
-  workflowName: string;
-  status: InstanceStatus;
-  run: number;
-  input: unknown;
-  output: unknown;
-  error: StoredError | null;
-  cancellation: unknown;
-  currentActivityId: string | null;
-  /** The latest failure counted against the instance (a quarantined one shows why), or null. */
-  failure?: InstanceFailure | null;
-  startedAt: string;
-  updatedAt: string;
-  /** The instance that started this one as a child (`invoke`, `startChild`), or null. */
-  parentInstanceId?: string | null;
-  /** With the workflow's `timeoutSeconds`: when an unfinished run fails. */
-  deadlineAt?: string | null;
-  /** `get(id)`: the children it started, oldest first (at most 100). */
-  children?: { instanceId: string; workflowName: string; status: InstanceStatus; detached: boolean }[];
-  /** With `get(id, { history: true })`: the first page (at most 500 entries). */
-  history?: HistoryEntry[];
-  /** More history: pass to `history(id, { after })`. */
-  historyNextCursor?: string | null;
-}
-
-export interface HistoryEntry {
-  id: number;
-  activityId: string;
-  eventType: string;
-  data: unknown;
-  createdAt: string;
-}
-
-export interface InstanceFailure {
-  task: "step" | "timers" | "message_timeouts" | "channel_delivery" | "retention";
-  errorType: string;
-  message: string;
-  at: string;
-  attempts: number;
-  /** For a quarantined instance: the status `resume` puts it back in. */
-  previousStatus: InstanceStatus | null;
-}
+/** The latest failure counted against an instance (a quarantined one shows why). */
+export type InstanceFailure = InstanceFailureView;
 
 /** A finished instance: exactly one of output, error, cancellation is set by its status. */
 export type InstanceOutcome<O = unknown> =
@@ -123,8 +78,8 @@ export interface OutgoingCloudEvent {
 
 export interface EddaClient<W extends WorkflowSet> {
   start<N extends WorkflowName<W>>(name: N, input: StartInput<W, N>, opts?: { instanceId?: string }): Promise<StartedInstance<WorkflowResult<W, N>>>;
-  /** The instance, or null if there is none with this id. */
-  get(instanceId: string, opts?: { history?: boolean }): Promise<InstanceView | null>;
+  /** The instance and its children (with `history`, the first page of its history), or null if there is none with this id. */
+  get(instanceId: string, opts?: { history?: boolean }): Promise<InstanceDetail | null>;
   list(query?: ListQuery<WorkflowName<W>>): Promise<{ instances: InstanceView[]; nextCursor: string | null }>;
   cancel(instanceId: string): Promise<{ status: InstanceStatus }>;
   /** One page of the history, oldest first (at most 500 entries; default 100); `after` is the previous page's `nextCursor`. */
@@ -274,7 +229,7 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
       return { instanceId, status: r.body.status, created: r.status === 201, result: (ro) => result(instanceId, ro) };
     },
     async get(instanceId, o = {}) {
-      const r = await call<InstanceView | null>("GET", `/instances/${enc(instanceId)}${o.history ? "?history=1" : ""}`, undefined, { accept: [404] });
+      const r = await call<InstanceDetail | null>("GET", `/instances/${enc(instanceId)}${o.history ? "?history=1" : ""}`, undefined, { accept: [404] });
       return r.status === 404 ? null : r.body;
     },
     async list(q = {}) {

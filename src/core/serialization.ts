@@ -196,10 +196,17 @@ export function errorView(stored: unknown, opts: ErrorViewOptions = {}, depth = 
   return out;
 }
 
+/** A failed or cancelled instance's error as the API shows it (what else besides type and message depends on the server's settings). */
+export interface StoredError {
+  error_type: string;
+  error_message: string;
+  [key: string]: unknown;
+}
+
 /** An instance's `error_data` as the API shows it: `{ error_type, error_message, cause?, fields? }` (+ `stack` when asked). */
-export function instanceErrorView(stored: unknown, opts: ErrorViewOptions = {}): Record<string, unknown> {
+export function instanceErrorView(stored: unknown, opts: ErrorViewOptions = {}): StoredError {
   const s = isPlainRecord(stored) ? stored : {};
-  const out: Record<string, unknown> = {
+  const out: StoredError = {
     error_type: typeof s.error_type === "string" ? s.error_type : "Error",
     error_message: typeof s.error_message === "string" ? s.error_message : "",
   };

@@ -8,9 +8,9 @@ import type { Workflow } from "../core/definitions.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
 import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
-import { fromJson, historyDataView, instanceErrorView, toJson, toPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
+import { fromJson, historyDataView, toJson, toPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
 import { sha256Hex } from "../core/signature.ts";
-import type { ChildSummary, InstanceRecord, InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
+import type { InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
 import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
 import { guardHooks, type EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
@@ -24,6 +24,10 @@ import { batchOrEach, DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.
 import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
 import { checkScheduledInputs } from "./schedules.ts";
 import { createControlled, flowKeys, slotFreed, startTimedStarts, type FlowFields } from "./flow-control.ts";
+import { HISTORY_PAGE_MAX, toView, type HistoryEntry, type InstanceDetail, type InstanceView } from "./views.ts";
+
+export { HISTORY_PAGE_MAX, toView };
+export type { HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView } from "./views.ts";
 
 export interface EngineOptions {
   storage: Storage;
@@ -76,57 +80,6 @@ export interface StartOptions {
   instanceId?: string;
   /** W3C traceparent the run's trace continues (e.g. a CloudEvent's `traceparent` extension). */
   traceparent?: string;
-}
-
-export interface InstanceView {
-  instanceId: string;
-  workflowName: string;
-  status: InstanceStatus;
-  run: number;
-  input: unknown;
-  output: unknown;
-  error: unknown;
-  cancellation: unknown;
-  currentActivityId: string | null;
-  /**
-   * No step holds the instance and it is ready to run: a dispatch or the next
-   * sweep will run its next step (e.g. a follow-up chain stopped at its hop bound).
-   */
-  runnable: boolean;
-  /**
-   * The latest failure counted against the instance (poison isolation): where
-   * (`step`, `timers`, `message_timeouts`, `channel_delivery`, `retention`),
-   * the error's type and message, when, how many in a row, and for a
-   * quarantined instance the status it will resume in. Null when none.
-   */
-  failure: InstanceFailureView | null;
-  startedAt: string;
-  updatedAt: string;
-  /** The instance that started this one (`invoke`, `startChild`), or null. */
-  parentInstanceId: string | null;
-  /** Workflow `timeoutSeconds`: when the run fails if still unfinished, or null. */
-  deadlineAt: string | null;
-}
-
-export interface InstanceFailureView {
-  task: string;
-  errorType: string;
-  message: string;
-  at: string;
-  attempts: number;
-  previousStatus: InstanceStatus | null;
-}
-
-/** History entries per page (`historyPage`, and the first page of `getInstance(id, { history: true })`). */
-export const HISTORY_PAGE_MAX = 500;
-
-/** A recorded step of an instance (`getInstance(id, { history: true })`); binary payloads show their size. */
-export interface HistoryEntry {
-  id: number;
-  activityId: string;
-  eventType: string;
-  data: unknown;
-  createdAt: string;
 }
 
 export class Engine implements StepRunner {
@@ -342,10 +295,10 @@ export class Engine implements StepRunner {
   async getInstance(
     instanceId: string,
     opts: { history?: boolean } = {},
-  ): Promise<(InstanceView & { children: ChildSummary[]; history?: HistoryEntry[]; historyNextCursor?: string | null }) | null> {
+  ): Promise<InstanceDetail | null> {
     const inst = await this.storage.getInstance(instanceId);
     if (!inst) return null;
-    const view: InstanceView & { children: ChildSummary[]; history?: HistoryEntry[]; historyNextCursor?: string | null } = {
+    const view: InstanceDetail = {
       ...toView(inst, this.errorView),
       children: await this.storage.listChildren(instanceId, 100),
     };
@@ -466,39 +419,4 @@ function sourceHash(wf: Workflow): Promise<string> {
   let h = sourceHashes.get(wf);
   if (!h) sourceHashes.set(wf, (h = sha256Hex(wf.source)));
   return h;
-}
-
-export function toView(inst: InstanceRecord, errors: ErrorViewOptions = {}): InstanceView {
-  return {
-    instanceId: inst.instanceId,
-    workflowName: inst.workflowName,
-    status: inst.status,
-    run: inst.run,
-    input: fromJson(inst.inputData),
-    output: inst.outputData === null ? null : fromJson(inst.outputData),
-    error: inst.errorData === null ? null : instanceErrorView(fromJson(inst.errorData), errors),
-    cancellation: inst.cancelData === null ? null : fromJson(inst.cancelData),
-    currentActivityId: inst.currentActivityId,
-    runnable: (inst.status === "running" || inst.status === "compensating") && (inst.lockedBy === null || (inst.lockExpiresAt !== null && inst.lockExpiresAt.getTime() <= Date.now())),
-    failure: failureView(inst.failureData),
-    startedAt: inst.startedAt.toISOString(),
-    updatedAt: inst.updatedAt.toISOString(),
-    parentInstanceId: inst.parentInstanceId,
-    deadlineAt: inst.deadlineAt?.toISOString() ?? null,
-  };
-}
-
-function failureView(data: string | null): InstanceFailureView | null {
-  if (data === null) return null;
-  const f = fromJson(data) as Record<string, unknown> | null;
-  if (!f || typeof f !== "object") return null;
-  const text = (v: unknown) => (typeof v === "string" ? v : "");
-  return {
-    task: text(f.task),
-    errorType: text(f.error_type),
-    message: text(f.message),
-    at: text(f.at),
-    attempts: typeof f.attempts === "number" ? f.attempts : 0,
-    previousStatus: typeof f.previous_status === "string" ? (f.previous_status as InstanceStatus) : null,
-  };
 }

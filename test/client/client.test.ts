@@ -11,7 +11,7 @@ import { createEdda } from "../../src/edda.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { freshPostgres, makeTestApp, type TestApp } from "../support/engine.ts";
-import { listen, type Listening } from "../support/listen.ts";
+import { serveTestApp, type Listening } from "../support/listen.ts";
 
 const TOKEN = "client-token";
 let t: TestApp;
@@ -22,14 +22,10 @@ let pg: { url: string; open(): Database };
 beforeAll(async () => {
   pg = await freshPostgres("client");
   t = makeTestApp(pg.open(), { workflows, apiToken: TOKEN });
-  server = await listen(t.edda.app.fetch);
+  server = await serveTestApp(t);
   baseUrl = server.url;
 }, 120_000);
-afterAll(async () => {
-  await server?.close();
-  await t?.edda.close();
-  await t?.database.close();
-});
+afterAll(() => server?.close());
 
 const client = () => createClient<typeof workflows>({ baseUrl, token: TOKEN });
 const count = async () => Number((await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM workflow_instances`))[0]!.n);

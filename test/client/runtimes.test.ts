@@ -14,7 +14,7 @@ import { chromium } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { workflows } from "../../functions/workflows/index.ts";
 import { startWrangler } from "../runtime/processes.ts";
-import { listen, type Listening } from "../support/listen.ts";
+import { serveTestApp, type Listening } from "../support/listen.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
@@ -30,20 +30,15 @@ beforeAll(async () => {
   t = makeTestApp(await openTestDatabase("pglite", "client-rt"), { workflows, apiToken: TOKEN });
   browserBundle = (await bundleClient()).outputFiles[0]!.text;
   // The app, plus a page and the client bundle on the same origin for the browser.
-  const fetch = (req: Request) => {
+  server = await serveTestApp(t, (req) => {
     const path = new URL(req.url).pathname;
     if (path === "/__client/page.html") return new Response("<!doctype html><title>client</title>", { headers: { "content-type": "text/html" } });
     if (path === "/__client/client.js") return new Response(browserBundle, { headers: { "content-type": "text/javascript" } });
-    return t.edda.app.fetch(req);
-  };
-  server = await listen(fetch);
+    return undefined;
+  });
   baseUrl = server.url;
 }, 120_000);
-afterAll(async () => {
-  await server?.close();
-  await t?.edda.close();
-  await t?.database.close();
-});
+afterAll(() => server?.close());
 
 it("runs under Deno: start a pipeline and wait for its result", { timeout: 120_000 }, async () => {
   const r = await promisify(execFile)(join(ROOT, "node_modules", ".bin", "deno"), ["run", "--allow-net", "--allow-env", "--no-lock", "test/runtime/fixtures/client-deno.ts"], {

@@ -48,6 +48,22 @@ beforeAll(async () => {
   pg = await freshPostgres("upgrade");
 });
 
+/** An instance the v1 code started and left waiting for its message, v1's engine stopped: what a deploy finds. */
+async function startedByOldCode(): Promise<string> {
+  const old = deploy(v1);
+  const { instanceId } = await old.edda.start("up_flow", null);
+  await old.waitFor(instanceId, ["waiting_for_message"]);
+  await old.dispatcher.close();
+  return instanceId;
+}
+
+/** The careless v3 is deployed and the message arrives: the replay diverges and the instance is parked. */
+async function parkedByCarelessDeploy(instanceId: string) {
+  const careless = deploy(v3);
+  await careless.edda.start("up_send", instanceId);
+  return { careless, parked: await careless.waitFor(instanceId, ["parked", "completed", "failed"]) };
+}
+
 afterAll(async () => {
   for (const app of apps) {
     await app.dispatcher.close();
@@ -57,10 +73,7 @@ afterAll(async () => {
 
 describe("safe code upgrades", () => {
   it("patched(): instances of the old code replay the old path, new instances take the new one", { timeout: 60_000 }, async () => {
-    const old = deploy(v1);
-    const { instanceId: before } = await old.edda.start("up_flow", null);
-    await old.waitFor(before, ["waiting_for_message"]);
-    await old.dispatcher.close();
+    const before = await startedByOldCode();
 
     const next = deploy(v2);
     const { instanceId: after } = await next.edda.start("up_flow", null);
@@ -73,19 +86,13 @@ describe("safe code upgrades", () => {
   });
 
   it("a replay that diverges after a deploy parks the instance with both names; deploying compatible code resumes it", { timeout: 60_000 }, async () => {
-    const old = deploy(v1);
-    const { instanceId } = await old.edda.start("up_flow", null);
-    await old.waitFor(instanceId, ["waiting_for_message"]);
-    await old.dispatcher.close();
-
-    const careless = deploy(v3);
-    await careless.edda.start("up_send", instanceId);
-    const parked = await careless.waitFor(instanceId, ["parked", "completed", "failed"]);
+    const instanceId = await startedByOldCode();
+    const { careless, parked } = await parkedByCarelessDeploy(instanceId);
     expect(parked.status).toBe("parked");
-    const error = parked.error as { error_type: string; error_message: string };
-    expect(error.error_type).toBe("NonDeterminismError");
-    expect(error.error_message).toContain('"up_step_b"');
-    expect(error.error_message).toContain('"up_step_c"');
+    const error = parked.error;
+    expect(error?.error_type).toBe("NonDeterminismError");
+    expect(error?.error_message).toContain('"up_step_b"');
+    expect(error?.error_message).toContain('"up_step_c"');
     // Nothing was compensated and nothing new was recorded.
     expect(parked.history?.map((h) => h.eventType)).toEqual(["ActivityCompleted", "MessageReceived"]);
     // The same code sweeping again leaves it parked.
@@ -102,13 +109,9 @@ describe("safe code upgrades", () => {
   });
 
   it("an operator can resume a parked instance explicitly; resuming one that is not parked is a conflict", { timeout: 60_000 }, async () => {
-    const old = deploy(v1);
-    const { instanceId } = await old.edda.start("up_flow", null);
-    await old.waitFor(instanceId, ["waiting_for_message"]);
-    await old.dispatcher.close();
-    const careless = deploy(v3);
-    await careless.edda.start("up_send", instanceId);
-    await careless.waitFor(instanceId, ["parked"]);
+    const instanceId = await startedByOldCode();
+    const { careless, parked } = await parkedByCarelessDeploy(instanceId);
+    expect(parked.status).toBe("parked");
     // Resumed under the same careless code, it diverges again and is parked again.
     await careless.edda.resume(instanceId);
     await new Promise((r) => setTimeout(r, 300));

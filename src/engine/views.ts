@@ -1,0 +1,109 @@
+/**
+ * What the API shows of an instance: the JSON views the engine builds from
+ * stored rows (`GET /instances/:id`, lists, results, the viewer, MCP). The
+ * typed client (`edda-edge/client`) imports these types, never this module's
+ * code, so the server's answers and the client's types are one definition.
+ */
+import { fromJson, instanceErrorView, type ErrorViewOptions, type StoredError } from "../core/serialization.ts";
+import type { ChildSummary, FailureTask, InstanceRecord, InstanceStatus } from "../storage/types.ts";
+
+export type { StoredError };
+
+export interface InstanceView {
+  instanceId: string;
+  workflowName: string;
+  status: InstanceStatus;
+  run: number;
+  input: unknown;
+  output: unknown;
+  error: StoredError | null;
+  cancellation: unknown;
+  currentActivityId: string | null;
+  /**
+   * No step holds the instance and it is ready to run: a dispatch or the next
+   * sweep will run its next step (e.g. a follow-up chain stopped at its hop bound).
+   */
+  runnable: boolean;
+  /**
+   * The latest failure counted against the instance (poison isolation): where
+   * (`step`, `timers`, `message_timeouts`, `channel_delivery`, `retention`),
+   * the error's type and message, when, how many in a row, and for a
+   * quarantined instance the status it will resume in. Null when none.
+   */
+  failure: InstanceFailureView | null;
+  startedAt: string;
+  updatedAt: string;
+  /** The instance that started this one (`invoke`, `startChild`), or null. */
+  parentInstanceId: string | null;
+  /** Workflow `timeoutSeconds`: when the run fails if still unfinished, or null. */
+  deadlineAt: string | null;
+}
+
+export interface InstanceFailureView {
+  task: FailureTask;
+  errorType: string;
+  message: string;
+  at: string;
+  /** Failures in a row. */
+  attempts: number;
+  /** For a quarantined instance: the status a resume puts it back in. */
+  previousStatus: InstanceStatus | null;
+}
+
+/** History entries per page (`historyPage`, and the first page of `getInstance(id, { history: true })`). */
+export const HISTORY_PAGE_MAX = 500;
+
+/** A recorded step of an instance (`getInstance(id, { history: true })`); binary payloads show their size. */
+export interface HistoryEntry {
+  id: number;
+  activityId: string;
+  eventType: string;
+  data: unknown;
+  createdAt: string;
+}
+
+/** One instance as `getInstance(id)` shows it: its view and children; with `history`, the first page of its history. */
+export interface InstanceDetail extends InstanceView {
+  /** The children it started, oldest first (at most 100). */
+  children: ChildSummary[];
+  /** With `history`: the first page (at most HISTORY_PAGE_MAX entries). */
+  history?: HistoryEntry[];
+  /** More history: pass to `historyPage(id, { after })` (`GET /instances/:id/history?after=`). */
+  historyNextCursor?: string | null;
+}
+
+export function toView(inst: InstanceRecord, errors: ErrorViewOptions = {}): InstanceView {
+  return {
+    instanceId: inst.instanceId,
+    workflowName: inst.workflowName,
+    status: inst.status,
+    run: inst.run,
+    input: fromJson(inst.inputData),
+    output: inst.outputData === null ? null : fromJson(inst.outputData),
+    error: inst.errorData === null ? null : instanceErrorView(fromJson(inst.errorData), errors),
+    cancellation: inst.cancelData === null ? null : fromJson(inst.cancelData),
+    currentActivityId: inst.currentActivityId,
+    runnable: (inst.status === "running" || inst.status === "compensating") && (inst.lockedBy === null || (inst.lockExpiresAt !== null && inst.lockExpiresAt.getTime() <= Date.now())),
+    failure: failureView(inst.failureData),
+    startedAt: inst.startedAt.toISOString(),
+    updatedAt: inst.updatedAt.toISOString(),
+    parentInstanceId: inst.parentInstanceId,
+    deadlineAt: inst.deadlineAt?.toISOString() ?? null,
+  };
+}
+
+function failureView(data: string | null): InstanceFailureView | null {
+  if (data === null) return null;
+  const f = fromJson(data) as Record<string, unknown> | null;
+  if (!f || typeof f !== "object") return null;
+  const text = (v: unknown) => (typeof v === "string" ? v : "");
+  return {
+    // Written by recordInstanceFailure from a FailureTask.
+    task: text(f.task) as FailureTask,
+    errorType: text(f.error_type),
+    message: text(f.message),
+    at: text(f.at),
+    attempts: typeof f.attempts === "number" ? f.attempts : 0,
+    previousStatus: typeof f.previous_status === "string" ? (f.previous_status as InstanceStatus) : null,
+  };
+}
