@@ -3,8 +3,12 @@
 // constructor keys, huge, deep and odd-unicode strings, wrong types, big
 // numbers — in every payload slot of every route (start input and instance
 // id, messages and their metadata, channel publishes, CloudEvents data and
-// extensions, path and query parameters) and through publish / sendTo /
-// sendEvent in code, WHILE valid traffic flows. After each run:
+// extensions, path and query parameters, viewer forms, MCP calls, outbox
+// dead-letter actions, internal signed routes) and through publish / sendTo /
+// sendEvent in code, WHILE valid traffic flows. The hostile requests come
+// from one table keyed by route, and a test compares it with the routes the
+// app serves (Hono's own route list, the one the OpenAPI document is built
+// from): a new route without hostile calls fails it. After each run:
 //   - the valid traffic completed with exactly its expected outputs;
 //   - every sweep completed every task, and no row failure names a valid instance;
 //   - nothing answered 5xx, and no body carried a stack or a source path;
@@ -16,7 +20,9 @@ import fc from "fast-check";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { activity, publish, sendEvent, sendTo, subscribe, receive, waitEvent, waitMessage, workflow } from "../../src/index.ts";
+import { sign } from "../../src/core/signature.ts";
 import type { SweepReport } from "../../src/engine/sweeper.ts";
+import { endpointsOf } from "../../src/http/openapi.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 
@@ -138,6 +144,8 @@ beforeAll(async () => {
   t = makeTestApp(database, {
     workflows: [echo, waiter, listener, feed, sender, onOrder],
     apiToken: TOKEN,
+    // MCP on, so /mcp is one of the routes under attack too
+    mcp: true,
     quarantineAfterFailures: 3,
     // The outbox relays to this very app's ingestion: hostile events make the full round.
     brokerUrl: "http://edda.test/events",
@@ -160,6 +168,124 @@ async function settle(reports: SweepReport[]): Promise<void> {
 }
 
 let run = 0;
+
+// --- the hostile requests, one entry per route the app serves ----------------------------
+interface Hostile {
+  r: number;
+  v0: unknown;
+  v1: unknown;
+  v2: unknown;
+  v3: unknown;
+  n0: string;
+  n1: string;
+  n2: string;
+  n3: string;
+  metadata: unknown;
+  customId: boolean;
+}
+type Init = { method?: string; body?: unknown; raw?: string; headers?: Record<string, string> };
+interface HostileRequest {
+  what: string;
+  path: string;
+  init: () => Init | Promise<Init>;
+}
+const req = (what: string, path: string, init: Init = {}): HostileRequest => ({ what, path, init: () => init });
+const CE = { "content-type": "application/cloudevents+json" };
+const MCP = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+/** A viewer form post: same-origin (its CSRF guard), URL-encoded, every value a string. */
+const form = (what: string, path: string, fields: Record<string, string>): HostileRequest =>
+  req(what, path, { raw: new URLSearchParams(fields).toString(), headers: { "content-type": "application/x-www-form-urlencoded", "sec-fetch-site": "same-origin" } });
+/** An internal route's request, signed like a real follow-up or cron call (the body is hostile, not the signature). */
+const signed = (what: string, path: string, raw: string): HostileRequest => ({
+  what,
+  path,
+  init: async () => ({ raw, headers: { "content-type": "application/json", ...(await sign("test-secret", { method: "POST", path, body: raw })) } }),
+});
+const text = (v: unknown) => (typeof v === "string" ? v : (JSON.stringify(v) ?? "null"));
+
+/** Keyed by `METHOD /path` as the app lists its routes (OpenAPI path form). */
+const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
+  "POST /workflows/{name}/instances": ({ v0, v1, n0, n1, customId }) => [
+    req("start input", "/workflows/p_echo/instances", { body: { input: v0, ...(customId ? { instanceId: n0 } : {}) } }),
+    req("start wrong shape", "/workflows/p_echo/instances", { body: v1 }),
+    req("start unknown workflow", `/workflows/${seg(n1)}/instances`, { body: { input: v1 } }),
+  ],
+  "POST /instances/{id}/messages": ({ r, v1, v2, v3, n2, n3, metadata }) => [
+    req("valid message", `/instances/pw-${r}/messages`, { body: { channel: "p-reply", data: { ok: r } } }),
+    req("message data", `/instances/ph-${r}/messages`, { body: { channel: "p-reply", data: v1, metadata } }),
+    req("message channel", `/instances/${seg(n2)}/messages`, { body: { channel: n3, data: v2, metadata: v3 } }),
+    req("message wrong shape", `/instances/ph-${r}/messages`, { body: v2 }),
+  ],
+  "POST /channels/{channel}/messages": ({ v2, v3, n0, n3, metadata }) => [
+    req("publish data", `/channels/p-feed/messages`, { body: { data: v2, metadata } }),
+    req("publish channel", `/channels/${seg(n3)}/messages`, { body: { data: v3 } }),
+    req("publish wrong shape", `/channels/${seg(n0)}/messages`, { body: v3 }),
+  ],
+  "POST /events": ({ r, v0, v1, v2, v3, n0, n1, n2, n3, metadata }) => [
+    req("valid event", "/events", { body: { specversion: "1.0", type: `valid.${r}`, source: "/valid", id: `v-${r}`, data: { ok: r } }, headers: CE }),
+    req("event data", "/events", { body: { specversion: "1.0", type: "p.order", source: "/poison", id: `h-${r}`, data: v0 }, headers: CE }),
+    req("event attrs", "/events", { body: { specversion: "1.0", type: n1, source: n2, id: n3, data: v1, ...(typeof metadata === "object" && metadata ? { ext: metadata } : { ext: n0 }) }, headers: CE }),
+    req("event wrong shape", "/events", { body: v2, headers: CE }),
+    req("event batch", "/events", { body: [v3, { specversion: "1.0", type: "p.order", source: "/poison", id: `hb-${r}`, data: v3 }], headers: { "content-type": "application/cloudevents-batch+json" } }),
+  ],
+  "POST /": ({ r, v0 }) => [
+    req("binary event", "/", { raw: JSON.stringify(v0), headers: { "content-type": "application/json", "ce-specversion": "1.0", "ce-type": "p.order", "ce-source": "/poison-bin", "ce-id": `hbin-${r}` } }),
+  ],
+  "GET /instances/{id}": ({ n0, n1 }) => [req("get instance", `/instances/${seg(n0)}?history=${seg(n1)}`)],
+  "GET /instances": ({ n0, n1, n2, n3 }) => [
+    req("list", `/instances?status=${seg(n1)}&workflow=${seg(n2)}&cursor=${seg(n3)}&limit=${seg(n0)}`),
+    req("list payloads", `/instances?include=${seg(n0)}&started_after=${seg(n1)}&started_before=${seg(n2)}`),
+  ],
+  "GET /instances/{id}/history": ({ n1, n2, n3 }) => [req("history", `/instances/${seg(n1)}/history?after=${seg(n2)}&limit=${seg(n3)}`)],
+  "GET /instances/{id}/result": ({ n2, n3 }) => [req("result", `/instances/${seg(n2)}/result?wait=${seg(n3)}`)],
+  "POST /instances/{id}/cancel": ({ n3 }) => [req("cancel", `/instances/${seg(n3)}/cancel`, { method: "POST" })],
+  "POST /instances/{id}/resume": ({ n0, v0 }) => [req("resume", `/instances/${seg(n0)}/resume`, { body: v0 })],
+  "GET /schedules": ({ n0, n1 }) => [req("valid schedules", "/schedules"), req("schedules", `/schedules?${seg(n0)}=${seg(n1)}`)],
+  "GET /outbox/dead-letters": ({ n0, n1, n2, n3 }) => [
+    req("valid dead letters", "/outbox/dead-letters?limit=100&include=payloads"),
+    req("dead letters", `/outbox/dead-letters?status=${seg(n0)}&type=${seg(n1)}&cursor=${seg(n2)}&limit=${seg(n3)}`),
+    req("dead letters payloads", `/outbox/dead-letters?include=${seg(n1)}`),
+  ],
+  "POST /outbox/dead-letters/{eventId}/redeliver": ({ n1, v1 }) => [req("redeliver", `/outbox/dead-letters/${seg(n1)}/redeliver`, { body: v1 })],
+  "POST /outbox/dead-letters/{eventId}/discard": ({ n2, v2 }) => [req("discard", `/outbox/dead-letters/${seg(n2)}/discard`, { body: v2 })],
+  "GET /healthz": ({ n0 }) => [req("healthz", `/healthz?${seg(n0)}=1`)],
+  "GET /openapi.json": ({ n1 }) => [req("openapi", `/openapi.json?${seg(n1)}=${seg(n1)}`)],
+  "GET /docs": ({ n2 }) => [req("docs", `/docs?x=${seg(n2)}`)],
+  "POST /_edda/step": ({ v0, n0 }) => [
+    signed("step", "/_edda/step", JSON.stringify({ instanceId: n0 })),
+    signed("step wrong shape", "/_edda/step", JSON.stringify(v0)),
+    req("step unsigned", "/_edda/step", { body: { instanceId: n0 } }),
+  ],
+  "POST /_edda/sweep": ({ v1 }) => [signed("sweep", "/_edda/sweep", JSON.stringify(v1)), req("sweep unsigned", "/_edda/sweep", { body: v1 })],
+  "POST /mcp": ({ v0, v1, n0 }) => [
+    req("mcp tool call", "/mcp", { body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "p_echo", arguments: { input: v0 } } }, headers: MCP }),
+    req("mcp unknown tool", "/mcp", { body: { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: n0, arguments: v1 } }, headers: MCP }),
+    req("mcp wrong shape", "/mcp", { body: v1, headers: MCP }),
+  ],
+  "GET /mcp": ({ n1 }) => [req("mcp get", `/mcp?${seg(n1)}=1`, { headers: MCP })],
+  "DELETE /mcp": ({ n2 }) => [req("mcp delete", "/mcp", { method: "DELETE", headers: { ...MCP, "mcp-session-id": text(n2).replace(/[^\x21-\x7e]/g, "") || "x" } })],
+  // the viewer (bearer token instead of a login session; forms from its own origin)
+  "GET /ui/login": ({ n0 }) => [req("ui login page", `/ui/login?next=${seg(n0)}`)],
+  "POST /ui/login": ({ n1 }) => [form("ui login", "/ui/login", { token: n1 })],
+  "POST /ui/logout": ({ n2 }) => [form("ui logout", "/ui/logout", { x: n2 })],
+  "GET /ui": ({ n0, n1, n2, n3 }) => [req("ui list", `/ui?status=${seg(n0)}&workflow=${seg(n1)}&q=${seg(n2)}&cursor=${seg(n3)}&from=${seg(n0)}&range=${seg(n1)}&refresh=${seg(n2)}`)],
+  "GET /ui/instances/{id}": ({ n0, n1 }) => [req("ui instance", `/ui/instances/${seg(n0)}?run=${seg(n1)}`)],
+  "POST /ui/instances/{id}/cancel": ({ n3 }) => [form("ui cancel", `/ui/instances/${seg(n3)}/cancel`, {})],
+  "POST /ui/instances/{id}/resume": ({ n0 }) => [form("ui resume", `/ui/instances/${seg(n0)}/resume`, {})],
+  "POST /ui/instances/{id}/messages": ({ r, v2, n2, n3 }) => [
+    form("ui message", `/ui/instances/pf-${r}/messages`, { channel: n3, data: text(v2) }),
+    form("ui message id", `/ui/instances/${seg(n2)}/messages`, { channel: "p-feed", data: text(v2) }),
+  ],
+  "GET /ui/workflows": ({ n1 }) => [req("ui workflows", `/ui/workflows?${seg(n1)}=1`)],
+  "GET /ui/workflows/{name}/start": ({ n2 }) => [req("ui start form", `/ui/workflows/${seg(n2)}/start`)],
+  "POST /ui/workflows/{name}/start": ({ v3, n0, n3, customId }) => [
+    form("ui start", "/ui/workflows/p_echo/start", { __json: text(v3), ...(customId ? { instanceId: n0 } : {}) }),
+    form("ui start unknown", `/ui/workflows/${seg(n3)}/start`, { __json: text(v3) }),
+  ],
+  "GET /ui/channels": ({ n3 }) => [req("ui channels", `/ui/channels?notice=${seg(n3)}`)],
+  "POST /ui/channels/publish": ({ v0, n1 }) => [form("ui publish", "/ui/channels/publish", { channel: n1, data: text(v0) })],
+  "GET /ui/channels/{name}": ({ n0 }) => [req("ui channel", `/ui/channels/${seg(n0)}`)],
+};
 
 it("hostile values in every slot, while valid traffic flows: valid work completes, sweeps succeed, nothing 5xx, nothing leaks, nothing left runnable", async () => {
   await fc.assert(
@@ -185,36 +311,15 @@ it("hostile values in every slot, while valid traffic flows: valid work complete
         const hostileWaiter2 = await t.edda.start("p_waiter", null, { instanceId: `ph2-${r}` });
         const feeder = await t.edda.start("p_feed", null, { instanceId: `pf-${r}` });
 
-        const outcomes = await Promise.all([
-          // valid requests
-          call("valid message", `/instances/pw-${r}/messages`, { body: { channel: "p-reply", data: { ok: r } } }),
-          call("valid event", "/events", { body: { specversion: "1.0", type: `valid.${r}`, source: "/valid", id: `v-${r}`, data: { ok: r } }, headers: { "content-type": "application/cloudevents+json" } }),
-          // hostile: start input and instance id
-          call("start input", "/workflows/p_echo/instances", { body: { input: v0, ...(customId ? { instanceId: n0 } : {}) } }),
-          call("start wrong shape", "/workflows/p_echo/instances", { body: v1 }),
-          call("start unknown workflow", `/workflows/${seg(n1)}/instances`, { body: { input: v1 } }),
-          // hostile: a message to one instance (data, metadata, channel, target)
-          call("message data", `/instances/ph-${r}/messages`, { body: { channel: "p-reply", data: v1, metadata } }),
-          call("message channel", `/instances/${seg(n2)}/messages`, { body: { channel: n3, data: v2, metadata: v3 } }),
-          call("message wrong shape", `/instances/ph-${r}/messages`, { body: v2 }),
-          // hostile: channel publishes
-          call("publish data", `/channels/p-feed/messages`, { body: { data: v2, metadata } }),
-          call("publish channel", `/channels/${seg(n3)}/messages`, { body: { data: v3 } }),
-          call("publish wrong shape", `/channels/${seg(n0)}/messages`, { body: v3 }),
-          // hostile: CloudEvents (structured, binary, extension values, handler input)
-          call("event data", "/events", { body: { specversion: "1.0", type: "p.order", source: "/poison", id: `h-${r}`, data: v0 }, headers: { "content-type": "application/cloudevents+json" } }),
-          call("event attrs", "/events", { body: { specversion: "1.0", type: n1, source: n2, id: n3, data: v1, ...(typeof metadata === "object" && metadata ? { ext: metadata } : { ext: n0 }) }, headers: { "content-type": "application/cloudevents+json" } }),
-          call("event wrong shape", "/events", { body: v2, headers: { "content-type": "application/cloudevents+json" } }),
-          call("event batch", "/events", { body: [v3, { specversion: "1.0", type: "p.order", source: "/poison", id: `hb-${r}`, data: v3 }], headers: { "content-type": "application/cloudevents-batch+json" } }),
-          call("binary event", "/events", { raw: JSON.stringify(v0), headers: { "content-type": "application/json", "ce-specversion": "1.0", "ce-type": "p.order", "ce-source": "/poison-bin", "ce-id": `hbin-${r}` } }),
-          // hostile: path and query parameters
-          call("get instance", `/instances/${seg(n0)}`),
-          call("list", `/instances?status=${seg(n1)}&workflow=${seg(n2)}&cursor=${seg(n3)}&limit=${seg(n0)}`),
-          call("history", `/instances/${seg(n1)}/history?after=${seg(n2)}&limit=${seg(n3)}`),
-          call("result", `/instances/${seg(n2)}/result?wait=${seg(n3)}`),
-          call("cancel", `/instances/${seg(n3)}/cancel`, { method: "POST" }),
-          call("resume", `/instances/${seg(n0)}/resume`, { method: "POST" }),
-        ]);
+        const h: Hostile = { r, v0, v1, v2, v3, n0, n1, n2, n3, metadata, customId };
+        const requests = Object.values(ROUTES).flatMap((make) => make(h));
+        const outcomes = new Map<string, { status: number; body: unknown }>();
+        await Promise.all(requests.map(async (q) => outcomes.set(q.what, await call(q.what, q.path, await q.init()))));
+        // valid reads of the newer routes answer while hostile traffic flows; a signed sweep amid it completes every task
+        for (const what of ["valid schedules", "valid dead letters", "ui list"]) expect(outcomes.get(what)!.status, what).toBe(200);
+        expect(outcomes.get("sweep")!.status).toBe(200);
+        expect((outcomes.get("sweep")!.body as SweepReport).failures).toEqual([]);
+        for (const what of ["step unsigned", "sweep unsigned"]) expect(outcomes.get(what)!.status, what).toBe(401);
 
         // hostile values through the code paths: publish, sendTo (in a workflow), sendEvent (to this app)
         await inCode("edda.publish", () => t.edda.publish(n0, v3, { metadata: { m: v2 } }));
@@ -242,7 +347,8 @@ it("hostile values in every slot, while valid traffic flows: valid work complete
         expect((await t.waitFor(validListener.instanceId)).output).toEqual({ ok: r });
 
         // accepted hostile values round-trip unchanged
-        const [, , startInput, , , messageData] = outcomes;
+        const startInput = outcomes.get("start input");
+        const messageData = outcomes.get("message data");
         if (startInput!.status === 201) {
           const id = (startInput!.body as { instanceId: string }).instanceId;
           const done = await t.waitFor(id);
@@ -268,5 +374,16 @@ it("hostile values in every slot, while valid traffic flows: valid work complete
     { numRuns: RUNS, endOnFailure: true },
   );
   expect(responses.some((r) => r.status === 202)).toBe(true);
+  // the hostile calls reached their handlers: MCP and the viewer answered, not only the auth layer
+  expect(responses.some((r) => r.what === "mcp tool call" && r.status === 200)).toBe(true);
+  expect(responses.some((r) => r.what === "ui instance" && r.status === 404)).toBe(true);
   expect(responses.some((r) => r.status >= 400)).toBe(true);
 }, 120_000);
+
+it("sends hostile requests to every route the app serves: a route missing from the table fails here", () => {
+  const served = endpointsOf(t.edda.app).map(({ method, path }) => `${method.toUpperCase()} ${path}`);
+  expect(served.length).toBeGreaterThan(30);
+  expect(served.filter((route) => !(route in ROUTES)), "routes without hostile requests").toEqual([]);
+  expect(Object.keys(ROUTES).filter((route) => !served.includes(route)), "table entries for routes the app does not serve").toEqual([]);
+  for (const [route, make] of Object.entries(ROUTES)) expect(make({ r: 0, v0: 0, v1: 0, v2: 0, v3: 0, n0: "a", n1: "b", n2: "c", n3: "d", metadata: null, customId: false }).length, route).toBeGreaterThan(0);
+});

@@ -7,6 +7,7 @@
 import type { ChannelMessageRecord, ChannelSubscriber, ChannelSummary } from "../../storage/types.ts";
 import { formatTime, parseStored, preview, relative } from "./format.ts";
 import { Problem, StatusBadge } from "./layout.tsx";
+import { Table, type Column } from "./table.tsx";
 
 const cid = (c: string) => encodeURIComponent(c);
 
@@ -42,42 +43,7 @@ export function ChannelsPage(p: { channels: ChannelSummary[]; now: Date; notice?
       {p.notice ? <div class="notice">{p.notice}</div> : null}
       {p.problem ? <Problem message={p.problem} /> : null}
       <div class="card" data-live="channels">
-        <table>
-          <thead>
-            <tr>
-              <th>channel</th>
-              <th>mode</th>
-              <th>subscribers</th>
-              <th>waiting</th>
-              <th>pending</th>
-              <th>messages</th>
-              <th>last publish</th>
-            </tr>
-          </thead>
-          <tbody>
-            {p.channels.length === 0 ? (
-              <tr>
-                <td colspan={7} class="muted">
-                  No channels yet: they appear with their first subscriber or message.
-                </td>
-              </tr>
-            ) : (
-              p.channels.map((c) => (
-                <tr>
-                  <td class="id">
-                    <a href={`/ui/channels/${cid(c.channel)}`}>{c.channel}</a>
-                  </td>
-                  <td>{c.modes.length ? c.modes.join(", ") : <span class="muted">—</span>}</td>
-                  <td>{c.subscribers}</td>
-                  <td>{c.waiting}</td>
-                  <td>{c.pending}</td>
-                  <td>{c.messages}</td>
-                  <td class="small muted">{c.lastPublishedAt ? relative(c.lastPublishedAt, p.now) : "—"}</td>
-                </tr>
-              ))
-            )}
-          </tbody>
-        </table>
+        <Table columns={CHANNEL_COLUMNS(p.now)} rows={p.channels} empty="No channels yet: they appear with their first subscriber or message." />
         <p class="small muted">
           Pending: point-to-point messages not yet received, broadcast messages some subscriber has not taken yet, queue messages nobody claimed.
         </p>
@@ -88,16 +54,49 @@ export function ChannelsPage(p: { channels: ChannelSummary[]; now: Date; notice?
   );
 }
 
-function Message({ m }: { m: ChannelMessageRecord }) {
-  const data = m.data.type === "binary" ? m.data.bytes : parseStored(m.data.json);
-  return (
-    <tr>
-      <td class="small">{formatTime(m.publishedAt)}</td>
-      <td class="mono small">{preview(data, 160)}</td>
-      <td class="small">{m.targetInstanceId ? <a href={`/ui/instances/${cid(m.targetInstanceId)}`}>{m.targetInstanceId}</a> : <span class="muted">any</span>}</td>
-    </tr>
-  );
-}
+const CHANNEL_COLUMNS = (now: Date): Column<ChannelSummary>[] => [
+  { head: "channel", class: "id", cell: (c) => <a href={`/ui/channels/${cid(c.channel)}`}>{c.channel}</a> },
+  { head: "mode", cell: (c) => (c.modes.length ? c.modes.join(", ") : <span class="muted">—</span>) },
+  { head: "subscribers", cell: (c) => c.subscribers },
+  { head: "waiting", cell: (c) => c.waiting },
+  { head: "pending", cell: (c) => c.pending },
+  { head: "messages", cell: (c) => c.messages },
+  { head: "last publish", class: "small muted", cell: (c) => (c.lastPublishedAt ? relative(c.lastPublishedAt, now) : "—") },
+];
+
+const SUBSCRIBER_COLUMNS = (now: Date): Column<ChannelSubscriber>[] => [
+  {
+    head: "instance",
+    class: "id",
+    cell: (s) => (
+      <>
+        <a href={`/ui/instances/${cid(s.instanceId)}`}>{s.instanceId}</a> <span class="muted small">{s.workflowName}</span>
+      </>
+    ),
+  },
+  { head: "mode", cell: (s) => s.mode },
+  { head: "status", cell: (s) => <StatusBadge status={s.status} /> },
+  {
+    head: "waiting",
+    class: "small",
+    cell: (s) =>
+      s.activityId ? (
+        <>
+          {s.activityId}
+          {s.timeoutAt ? <span class="muted"> (timeout {relative(s.timeoutAt, now)})</span> : null}
+        </>
+      ) : (
+        <span class="muted">no</span>
+      ),
+  },
+  { head: "can take now", cell: (s) => s.available },
+];
+
+const MESSAGE_COLUMNS: Column<ChannelMessageRecord>[] = [
+  { head: "published (UTC)", class: "small", cell: (m) => formatTime(m.publishedAt) },
+  { head: "data", class: "mono small", cell: (m) => preview(m.data.type === "binary" ? m.data.bytes : parseStored(m.data.json), 160) },
+  { head: "for", class: "small", cell: (m) => (m.targetInstanceId ? <a href={`/ui/instances/${cid(m.targetInstanceId)}`}>{m.targetInstanceId}</a> : <span class="muted">any</span>) },
+];
 
 export function ChannelPage(p: { channel: string; subscribers: ChannelSubscriber[]; pending: ChannelMessageRecord[]; now: Date }) {
   return (
@@ -109,66 +108,11 @@ export function ChannelPage(p: { channel: string; subscribers: ChannelSubscriber
       <div data-live="channel">
         <h2>Subscribers</h2>
         <div class="card">
-          {p.subscribers.length === 0 ? (
-            <p class="muted">No subscribers.</p>
-          ) : (
-            <table>
-              <thead>
-                <tr>
-                  <th>instance</th>
-                  <th>mode</th>
-                  <th>status</th>
-                  <th>waiting</th>
-                  <th>can take now</th>
-                </tr>
-              </thead>
-              <tbody>
-                {p.subscribers.map((s) => (
-                  <tr>
-                    <td class="id">
-                      <a href={`/ui/instances/${cid(s.instanceId)}`}>{s.instanceId}</a> <span class="muted small">{s.workflowName}</span>
-                    </td>
-                    <td>{s.mode}</td>
-                    <td>
-                      <StatusBadge status={s.status} />
-                    </td>
-                    <td class="small">
-                      {s.activityId ? (
-                        <>
-                          {s.activityId}
-                          {s.timeoutAt ? <span class="muted"> (timeout {relative(s.timeoutAt, p.now)})</span> : null}
-                        </>
-                      ) : (
-                        <span class="muted">no</span>
-                      )}
-                    </td>
-                    <td>{s.available}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
+          <Table columns={SUBSCRIBER_COLUMNS(p.now)} rows={p.subscribers} empty="No subscribers." />
         </div>
         <h2>Pending messages</h2>
         <div class="card">
-          {p.pending.length === 0 ? (
-            <p class="muted">None.</p>
-          ) : (
-            <table>
-              <thead>
-                <tr>
-                  <th>published (UTC)</th>
-                  <th>data</th>
-                  <th>for</th>
-                </tr>
-              </thead>
-              <tbody>
-                {p.pending.map((m) => (
-                  <Message m={m} />
-                ))}
-              </tbody>
-            </table>
-          )}
+          <Table columns={MESSAGE_COLUMNS} rows={p.pending} empty="None." />
         </div>
       </div>
       <h2>Publish</h2>

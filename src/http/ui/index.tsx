@@ -33,6 +33,12 @@ const NOTICES: Record<string, string> = {
   published: "Message published.",
 };
 
+/** The notice a redirect asked for (own keys only: `?notice=__proto__` is no notice). */
+const noticeOf = (c: Context): string | undefined => {
+  const key = c.req.query("notice") ?? "";
+  return Object.hasOwn(NOTICES, key) ? NOTICES[key] : undefined;
+};
+
 const MAX_JSON_CHARS = 256 * 1024;
 
 async function formValues(c: C): Promise<Record<string, string>> {
@@ -161,7 +167,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
       s.listArchivedRuns(id),
     ]);
     const archived = Number.isInteger(runParam) && runs.some((r) => r.run === runParam) ? { run: runParam, history: await s.loadArchivedHistory(id, runParam) } : null;
-    const notice = NOTICES[c.req.query("notice") ?? ""];
+    const notice = noticeOf(c);
     return render(
       c,
       id,
@@ -275,7 +281,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   // --- channels --------------------------------------------------------------------
   ui.get("/channels", async (c) => {
     const e = await opts.engine(c);
-    const notice = NOTICES[c.req.query("notice") ?? ""];
+    const notice = noticeOf(c);
     return render(c, "Channels", <ChannelsPage channels={await e.storage.channelOverview(200)} now={new Date()} notice={notice} />);
   });
   ui.post("/channels/publish", async (c) => {
@@ -297,7 +303,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     const e = await opts.engine(c);
     const channel = c.req.param("name");
     const [subscribers, pending] = await Promise.all([e.storage.channelSubscribers(channel, 500), e.storage.pendingMessages(channel, 100)]);
-    const notice = NOTICES[c.req.query("notice") ?? ""];
+    const notice = noticeOf(c);
     return render(
       c,
       channel,

@@ -22,6 +22,7 @@ import {
 import { MessageForm } from "./channels.tsx";
 import { formatDuration, formatTime, parseStored, prettyJson, preview, relative } from "./format.ts";
 import { Problem, StatusBadge } from "./layout.tsx";
+import { Table, type Column } from "./table.tsx";
 import { buildTimeline, causeChain, type TimelineEntry } from "./timeline.ts";
 
 export interface InstancePageProps {
@@ -164,6 +165,32 @@ function compensationState(c: CompensationRecord, history: HistoryEvent[], statu
   return status === "completed" ? "not needed" : "registered";
 }
 
+const CHILD_COLUMNS: Column<ChildSummary>[] = [
+  { class: "id", cell: (ch) => <a href={`/ui/instances/${encodeURIComponent(ch.instanceId)}`}>{ch.instanceId}</a> },
+  { cell: (ch) => ch.workflowName },
+  { cell: (ch) => <StatusBadge status={ch.status} /> },
+  { class: "small muted", cell: (ch) => (ch.detached ? "detached" : "") },
+];
+
+const compensationColumns = (history: HistoryEvent[], status: string): Column<CompensationRecord>[] => [
+  { head: "compensation", cell: (c) => c.activityName },
+  { head: "registered at", cell: (c) => <code>{c.activityId}</code> },
+  { head: "arguments", class: "mono small", cell: (c) => preview(parseStored(c.args), 100) },
+  { head: "state", cell: (c) => compensationState(c, history, status) },
+];
+
+const SUBSCRIPTION_COLUMNS: Column<SubscriptionRecord>[] = [
+  { cell: (s) => <a href={`/ui/channels/${encodeURIComponent(s.channel)}`}>{s.channel}</a> },
+  { cell: (s) => s.mode },
+  { class: "small", cell: (s) => (s.activityId ? `waiting (${s.activityId})` : "idle") },
+];
+
+const runColumns = (instanceId: string): Column<ArchivedRunSummary>[] => [
+  { cell: (r) => <a href={`/ui/instances/${iid(instanceId)}?run=${r.run}#archived`}>run {r.run}</a> },
+  { class: "small", cell: (r) => `${r.events} events` },
+  { class: "small muted", cell: (r) => `archived ${formatTime(r.archivedAt)}` },
+];
+
 export function InstancePage(p: InstancePageProps) {
   const { view } = p;
   const timeline = buildTimeline(p.history, new Date(view.startedAt));
@@ -254,22 +281,7 @@ export function InstancePage(p: InstancePageProps) {
         {view.children?.length ? (
           <section class="card" id="children">
             <h2>Children</h2>
-            <table>
-              <tbody>
-                {view.children.map((ch) => (
-                  <tr>
-                    <td class="id">
-                      <a href={`/ui/instances/${encodeURIComponent(ch.instanceId)}`}>{ch.instanceId}</a>
-                    </td>
-                    <td>{ch.workflowName}</td>
-                    <td>
-                      <StatusBadge status={ch.status} />
-                    </td>
-                    <td class="small muted">{ch.detached ? "detached" : ""}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
+            <Table columns={CHILD_COLUMNS} rows={view.children} empty="None." />
           </section>
         ) : null}
         {view.failure ? (
@@ -304,28 +316,7 @@ export function InstancePage(p: InstancePageProps) {
             <h2>Compensations</h2>
             <div class="card" id="compensations">
               <p class="small muted">Newest first: the order they run in.</p>
-              <table>
-                <thead>
-                  <tr>
-                    <th>compensation</th>
-                    <th>registered at</th>
-                    <th>arguments</th>
-                    <th>state</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {p.compensations.map((c) => (
-                    <tr>
-                      <td>{c.activityName}</td>
-                      <td>
-                        <code>{c.activityId}</code>
-                      </td>
-                      <td class="mono small">{preview(parseStored(c.args), 100)}</td>
-                      <td>{compensationState(c, p.history, view.status)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
+              <Table columns={compensationColumns(p.history, view.status)} rows={p.compensations} empty="None." />
             </div>
           </>
         ) : null}
@@ -334,45 +325,13 @@ export function InstancePage(p: InstancePageProps) {
       <div class="grid" data-live="links">
         <section class="card" id="subscriptions">
           <h2>Subscriptions</h2>
-          {p.subscriptions.length === 0 ? (
-            <p class="muted small">None.</p>
-          ) : (
-            <table>
-              <tbody>
-                {p.subscriptions.map((s) => (
-                  <tr>
-                    <td>
-                      <a href={`/ui/channels/${encodeURIComponent(s.channel)}`}>{s.channel}</a>
-                    </td>
-                    <td>{s.mode}</td>
-                    <td class="small">{s.activityId ? `waiting (${s.activityId})` : "idle"}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
+          <Table columns={SUBSCRIPTION_COLUMNS} rows={p.subscriptions} empty="None." />
           <h2>Groups</h2>
           {p.groups.length === 0 ? <p class="muted small">None.</p> : <ul>{p.groups.map((g) => <li>{g.group}</li>)}</ul>}
         </section>
         <section class="card" id="runs">
           <h2>Archived runs</h2>
-          {p.runs.length === 0 ? (
-            <p class="muted small">None: this instance has not recurred.</p>
-          ) : (
-            <table>
-              <tbody>
-                {p.runs.map((r) => (
-                  <tr>
-                    <td>
-                      <a href={`/ui/instances/${iid(view.instanceId)}?run=${r.run}#archived`}>run {r.run}</a>
-                    </td>
-                    <td class="small">{r.events} events</td>
-                    <td class="small muted">archived {formatTime(r.archivedAt)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
+          <Table columns={runColumns(view.instanceId)} rows={p.runs} empty="None: this instance has not recurred." />
         </section>
       </div>
 

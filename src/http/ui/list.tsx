@@ -8,6 +8,7 @@ import { INSTANCE_STATUSES } from "../../storage/schema.ts";
 import type { InstanceFilter, InstanceRecord, InstanceStatus } from "../../storage/types.ts";
 import { formatTime, relative } from "./format.ts";
 import { StatusBadge } from "./layout.tsx";
+import { Table, type Column } from "./table.tsx";
 
 const RANGES: Record<string, { label: string; ms: number }> = {
   "15m": { label: "last 15 minutes", ms: 15 * 60_000 },
@@ -36,7 +37,8 @@ export function readListParams(query: Record<string, string>): ListParams {
     status,
     workflow: (query.workflow ?? "").slice(0, 255),
     q: (query.q ?? "").slice(0, 200),
-    range: query.range && query.range in RANGES ? query.range : "",
+    // own keys only: `__proto__` or `constructor` must not pick up Object.prototype as a range
+    range: query.range && Object.hasOwn(RANGES, query.range) ? query.range : "",
     from: validLocal(query.from),
     to: validLocal(query.to),
     cursor: (query.cursor ?? "").slice(0, 1000),
@@ -51,7 +53,7 @@ export function filterOf(p: ListParams, now: Date): InstanceFilter {
   const f: InstanceFilter = {};
   if (p.workflow) f.workflowName = p.workflow;
   if (p.q) f.search = p.q;
-  const range = RANGES[p.range];
+  const range = Object.hasOwn(RANGES, p.range) ? RANGES[p.range] : undefined;
   if (range) f.startedAfter = new Date(now.getTime() - range.ms);
   if (p.from) f.startedAfter = new Date(`${p.from}Z`);
   if (p.to) f.startedBefore = new Date(`${p.to}Z`);
@@ -74,6 +76,28 @@ export interface ListPageProps {
   nextCursor: string | null;
   now: Date;
 }
+
+const INSTANCE_COLUMNS = (now: Date): Column<InstanceRecord>[] => [
+  {
+    head: "instance",
+    class: "id",
+    cell: (i) => (
+      <>
+        <a href={`/ui/instances/${encodeURIComponent(i.instanceId)}`}>{i.instanceId}</a>
+        {i.run > 1 ? <span class="muted small"> run {i.run}</span> : null}
+        {i.parentInstanceId ? (
+          <div class="small muted">
+            child of <a href={`/ui/instances/${encodeURIComponent(i.parentInstanceId)}`}>{i.parentInstanceId}</a>
+          </div>
+        ) : null}
+      </>
+    ),
+  },
+  { head: "workflow", cell: (i) => i.workflowName },
+  { head: "status", cell: (i) => <StatusBadge status={i.status} /> },
+  { head: "started (UTC)", class: "small", cell: (i) => formatTime(i.startedAt) },
+  { head: "updated", class: "small muted", cell: (i) => relative(i.updatedAt, now) },
+];
 
 export function ListPage(p: ListPageProps) {
   const { params } = p;
@@ -146,46 +170,7 @@ export function ListPage(p: ListPageProps) {
           ))}
         </nav>
         <div class="card">
-          <table class="instances">
-            <thead>
-              <tr>
-                <th>instance</th>
-                <th>workflow</th>
-                <th>status</th>
-                <th>started (UTC)</th>
-                <th>updated</th>
-              </tr>
-            </thead>
-            <tbody>
-              {p.instances.length === 0 ? (
-                <tr>
-                  <td colspan={5} class="muted">
-                    No instances match.
-                  </td>
-                </tr>
-              ) : (
-                p.instances.map((i) => (
-                  <tr>
-                    <td class="id">
-                      <a href={`/ui/instances/${encodeURIComponent(i.instanceId)}`}>{i.instanceId}</a>
-                      {i.run > 1 ? <span class="muted small"> run {i.run}</span> : null}
-                      {i.parentInstanceId ? (
-                        <div class="small muted">
-                          child of <a href={`/ui/instances/${encodeURIComponent(i.parentInstanceId)}`}>{i.parentInstanceId}</a>
-                        </div>
-                      ) : null}
-                    </td>
-                    <td>{i.workflowName}</td>
-                    <td>
-                      <StatusBadge status={i.status} />
-                    </td>
-                    <td class="small">{formatTime(i.startedAt)}</td>
-                    <td class="small muted">{relative(i.updatedAt, p.now)}</td>
-                  </tr>
-                ))
-              )}
-            </tbody>
-          </table>
+          <Table class="instances" columns={INSTANCE_COLUMNS(p.now)} rows={p.instances} empty="No instances match." />
           <div class="pager">
             {params.cursor ? <a href={listUrl(params, {})}>← newest</a> : null}
             {p.nextCursor ? (
