@@ -1,5 +1,6 @@
 /**
- * `npm run chaos`: the full chaos run (500 workflows, 3 workers, kills every
+ * `npm run chaos`: the full chaos run (790 instances — children, matched
+ * event waits and keyed concurrency among them — 3 workers, kills every
  * 200–600 ms, a worker connection terminated every 200–500 ms, Postgres
  * restarted 3 times, statement timeouts inside transactional activities) on a
  * throwaway Postgres cluster, or on DATABASE_URL (then without restarts).
@@ -21,12 +22,13 @@ try {
     log: (l) => console.log(l),
     ...(noBackendKills ? { backendKillEveryMs: null } : {}),
     ...(cluster && !noRestarts ? { restartPostgres: () => cluster.restart(), pgRestarts: quick ? 1 : 3, pgRestartEveryMs: quick ? 4000 : 8000 } : {}),
-    ...(quick ? { steps: 30, sagas: 8, consumers: 4, jobsPerConsumer: 3, listeners: 4, news: 5, cancels: 6, slow: 6 } : {}),
+    ...(quick ? { steps: 30, sagas: 8, consumers: 4, jobsPerConsumer: 3, listeners: 4, news: 5, cancels: 6, slow: 6, parents: 4, childrenPerParent: 2, orders: 6, keyed: 8, keys: 2 } : {}),
   });
   for (const v of r.violations) console.log(`violation: ${v}`);
   console.log(
     `chaos: ${r.workflows} workflows, ${r.kills} kills, ${r.pgRestarts} pg restarts, ${r.backendKills} backend kills, ` +
-      `${r.statementTimeouts} statement timeouts, lost ${r.lost}, duplicated ${r.duplicated}`,
+      `${r.statementTimeouts} statement timeouts, lost ${r.lost}, duplicated ${r.duplicated} ` +
+      `(${r.wallSeconds} s; max ${r.maxKeyOverlap} runs of one concurrency key at once)`,
   );
   code = r.violations.length === 0 && r.lost === 0 && r.duplicated === 0 ? 0 : 1;
 } finally {

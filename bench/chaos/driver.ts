@@ -4,10 +4,12 @@
  * connections terminated, the Postgres server restarted (see faults.ts),
  * while a mix of workflows runs (transactional rows, sleeps, competing and
  * broadcast messages, saga failures, cancellations, statement timeouts inside
- * transactional activities). Then every invariant is checked: each instance
- * terminal with the outcome its input implies, each transactional row exactly
- * once, each competing message consumed exactly once, broadcast listeners
- * complete and in order, no lease left held.
+ * transactional activities, parents invoking children and cancelled mid-run,
+ * matched event waits with lookback among strays, keyed concurrency). Then
+ * every invariant is checked (verify.ts).
+ *
+ * Slowness is not loss: each wait fails only when nothing progressed for
+ * `stallMs` (a machine under load takes longer; a stuck instance still fails).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
@@ -20,6 +22,7 @@ import { toPayload } from "../../src/core/serialization.ts";
 import { freePort } from "../../test/support/postgres-cluster.ts";
 import { startFaults, WORKER_APP_NAME, type FaultCounts } from "./faults.ts";
 import { CHAOS_TABLES } from "./workflows.ts";
+import { count, heldParents, instanceCount, payment, verify, type Mix } from "./verify.ts";
 
 export interface ChaosOptions {
   databaseUrl: string;
@@ -33,6 +36,14 @@ export interface ChaosOptions {
   cancels?: number;
   /** chaos_slow instances; instance i hits i % 3 statement timeouts before its activity succeeds. */
   slow?: number;
+  /** chaos_parent instances (odd ones cancelled mid-run) and the children each invokes. */
+  parents?: number;
+  childrenPerParent?: number;
+  /** chaos_order instances, each waiting for its own matched payment event. */
+  orders?: number;
+  /** chaos_keyed instances over `keys` concurrency keys (limit KEYED_LIMIT each). */
+  keyed?: number;
+  keys?: number;
   killEveryMs?: [number, number];
   /** Terminate one worker connection every [min, max] ms (null: never). */
   backendKillEveryMs?: [number, number] | null;
@@ -40,7 +51,8 @@ export interface ChaosOptions {
   pgRestarts?: number;
   pgRestartEveryMs?: number;
   restartPostgres?: () => Promise<void>;
-  timeoutMs?: number;
+  /** A wait fails when it saw no progress (e.g. no instance became terminal) for this long (default 60 s). */
+  stallMs?: number;
   log?: (line: string) => void;
 }
 
@@ -50,6 +62,9 @@ export interface ChaosResult extends FaultCounts {
   statementTimeouts: number;
   lost: number;
   duplicated: number;
+  /** The most chaos_keyed runs of one key seen overlapping (≤ KEYED_LIMIT). */
+  maxKeyOverlap: number;
+  wallSeconds: number;
   violations: string[];
 }
 
@@ -129,11 +144,42 @@ async function startInstance(workers: Worker[], name: string, input: unknown, in
   }
 }
 
+/** A CloudEvent posted to a random worker's `POST /events` until one accepts it (a retry of an accepted one is deduplicated by its id). */
+async function postEvent(workers: Worker[], event: { id: string; type: string; data: unknown }): Promise<void> {
+  const body = JSON.stringify({ specversion: "1.0", source: "/chaos", ...event });
+  for (let attempt = 0; ; attempt++) {
+    const w = workers[rand(0, workers.length - 1)]!;
+    try {
+      const r = await fetch(`http://127.0.0.1:${w.port}/events`, { method: "POST", headers: { "content-type": "application/cloudevents+json" }, body, signal: AbortSignal.timeout(5000) });
+      if (r.status === 202) return;
+      throw new Error(`HTTP ${r.status}`);
+    } catch (err) {
+      if (attempt > 200) throw err;
+      await pause(50);
+    }
+  }
+}
+
+/** Cancel through a random worker's API (the engine cancels the children too); 409: already cancelled by an earlier try. */
+async function cancelViaApi(workers: Worker[], instanceId: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    const w = workers[rand(0, workers.length - 1)]!;
+    try {
+      const r = await fetch(`http://127.0.0.1:${w.port}/instances/${instanceId}/cancel`, { method: "POST", signal: AbortSignal.timeout(5000) });
+      if (r.status === 200 || r.status === 409) return;
+      throw new Error(`HTTP ${r.status}`);
+    } catch (err) {
+      if (attempt > 200) throw err;
+      await pause(50);
+    }
+  }
+}
+
 export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   const t0 = Date.now();
   const log = (line: string) => opts.log?.(`${line} (+${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-  const n = {
-    workers: opts.workers ?? 3,
+  const workerCount = opts.workers ?? 3;
+  const n: Mix = {
     steps: opts.steps ?? 300,
     sagas: opts.sagas ?? 80,
     consumers: opts.consumers ?? 40,
@@ -142,17 +188,23 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     news: opts.news ?? 20,
     cancels: opts.cancels ?? 50,
     slow: opts.slow ?? 30,
+    parents: opts.parents ?? 40,
+    childrenPerParent: opts.childrenPerParent ?? 3,
+    orders: opts.orders ?? 60,
+    keyed: opts.keyed ?? 40,
+    keys: opts.keys ?? 4,
   };
+  const stallMs = opts.stallMs ?? 60_000;
   const admin: Database = createPostgresJsDatabase({ url: opts.databaseUrl, max: 4 });
   const storage = createStorage(admin);
   await migrate(admin.db);
   for (const ddl of CHAOS_TABLES) await admin.db.execute(ddl);
 
-  const ports = await Promise.all(Array.from({ length: n.workers }, () => freePort()));
+  const ports = await Promise.all(Array.from({ length: workerCount }, () => freePort()));
   const workers: Worker[] = ports.map((port) => ({ port, proc: null }));
   const nextOf = (i: number) => `http://127.0.0.1:${ports[(i + 1) % ports.length]}`;
   await Promise.all(workers.map((w, i) => startWorker(w, opts.databaseUrl, nextOf(i))));
-  log(`chaos: ${n.workers} workers up`);
+  log(`chaos: ${workerCount} workers up`);
 
   const faults = startFaults(
     {
@@ -172,9 +224,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     log,
   );
   let stopped: FaultCounts | null = null;
+  const statusCount = (workflow: string, statuses: string[]) =>
+    count(admin, sql`SELECT count(*)::int AS n FROM workflow_instances WHERE workflow_name = ${workflow} AND status IN (${sql.join(statuses.map((x) => sql`${x}`), sql`, `)})`);
+  const progress = (what: string, measure: () => Promise<number>, target: number) => waitForProgress(measure, target, stallMs, what, admin);
 
   const violations: string[] = [];
   try {
+    const held = heldParents(n);
     const starts: Promise<void>[] = [];
     for (let i = 0; i < n.steps; i++) starts.push(startInstance(workers, "chaos_steps", 3, `steps-${i}`));
     for (let i = 0; i < n.sagas; i++) starts.push(startInstance(workers, "chaos_saga", null, `saga-${i}`));
@@ -182,8 +238,20 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     for (let i = 0; i < n.listeners; i++) starts.push(startInstance(workers, "chaos_listener", null, `listener-${i}`));
     for (let i = 0; i < n.cancels; i++) starts.push(startInstance(workers, "chaos_cancel", null, `cancel-${i}`));
     for (let i = 0; i < n.slow; i++) starts.push(startInstance(workers, "chaos_slow", i % 3, `slow-${i}`));
+    for (let i = 0; i < n.parents; i++) starts.push(startInstance(workers, "chaos_parent", { children: n.childrenPerParent, hold: i % 2 === 1 }, `parent-${i}`));
+    for (let i = 0; i < n.orders; i++) starts.push(startInstance(workers, "chaos_order", `order-${i}`, `order-${i}`));
+    for (let i = 0; i < n.keyed; i++) starts.push(startInstance(workers, "chaos_keyed", { key: `k${i % n.keys}` }, `keyed-${i}`));
     await Promise.all(starts);
     log("chaos: all workflows started");
+
+    // Payments of the even orders while the orders still sleep (found by lookback), each after an event of
+    // an order nobody waits for (must wake no one).
+    const pay = (i: number) => postEvent(workers, { id: `pay-${i}`, type: "chaos.paid", data: payment(i) });
+    const stray = (i: number) => postEvent(workers, { id: `stray-${i}`, type: "chaos.paid", data: { orderId: `nobody-${i}`, amount: -1 } });
+    for (let i = 0; i < n.orders; i += 2) {
+      await stray(i);
+      await pay(i);
+    }
 
     // Messages go straight to storage (no wake-up call): delivery relies on the workers' sweepers.
     // Each with its own message id: a publish retried after its commit was acknowledged by nobody is refused, not doubled.
@@ -195,29 +263,36 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       await publish("chaos_jobs", `job-${i}`, { job: i });
     }
     // Listeners must be subscribed before the news starts, so each must see all of it.
-    await waitUntil(async () => (await count(admin, sql`SELECT count(*)::int AS n FROM channel_subscriptions WHERE channel = 'chaos_news'`)) === n.listeners, opts.timeoutMs ?? 120_000, "listeners subscribed", admin);
+    await progress("listeners subscribed", () => count(admin, sql`SELECT count(*)::int AS n FROM channel_subscriptions WHERE channel = 'chaos_news'`), n.listeners);
     for (let s = 1; s <= n.news; s++) await publish("chaos_news", `news-${s}`, s);
     await publish("chaos_news", "news-stop", "STOP");
     log("chaos: jobs and news published");
 
-    // Cancel the sleepers once they are asleep (retrying through kills).
-    await waitUntil(async () => (await count(admin, sql`SELECT count(*)::int AS n FROM workflow_instances WHERE workflow_name = 'chaos_cancel' AND status = 'waiting_for_timer'`)) === n.cancels, opts.timeoutMs ?? 120_000, "sleepers asleep", admin);
-    for (let i = 0; i < n.cancels; i++) await persist(() => storage.cancelInstance(`cancel-${i}`, "chaos"));
-    const workflows = n.steps + n.sagas + n.consumers + n.listeners + n.cancels + n.slow;
+    // The odd orders' payments once every order waits (or is done), again among strays.
+    await progress("orders past their sleep", () => statusCount("chaos_order", ["waiting_for_message", "completed"]), n.orders);
+    for (let i = 1; i < n.orders; i += 2) {
+      await stray(i);
+      await pay(i);
+    }
+    log("chaos: payments published");
 
-    log("chaos: sleepers cancelled");
-    await waitUntil(
-      async () => (await count(admin, sql`SELECT count(*)::int AS n FROM workflow_instances WHERE status IN ('completed','failed','cancelled')`)) === workflows,
-      opts.timeoutMs ?? 120_000,
-      "all instances terminal",
-      admin,
-    ).catch((e: Error) => violations.push(e.message));
+    // Cancel the sleepers, and the held parents once all their children sleep (retrying through kills).
+    await progress("sleepers asleep", () => statusCount("chaos_cancel", ["waiting_for_timer"]), n.cancels);
+    for (let i = 0; i < n.cancels; i++) await persist(() => storage.cancelInstance(`cancel-${i}`, "chaos"));
+    await progress("held children asleep", () => statusCount("chaos_child", ["waiting_for_timer"]), held * n.childrenPerParent);
+    for (let i = 1; i < n.parents; i += 2) await cancelViaApi(workers, `parent-${i}`);
+    log("chaos: sleepers and held parents cancelled");
+
+    const workflows = instanceCount(n);
+    await progress("all instances terminal", () => count(admin, sql`SELECT count(*)::int AS n FROM workflow_instances WHERE status IN ('completed','failed','cancelled')`), workflows).catch(
+      (e: Error) => violations.push(e.message),
+    );
     log("chaos: all terminal");
     stopped = await faults.stop();
     await pause(500);
 
     const result = await verify(admin, n, jobIds, violations);
-    return { workflows, ...stopped, ...result, violations };
+    return { workflows, ...stopped, ...result, wallSeconds: Math.round((Date.now() - t0) / 1000), violations };
   } finally {
     if (!stopped) await faults.stop();
     for (const w of workers) w.proc?.kill("SIGKILL");
@@ -225,99 +300,49 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   }
 }
 
-async function count(db: Database, q: ReturnType<typeof sql>): Promise<number> {
-  return Number((await queryRows<{ n: number }>(db.db, q))[0]?.n ?? 0);
-}
-
-async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string, db?: Database): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) {
-      const states = db
-        ? await queryRows<{ workflow_name: string; status: string; n: number }>(
-            db.db,
-            sql`SELECT workflow_name, status, count(*)::int AS n FROM workflow_instances GROUP BY 1, 2 ORDER BY 1, 2`,
-          ).catch(() => [])
-        : [];
-      if (db && process.env.CHAOS_DEBUG) {
-        console.error(
-          await queryRows(db.db, sql`SELECT instance_id, status, current_activity_id, locked_by, lock_expires_at, updated_at, failure_count, failure_data, now() FROM workflow_instances WHERE status NOT IN ('completed','failed','cancelled') LIMIT 5`).catch((e: unknown) => e),
-          await queryRows(db.db, sql`SELECT h.instance_id, h.activity_id, h.event_type, left(h.event_data, 300) AS data FROM workflow_history h JOIN workflow_instances i USING (instance_id) WHERE i.status NOT IN ('completed','failed','cancelled') ORDER BY h.id LIMIT 40`).catch((e: unknown) => e),
-          await queryRows(db.db, sql`SELECT * FROM channel_subscriptions s WHERE instance_id IN (SELECT instance_id FROM workflow_instances WHERE status NOT IN ('completed','failed','cancelled')) LIMIT 10`).catch((e: unknown) => e),
-          await queryRows(db.db, sql`SELECT (SELECT count(*) FROM channel_message_claims) AS claims, (SELECT count(*) FROM chaos_consumed) AS consumed, (SELECT count(*) FROM channel_messages WHERE channel = 'chaos_jobs') AS jobs`).catch((e: unknown) => e),
-        );
-      }
-      throw new Error(`timed out waiting for: ${what}${states.length ? ` (${states.map((r) => `${r.workflow_name} ${r.status}: ${r.n}`).join(", ")})` : ""}`);
+/**
+ * Wait until `measure` reaches `target`. Slowness is not failure: the wait
+ * fails only when the measure has not grown for `stallMs` (a stuck instance
+ * still stalls it, and is reported with every instance's state).
+ */
+async function waitForProgress(measure: () => Promise<number>, target: number, stallMs: number, what: string, db: Database): Promise<void> {
+  let best = -1;
+  let since = Date.now();
+  let lastDebug = Date.now();
+  for (;;) {
+    const now = await measure().catch(() => null);
+    if (now !== null && now >= target) return;
+    if (now !== null && now > best) {
+      best = now;
+      since = Date.now();
+    }
+    if (Date.now() - since > stallMs) {
+      const states = await queryRows<{ workflow_name: string; status: string; n: number }>(
+        db.db,
+        sql`SELECT workflow_name, status, count(*)::int AS n FROM workflow_instances GROUP BY 1, 2 ORDER BY 1, 2`,
+      ).catch(() => []);
+      if (process.env.CHAOS_DEBUG) await debugDump(db);
+      throw new Error(
+        `no progress for ${stallMs / 1000} s waiting for: ${what} (${best}/${target}; ${states.map((r) => `${r.workflow_name} ${r.status}: ${r.n}`).join(", ")})`,
+      );
+    }
+    if (process.env.CHAOS_DEBUG && Date.now() - lastDebug > 10_000) {
+      lastDebug = Date.now();
+      console.error(`[driver] waiting for ${what}: ${best}/${target}`);
     }
     await pause(100);
   }
 }
 
-async function verify(
-  db: Database,
-  n: { steps: number; sagas: number; consumers: number; jobsPerConsumer: number; listeners: number; news: number; cancels: number; slow: number },
-  jobIds: string[],
-  violations: string[],
-) {
-  let lost = 0;
-  let duplicated = 0;
-  const expectStatus = async (workflow: string, status: string, expected: number) => {
-    const got = await count(db, sql`SELECT count(*)::int AS n FROM workflow_instances WHERE workflow_name = ${workflow} AND status = ${status}`);
-    if (got !== expected) {
-      violations.push(`${workflow}: ${got}/${expected} ${status}`);
-      lost += Math.max(0, expected - got);
-    }
-  };
-  await expectStatus("chaos_steps", "completed", n.steps);
-  await expectStatus("chaos_saga", "failed", n.sagas);
-  await expectStatus("chaos_consumer", "completed", n.consumers);
-  await expectStatus("chaos_listener", "completed", n.listeners);
-  await expectStatus("chaos_cancel", "cancelled", n.cancels);
-  await expectStatus("chaos_slow", "completed", n.slow);
-
-  // each slow activity succeeded on the attempt after its planned statement timeouts (a dropped connection may add attempts)
-  const slow = await queryRows<{ instance_id: string; output_data: string | null }>(db.db, sql`SELECT instance_id, output_data FROM workflow_instances WHERE workflow_name = 'chaos_slow'`);
-  for (const s of slow) {
-    const planned = Number(s.instance_id.slice("slow-".length)) % 3;
-    const attempts = s.output_data ? (JSON.parse(s.output_data) as { attempts: number }).attempts : 0;
-    if (attempts < planned + 1) violations.push(`${s.instance_id}: succeeded on attempt ${attempts}, before its ${planned} statement timeouts`);
-  }
-  const statementTimeouts = await count(
-    db,
-    sql`SELECT count(*)::int AS n FROM workflow_history h JOIN workflow_instances i USING (instance_id)
-        WHERE i.workflow_name = 'chaos_slow' AND h.event_type = 'ActivityAttemptFailed' AND h.event_data LIKE '%statement timeout%'`,
+/** CHAOS_DEBUG: what the instances that are not terminal, and the workers' connections, are doing. */
+async function debugDump(db: Database): Promise<void> {
+  const q = (query: ReturnType<typeof sql>) => queryRows(db.db, query).catch((e: unknown) => e);
+  const live = sql`(SELECT instance_id FROM workflow_instances WHERE status NOT IN ('completed','failed','cancelled'))`;
+  console.error(
+    await q(sql`SELECT instance_id, status, current_activity_id, locked_by, lock_expires_at, updated_at, failure_count, failure_data, now() FROM workflow_instances WHERE instance_id IN ${live} LIMIT 10`),
+    await q(sql`SELECT instance_id, activity_id, event_type, left(event_data, 300) AS data FROM workflow_history WHERE instance_id IN ${live} ORDER BY id DESC LIMIT 40`),
+    await q(sql`SELECT * FROM channel_subscriptions WHERE instance_id IN ${live} LIMIT 10`),
+    await q(sql`SELECT application_name AS app, state, wait_event_type AS wtype, wait_event AS wait, now() - xact_start AS xact_age, left(query, 120) AS query FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() ORDER BY xact_start NULLS LAST`),
+    await q(sql`SELECT locktype, mode, granted, pid, objid FROM pg_locks WHERE NOT granted OR locktype = 'advisory'`),
   );
-  const plannedTimeouts = Array.from({ length: n.slow }, (_, i) => i % 3).reduce((a, b) => a + b, 0);
-  if (statementTimeouts < plannedTimeouts) violations.push(`statement timeouts recorded: ${statementTimeouts}, planned ${plannedTimeouts}`);
-
-  // every transactional row exactly once
-  const rows = await queryRows<{ instance_id: string; tag: string; c: number }>(db.db, sql`SELECT instance_id, tag, count(*)::int AS c FROM chaos_rows GROUP BY 1, 2`);
-  const expectedRows = n.steps * 3 + (n.sagas + n.cancels + n.slow) * 2;
-  for (const r of rows) if (Number(r.c) > 1) duplicated += Number(r.c) - 1;
-  if (rows.length < expectedRows) lost += expectedRows - rows.length;
-  if (rows.length !== expectedRows) violations.push(`chaos_rows: ${rows.length} distinct rows, expected ${expectedRows}`);
-
-  // each competing message consumed exactly once
-  const consumed = await queryRows<{ message_id: string; c: number }>(db.db, sql`SELECT message_id, count(*)::int AS c FROM chaos_consumed GROUP BY 1`);
-  const seen = new Map(consumed.map((r) => [r.message_id, Number(r.c)]));
-  for (const id of jobIds) {
-    const c = seen.get(id) ?? 0;
-    if (c === 0) lost++;
-    if (c > 1) duplicated += c - 1;
-  }
-  if (consumed.length !== jobIds.length) violations.push(`chaos_consumed: ${consumed.length} messages, expected ${jobIds.length}`);
-
-  // broadcast: every listener got 1..news, in order
-  const outs = await queryRows<{ output_data: string | null }>(db.db, sql`SELECT output_data FROM workflow_instances WHERE workflow_name = 'chaos_listener'`);
-  const want = JSON.stringify(Array.from({ length: n.news }, (_, i) => i + 1));
-  const wrong = outs.filter((o) => o.output_data !== want).length;
-  if (wrong) {
-    violations.push(`${wrong} listeners did not get exactly 1..${n.news} in order`);
-    lost += wrong;
-  }
-
-  const held = await count(db, sql`SELECT count(*)::int AS n FROM workflow_instances WHERE locked_by IS NOT NULL`);
-  if (held) violations.push(`${held} leases still held`);
-  if (duplicated) violations.push(`${duplicated} duplicated effects`);
-  return { lost, duplicated, statementTimeouts };
 }

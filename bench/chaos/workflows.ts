@@ -3,7 +3,8 @@
  * the driver can check every instance after the kills.
  */
 import { sql } from "drizzle-orm";
-import { activity, receive, registerCompensation, sleep, subscribe, TerminalError, workflow, type Workflow } from "../../src/index.ts";
+import { z } from "zod";
+import { activity, invoke, receive, registerCompensation, sleep, subscribe, TerminalError, waitEvent, workflow, type Workflow } from "../../src/index.ts";
 
 const record = activity("chaos_record", async (ctx, tag: string) => {
   await ctx.tx.execute(sql`INSERT INTO chaos_rows (instance_id, tag) VALUES (${ctx.instanceId}, ${tag})`);
@@ -93,9 +94,62 @@ export const chaosCancel = workflow("chaos_cancel", async (ctx) => {
   await sleep(ctx, 3600);
 });
 
-export const chaosWorkflows: Workflow[] = [chaosSteps, chaosSaga, chaosConsumer, chaosListener, chaosCancel, chaosSlow];
+/**
+ * A child: a row and its compensation, then (held) a long sleep → returns `i`;
+ * cancelled with its parent → cancelled, row + undo row.
+ */
+export const chaosChild = workflow("chaos_child", async (ctx, input: { i: number; hold: boolean }) => {
+  await record(ctx, "child");
+  await registerCompensation(ctx, undo, "child");
+  if (input.hold) await sleep(ctx, 3600);
+  return input.i;
+});
+
+/**
+ * A parent: a row and its compensation, then `children` children invoked in
+ * parallel → completed with [0, 1, …]; held ones are cancelled by the driver
+ * once their children sleep → parent and children cancelled, each undo row once.
+ */
+export const chaosParent = workflow("chaos_parent", async (ctx, input: { children: number; hold: boolean }) => {
+  await record(ctx, "parent");
+  await registerCompensation(ctx, undo, "parent");
+  return Promise.all(Array.from({ length: input.children }, (_, i) => invoke(ctx, chaosChild, { i, hold: input.hold })));
+});
+
+/**
+ * An order waiting for its own payment event (matched on `data.orderId`),
+ * after a short sleep during which the driver may already have published it
+ * (lookback) → completed with exactly its own payment.
+ */
+export const chaosOrder = workflow("chaos_order", async (ctx, orderId: string) => {
+  await sleep(ctx, 1);
+  const paid = await waitEvent(ctx, "chaos.paid", { match: { "data.orderId": orderId } });
+  return paid.data as { orderId: string; amount: number };
+});
+
+/** Keyed concurrency: the run's interval (first to last activity) is recorded, so the driver can count overlaps per key. */
+export const KEYED_LIMIT = 2;
+const keyedBegin = activity("chaos_keyed_begin", async (ctx, key: string) => {
+  await ctx.tx.execute(sql`INSERT INTO chaos_runs (instance_id, key, started_at) VALUES (${ctx.instanceId}, ${key}, clock_timestamp())`);
+});
+const keyedEnd = activity("chaos_keyed_end", async (ctx) => {
+  await ctx.tx.execute(sql`UPDATE chaos_runs SET ended_at = clock_timestamp() WHERE instance_id = ${ctx.instanceId}`);
+});
+export const chaosKeyed = workflow(
+  "chaos_keyed",
+  { input: z.object({ key: z.string() }), concurrency: { key: (input: { key: string }) => input.key, limit: KEYED_LIMIT } },
+  async (ctx, input) => {
+    await keyedBegin(ctx, input.key);
+    await sleep(ctx, 0.3);
+    await keyedEnd(ctx);
+    return input.key;
+  },
+);
+
+export const chaosWorkflows: Workflow[] = [chaosSteps, chaosSaga, chaosConsumer, chaosListener, chaosCancel, chaosSlow, chaosChild, chaosParent, chaosOrder, chaosKeyed];
 
 export const CHAOS_TABLES = [
   sql`CREATE TABLE IF NOT EXISTS chaos_rows (id serial PRIMARY KEY, instance_id text NOT NULL, tag text NOT NULL)`,
   sql`CREATE TABLE IF NOT EXISTS chaos_consumed (id serial PRIMARY KEY, message_id text NOT NULL, instance_id text NOT NULL)`,
+  sql`CREATE TABLE IF NOT EXISTS chaos_runs (id serial PRIMARY KEY, instance_id text NOT NULL, key text NOT NULL, started_at timestamptz NOT NULL, ended_at timestamptz)`,
 ];

@@ -33,7 +33,11 @@ it("survives worker kills, backend kills, a Postgres restart and statement timeo
     pgRestarts: 1,
     pgRestartEveryMs: 3000,
     restartPostgres: () => cluster.restart(),
-    timeoutMs: 120_000,
+    parents: 4,
+    childrenPerParent: 2,
+    orders: 6,
+    keyed: 8,
+    keys: 2,
   });
   expect(r.violations).toEqual([]);
   expect(r.lost).toBe(0);
