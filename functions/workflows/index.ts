@@ -4,6 +4,9 @@ import { approval } from "./approval.ts";
 import { fanoutChildren } from "./fanout-children.ts";
 import { dailyReport } from "./daily-report.ts";
 import { accountSync } from "./account-sync.ts";
+import { partnerCall } from "./partner-call.ts";
+import { searchReindex } from "./search-reindex.ts";
+import { environmentDeploy } from "./environment-deploy.ts";
 import { firstResponse } from "./first-response.ts";
 import { jobWorker } from "./job-worker.ts";
 import { notifier } from "./notifier.ts";
@@ -12,4 +15,4 @@ import { paymentWait } from "./payment-wait.ts";
 import { pipeline } from "./pipeline.ts";
 import { reminder } from "./reminder.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy];

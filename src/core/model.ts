@@ -27,8 +27,9 @@ export const INSTANCE_STATUSES = [
    */
   "quarantined",
   /**
-   * Waiting for a concurrency slot (`concurrency: { key, limit }`): created,
-   * not started; promoted to `running` in start order as slots free. Cancellable.
+   * Created, not started (flow control): waiting for a concurrency slot
+   * or a rate window (promoted to `running` in start order), or a pending
+   * debounced instance (starts once its key was quiet). Cancellable.
    */
   "queued",
 ] as const;

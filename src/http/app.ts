@@ -184,7 +184,7 @@ export function createApp(opts: AppOptions): Hono {
       perWorkflow: (wf) => startBody(wf.options.input ?? z.unknown()),
       responses: {
         201: { description: "created", schema: started },
-        200: { description: "an instance with this instanceId already exists", schema: started },
+        200: { description: "an existing instance: one with this instanceId, or the unfinished instance of a singleton key, or the pending instance of a debounce key (which takes this input)", schema: started },
         404: { description: "unknown workflow" },
       },
     }),
