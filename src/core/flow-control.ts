@@ -5,33 +5,41 @@
  */
 import { ValidationError } from "./errors.ts";
 
-type KeyFn = (input: any) => string;
-
+/** `concurrency`: at most `limit` unfinished instances per key. */
 export interface ConcurrencyOption {
-  key: KeyFn;
+  /** The key of a start, from its validated input: a string of 1–200 characters. */
+  key: (input: any) => string;
   /** Unfinished, unqueued instances per key. */
   limit: number;
 }
 
+/** `rateLimit`: a throttle — starts over the limit wait `queued`. */
 export interface RateLimitOption {
-  key: KeyFn;
+  /** The key of a start, from its validated input: a string of 1–200 characters. */
+  key: (input: any) => string;
   /** Admissions (starts) per key in any window of `periodSeconds`. */
   limit: number;
+  /** The window's length: (0, 7 days]. */
   periodSeconds: number;
 }
 
+/** `debounce`: a burst of starts of one key runs once, with the last input. */
 export interface DebounceOption {
-  key: KeyFn;
+  /** The key of a start, from its validated input: a string of 1–200 characters. */
+  key: (input: any) => string;
   /** The key must be quiet this long before its pending instance starts. */
   periodSeconds: number;
   /** Start at the latest this long after the first start of a burst (default: never forced). */
   maxWaitSeconds?: number;
 }
 
+/** `singleton`: one unfinished instance per key; other starts return it. */
 export interface SingletonOption {
-  key: KeyFn;
+  /** The key of a start, from its validated input: a string of 1–200 characters. */
+  key: (input: any) => string;
 }
 
+/** The flow-control options of `workflow(name, options, fn)`. */
 export interface FlowControlOptions {
   /**
    * At most `limit` unfinished instances per key are started; later ones
@@ -84,7 +92,7 @@ export function checkFlowControl(name: string, o: FlowControlOptions): void {
 }
 
 /** `{workflow}:{key(input)}`; a key function that throws or returns no usable string is a ValidationError (nothing is stored). */
-export function flowKey(workflowName: string, option: keyof FlowControlOptions, key: KeyFn, input: unknown): string {
+export function flowKey(workflowName: string, option: keyof FlowControlOptions, key: (input: any) => string, input: unknown): string {
   const refuse = (message: string) => new ValidationError(`workflow "${workflowName}": ${option}.key(input) ${message}`, [{ path: ["input"], message: `invalid ${option} key` }]);
   let k: unknown;
   try {
