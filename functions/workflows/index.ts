@@ -3,6 +3,7 @@ import { announce } from "./announce.ts";
 import { approval } from "./approval.ts";
 import { fanoutChildren } from "./fanout-children.ts";
 import { dailyReport } from "./daily-report.ts";
+import { exportReport } from "./export-report.ts";
 import { accountSync } from "./account-sync.ts";
 import { partnerCall } from "./partner-call.ts";
 import { searchReindex } from "./search-reindex.ts";
@@ -14,5 +15,6 @@ import { orderSaga } from "./order-saga.ts";
 import { paymentWait } from "./payment-wait.ts";
 import { pipeline } from "./pipeline.ts";
 import { reminder } from "./reminder.ts";
+import { sendInvoice } from "./send-invoice.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy, exportReport, sendInvoice];

@@ -23,7 +23,7 @@ import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 import { batchOrEach, DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
 import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
 import { checkScheduledInputs } from "./schedules.ts";
-import { createControlled, flowKeys, slotFreed, startTimedStarts, type FlowFields } from "./flow-control.ts";
+import { createControlled, flowKeys, startTimedStarts, type FlowFields } from "./flow-control.ts";
 import { HISTORY_PAGE_MAX, toView, type HistoryEntry, type InstanceDetail, type InstanceView } from "./views.ts";
 
 export { HISTORY_PAGE_MAX, toView };
@@ -131,12 +131,7 @@ export class Engine implements StepRunner {
     this.handoffLeaseSeconds = opts.handoffLeaseSeconds ?? 30;
     this.retryPolicy = opts.retryPolicy;
     const user = this.tracing ? combineHooks(opts.hooks ?? {}, this.tracing.hooks) : (opts.hooks ?? {});
-    // An ended instance of a keyed workflow frees its slot at once (the sweeper catches what this misses).
-    const freed = (i: { instanceId: string; workflowName: string }): void => {
-      slotFreed(this, i.instanceId, i.workflowName).catch((err: unknown) => console.error("edda: promoting queued instances failed (the sweeper will)", err));
-    };
-    const slots: EngineHooks = [...this.workflows.values()].some((w) => w.options.concurrency) ? { onWorkflowComplete: freed, onWorkflowFailed: freed, onWorkflowCancelled: freed } : {};
-    this.hooks = guardHooks(combineHooks(user, slots));
+    this.hooks = guardHooks(user);
     this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
     this.errorView = { stacks: opts.exposeErrorStacks ?? false };
     this.errorClasses = Object.fromEntries((opts.errorClasses ?? []).map((C) => [new C("").name, C]));

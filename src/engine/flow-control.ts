@@ -118,11 +118,19 @@ export async function promoteKey(engine: Engine, key: string, scope?: DispatchSc
   return ids.length;
 }
 
-/** After an instance ended: free its slot for the next in line. */
-export async function slotFreed(engine: Engine, instanceId: string, workflowName: string): Promise<void> {
-  if (!engine.workflows.get(workflowName)?.options.concurrency) return;
-  const key = await engine.storage.concurrencyKeyOf(instanceId);
-  if (key) await promoteKey(engine, key);
+/**
+ * After an instance ended (post-commit): free its slot for the next in line.
+ * The work joins the ending invocation's scope, so on Workers it finishes
+ * before the invocation's database closes and its dispatch takes that
+ * invocation's queue send; a failure is logged and left to the sweeper.
+ */
+export function slotFreed(engine: Engine, instance: { instanceId: string; workflowName: string }, scope?: DispatchScope): void {
+  if (!engine.workflows.get(instance.workflowName)?.options.concurrency) return;
+  const p = (async () => {
+    const key = await engine.storage.concurrencyKeyOf(instance.instanceId);
+    if (key) await promoteKey(engine, key, scope);
+  })().catch((err: unknown) => console.error("edda: promoting queued instances failed (the sweeper will)", err));
+  scope?.waitUntil?.(p);
 }
 
 const namesWith = (engine: Engine, option: "concurrency" | "rateLimit" | "debounce") =>

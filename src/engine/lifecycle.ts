@@ -21,6 +21,7 @@ import type { InstanceEnd, InstanceRecord, Storage, TxStorage } from "../storage
 import type { ChildStart, RecordedChildOutcome } from "./children.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
+import { slotFreed } from "./flow-control.ts";
 
 type ChildWait = Extract<WaitRequest, { kind: "child" }>;
 
@@ -152,6 +153,7 @@ export async function endInstanceTree(engine: Engine, instanceId: string, end: I
     if (e.status === "compensating") engine.dispatcher.dispatch({ instanceId: target.instanceId }, scope);
     else if (e.status === "cancelled") engine.hooks.onWorkflowCancelled?.(target);
     else if (e.status === "failed" && end.kind === "timeout") engine.hooks.onWorkflowFailed?.({ ...target, error: timeoutError(e.instance) });
+    if (e.status === "cancelled" || e.status === "failed") slotFreed(engine, target, scope);
   }
   return r;
 }

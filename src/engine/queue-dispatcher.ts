@@ -6,7 +6,9 @@
  * no invocation open for the chain behind it.
  *
  * - Steps dispatched in one tick of one invocation go out together, in
- *   batches of the queue's `maxBatch` (Queues: 100 per `sendBatch`).
+ *   batches of the queue's `maxBatch` (Queues: 100 per `sendBatch`); a
+ *   consumer batch holds its follow-ups until its last message is done
+ *   (`hold`), so the whole batch's go out together.
  * - Short timers and retry backoffs become a delayed "fire due timers"
  *   message (up to the queue's `maxDelaySeconds`); longer ones stay with the
  *   cron sweep. No invocation sleeps.
@@ -40,6 +42,7 @@ export class QueueDispatcher implements Dispatcher {
   private runner: StepRunner | null = null;
   private readonly pending = new WeakMap<object, OutgoingMessage[]>();
   private readonly timerSlots = new WeakMap<object, Set<number>>();
+  private readonly held = new WeakSet<object>();
   /** Key for dispatches outside any invocation scope. */
   private readonly unscoped = {};
 
@@ -65,6 +68,25 @@ export class QueueDispatcher implements Dispatcher {
     this.enqueue({ body: { kind: "timers", due: Date.now() + Math.max(0, delaySeconds) * 1000 }, delaySeconds: delay }, scope);
   }
 
+  /**
+   * Keep what `scope` dispatches until the returned release is called, then
+   * send it all in `maxBatch` chunks. A consumer batch holds its follow-ups
+   * this way: its messages finish in different ticks, and one send each
+   * would spend a subrequest per message (100 per batch, over the Free
+   * plan's 50); held, a batch of 100 costs one `sendBatch`.
+   */
+  hold(scope: DispatchScope): () => Promise<void> {
+    const key = scope.budget ?? this.unscoped;
+    this.held.add(key);
+    return () => {
+      this.held.delete(key);
+      const batch = this.pending.get(key);
+      if (!batch) return Promise.resolve();
+      this.pending.delete(key);
+      return this.flush(batch, scope);
+    };
+  }
+
   private enqueue(message: OutgoingMessage, scope: DispatchScope | undefined): void {
     const key = scope?.budget ?? this.unscoped;
     let batch = this.pending.get(key);
@@ -74,6 +96,7 @@ export class QueueDispatcher implements Dispatcher {
     }
     batch = [message];
     this.pending.set(key, batch);
+    if (this.held.has(key)) return; // sent on release
     const all = batch;
     // Everything this invocation dispatches in the same tick travels in as few sends as possible.
     const p = Promise.resolve().then(() => {

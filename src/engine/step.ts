@@ -21,6 +21,7 @@ import { fromJson, instanceErrorData, toJson } from "../core/serialization.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage, TxStorage } from "../storage/types.ts";
 import { deliverToParent, prepareChildWait, reportsToParent, startChildIn } from "./lifecycle.ts";
 import { startChildActivity } from "./children.ts";
+import { slotFreed } from "./flow-control.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 import { isConnectionLost, stepFailed } from "./poison.ts";
@@ -464,6 +465,8 @@ class Step {
   }
 
   private afterConclusion(c: StepConclusion, token: number | undefined, after?: () => void) {
+    // An ended instance of a keyed workflow frees its slot at once (the sweeper catches what this misses).
+    if (c.status === "completed" || c.status === "failed" || c.status === "cancelled") slotFreed(this.engine, this.target, this.scope);
     if (c.handoff && token !== undefined) {
       if (this.warmNext && this.replaying) {
         this.engine.warmRuns.put(this.fence.instanceId, {

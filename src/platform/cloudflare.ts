@@ -96,14 +96,33 @@ export interface InvocationCounts {
   queueBatches: number;
   queueMessages: number;
   scheduled: number;
+  /**
+   * The most subrequests the engine made in one invocation of each kind:
+   * queue `send`/`sendBatch` calls, follow-up fetches and outbox POSTs,
+   * counted where they leave (the bindings and the fetch), so a test can hold
+   * them against the platform's limit, which `wrangler dev` does not enforce.
+   */
+  maxSubrequests: { request: number; queueBatch: number; scheduled: number };
 }
 
+type InvocationKind = keyof InvocationCounts["maxSubrequests"];
+
 export function createWorker(opts: WorkerOptions): EddaWorker {
-  const counts: InvocationCounts = { requests: 0, fetchFollowUps: 0, queueBatches: 0, queueMessages: 0, scheduled: 0 };
+  const counts: InvocationCounts = { requests: 0, fetchFollowUps: 0, queueBatches: 0, queueMessages: 0, scheduled: 0, maxSubrequests: { request: 0, queueBatch: 0, scheduled: 0 } };
+  /** A counter of one invocation's subrequests, folded into `counts.maxSubrequests` as it grows. */
+  const tally = (kind: InvocationKind) => {
+    let n = 0;
+    return () => {
+      n++;
+      if (n > counts.maxSubrequests[kind]) counts.maxSubrequests[kind] = n;
+    };
+  };
 
   // One Edda per invocation: it is cheap (routes compile lazily) and its dispatcher may use this invocation's loopback.
-  function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null): { edda: Edda; config: EddaConfig } {
+  function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, kind: InvocationKind): { edda: Edda; config: EddaConfig } {
     const config = readConfig(env);
+    const count = tally(kind);
+    const outboxFetch = opts.outbox?.fetch ?? fetch;
     if (!config.secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
     const edda = createEdda({
       serviceName: config.serviceName,
@@ -117,7 +136,14 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
       ...(config.leaseSeconds !== undefined ? { leaseSeconds: config.leaseSeconds } : {}),
       ...(config.handoffLeaseSeconds !== undefined ? { handoffLeaseSeconds: config.handoffLeaseSeconds } : {}),
       ...(config.retention ? { retention: config.retention } : {}),
-      dispatcher: dispatcherFor(env, ctx, origin, config, config.secret),
+      outbox: {
+        ...opts.outbox,
+        fetch: (input, init) => {
+          count();
+          return outboxFetch(input, init);
+        },
+      },
+      dispatcher: dispatcherFor(env, ctx, origin, config, config.secret, count),
       subrequestLimit: config.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET,
       routes: (app) => {
         app.get("/_edda/invocations", (c) => c.json(counts));
@@ -136,7 +162,7 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
         // Secure by default: a Worker answers the internet, so no API without a token unless explicitly allowed.
         const refusal = unauthenticatedRefusal(readConfig(env));
         if (refusal) throw refusal;
-        edda = eddaFor(env, ctx, new URL(request.url).origin).edda;
+        edda = eddaFor(env, ctx, new URL(request.url).origin, "request").edda;
       } catch (err) {
         if (err instanceof ConfigurationError) return configurationProblem(err);
         throw err;
@@ -147,10 +173,12 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
     async queue(batch, env, ctx) {
       counts.queueBatches++;
       counts.queueMessages += batch.messages.length;
-      const { edda, config } = eddaFor(env, ctx, null);
+      const { edda, config } = eddaFor(env, ctx, null, "queueBatch");
       const budget = new SubrequestBudget(config.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET);
       // The whole batch is one invocation: one database client, one budget; each message is acked once its work is done.
       await runInvocation(edda, async (engine, scope) => {
+        // The batch's follow-ups leave together when its last message is done: one sendBatch per 100, not a send per message.
+        const release = edda.dispatcher instanceof QueueDispatcher ? edda.dispatcher.hold(scope) : null;
         const queue = [...batch.messages];
         const worker = async () => {
           for (let msg = queue.shift(); msg; msg = queue.shift()) {
@@ -165,38 +193,47 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
             }
           }
         };
-        await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, batch.messages.length) }, worker));
+        try {
+          await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, batch.messages.length) }, worker));
+        } finally {
+          await release?.();
+        }
       }, { budget, ctx });
     },
 
     async scheduled(controller, env, ctx) {
       counts.scheduled++;
-      const report = await eddaFor(env, ctx, null).edda.sweep({}, ctx);
+      const report = await eddaFor(env, ctx, null, "scheduled").edda.sweep({}, ctx);
       console.log(`edda: sweep (${controller.cron})`, JSON.stringify(report));
     },
   };
 }
 
-function dispatcherFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, config: EddaConfig, secret: string): Dispatcher {
-  if (env.EDDA_QUEUE) return new QueueDispatcher(cloudflareQueue(env.EDDA_QUEUE));
+function dispatcherFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, config: EddaConfig, secret: string, count: () => void): Dispatcher {
+  if (env.EDDA_QUEUE) return new QueueDispatcher(cloudflareQueue(env.EDDA_QUEUE, count));
   const self = env.SELF ?? (config.publicUrl ? undefined : ctx.exports?.default);
   const baseUrl = config.publicUrl ?? origin ?? "https://edda.internal";
   if (!self && !config.publicUrl && !origin) console.warn("edda: no EDDA_QUEUE, EDDA_PUBLIC_URL, SELF binding or ctx.exports loopback: cron follow-ups cannot be sent");
   return new HttpDispatcher({
     baseUrl,
     secret,
-    ...(self ? { fetch: (input, init) => self.fetch(input, init) } : {}),
+    fetch: (input, init) => {
+      count();
+      return self ? self.fetch(input, init) : fetch(input, init);
+    },
     ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}),
   });
 }
 
-function cloudflareQueue(q: Queue): FollowUpQueue {
+function cloudflareQueue(q: Queue, count: () => void): FollowUpQueue {
   return {
     maxBatch: QUEUES_MAX_BATCH,
     maxDelaySeconds: QUEUES_MAX_DELAY_SECONDS,
-    send: (messages: OutgoingMessage[]) =>
-      messages.length === 1
+    send: (messages: OutgoingMessage[]) => {
+      count();
+      return messages.length === 1
         ? q.send(messages[0]!.body, { contentType: "json", ...(messages[0]!.delaySeconds ? { delaySeconds: messages[0]!.delaySeconds } : {}) })
-        : q.sendBatch(messages.map((m) => ({ body: m.body, contentType: "json" as const, ...(m.delaySeconds ? { delaySeconds: m.delaySeconds } : {}) }))),
+        : q.sendBatch(messages.map((m) => ({ body: m.body, contentType: "json" as const, ...(m.delaySeconds ? { delaySeconds: m.delaySeconds } : {}) })));
+    },
   };
 }

@@ -160,14 +160,14 @@ const stmt: fc.Arbitrary<Stmt> = fc.letrec<{ stmt: Stmt; block: Stmt[] }>((tie) 
   block: fc.array(tie("stmt"), { minLength: 1, maxLength: 3 }),
 })).stmt;
 
-/** Programs the database-backed variant runs in real time: no message waits, timers of 0 s. */
+/** Programs the database-backed variant runs in real time: no message waits, timers and children of 0 s. */
 export function forDatabase(body: Stmt[]): Stmt[] {
   return body.flatMap((s): Stmt[] => {
     switch (s.t) {
       case "receive":
-      case "invoke":
         return [];
       case "sleep":
+      case "invoke":
         return [{ ...s, seconds: 0 }];
       case "all":
         return [{ ...s, branches: s.branches.map(forDatabase) }];

@@ -6,7 +6,10 @@
 // mid-pipeline loses nothing — restarted on the same KV file, the queue and
 // the database carry it to completion with each step run once. A second
 // server with KV turned off runs the bounded fetch transport. `deno check`
-// covers the entry's types.
+// covers the entry's types. Compose and control on the same Deno
+// (compose-flows.ts): children, matched events, a concurrency key and
+// timeouts through the KV queue; a schedule tick made due is started by
+// Deno.cron's sweep.
 import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -18,12 +21,16 @@ import { queryRows, type Database } from "../../src/storage/database.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { migrate } from "../../src/storage/migrate.ts";
 import { freshDatabase } from "../support/db.ts";
+import { checkSweepWork, composeFlows, prepareSweepWork } from "./compose-flows.ts";
 import { api, ROOT, startDeno, waitForStatus, type Server } from "./processes.ts";
 
 let deno: Server;
 let db: Database;
 let env: Record<string, string>;
 let kvDir: string;
+let orphan: string;
+/** Output length when the sweep work was prepared: a cron line after it is a sweep that saw it. */
+let prepared: number;
 
 beforeAll(async () => {
   const url = await freshDatabase("deno");
@@ -32,6 +39,9 @@ beforeAll(async () => {
   kvDir = await mkdtemp(join(tmpdir(), "edda-deno-kv-"));
   env = { DATABASE_URL: url, EDDA_SECRET: "deno-secret", EDDA_ALLOW_UNAUTHENTICATED: "1", EDDA_KV_PATH: join(kvDir, "kv.sqlite3"), EDDA_LEASE_SECONDS: "3", EDDA_HANDOFF_LEASE_SECONDS: "3" };
   deno = await startDeno(env);
+  // Prepared first, so Deno.cron's next minute comes while the flows below run.
+  ({ orphan } = await prepareSweepWork(url, deno.url, db, "dn"));
+  prepared = deno.output().length;
 }, 90_000);
 
 afterAll(async () => {
@@ -55,6 +65,17 @@ it("order_saga and a 200-step pipeline complete through the Deno KV queue", { ti
   expect((await waitForStatus(deno.url, saga, ["completed", "failed"])).output).toEqual({ orderId: "d-1", status: "shipped" });
   expect((await waitForStatus(deno.url, pipe, ["completed", "failed"], 110_000)).output).toEqual({ completed: 200 });
   expect(new Set(await completedSteps(pipe)).size).toBe(200);
+});
+
+composeFlows({ prefix: "dn", base: () => deno.url, db: () => db, transport: () => Promise.resolve(async () => {}) });
+
+it("Deno.cron's sweep starts the due schedule tick, once; the orphaned run is timed out", { timeout: 90_000 }, async () => {
+  const deadline = Date.now() + 75_000; // Deno.cron runs at minute boundaries
+  while (!deno.output().slice(prepared).includes("edda: cron sweep done")) {
+    if (Date.now() > deadline) throw new Error(`no Deno.cron sweep in time:\n${deno.output().slice(-2000)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await checkSweepWork(deno.url, db, orphan);
 });
 
 it("a 5 s reminder is fired by a delayed KV message within about a second of due, with no sweep", { timeout: 30_000 }, async () => {

@@ -4,27 +4,32 @@
 // a 5 s sleep fires within about a second of due with no cron run; killing
 // wrangler mid-pipeline loses nothing — after a restart the cron sweep
 // resumes the instance and every step ran exactly once in the history.
+// Compose and control on the same wrangler (compose-flows.ts): children,
+// matched events, a concurrency key, timeouts by the queue's delayed
+// wake-up, and one cron sweep that times out an orphaned run and starts a
+// schedule tick. Subrequests are counted per invocation where they leave the
+// Worker (wrangler dev does not enforce the limit) and held against it.
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { queryRows, type Database } from "../../src/storage/database.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { migrate } from "../../src/storage/migrate.ts";
+import { WORKERS_SUBREQUEST_BUDGET, type InvocationCounts as Counts } from "../../src/platform/cloudflare.ts";
 import { freshDatabase } from "../support/db.ts";
+import { checkSweepWork, composeFlows, prepareSweepWork } from "./compose-flows.ts";
 import { api, startWrangler, waitForStatus, type Server } from "./processes.ts";
 
-interface Counts {
-  fetchFollowUps: number;
-  queueBatches: number;
-  queueMessages: number;
-  scheduled: number;
-}
+/** Workers Free: 50 subrequests per invocation; the database pool holds up to 5 of them (TCP connections). */
+const FREE_PLAN_SUBREQUESTS = 50;
+const POOL_CONNECTIONS = 5;
 
 let worker: Server;
 let db: Database;
 let vars: Record<string, string>;
+let url: string;
 
 beforeAll(async () => {
-  const url = await freshDatabase("workerd_queue");
+  url = await freshDatabase("workerd_queue");
   db = createPostgresJsDatabase({ url, max: 2 });
   await migrate(db.db);
   // Short leases: a step killed with wrangler is resumable 3 s later rather than 30 s / 5 min.
@@ -56,6 +61,51 @@ it("a 200-step pipeline completes with every step run by a top-level queue() inv
   expect(after.queueMessages - before.queueMessages).toBeGreaterThanOrEqual(200); // one message per step: the first, then a follow-up per activity
   expect(after.scheduled).toBe(before.scheduled);
   expect(new Set((await completedSteps(id)).map((r) => r.activity_id)).size).toBe(200);
+});
+
+const scheduled = async () => {
+  const res = await fetch(`${worker.url}/__scheduled?cron=${encodeURIComponent("* * * * *")}`);
+  expect(res.status).toBe(200);
+  await res.text();
+};
+it("one cron sweep times out a run whose process died before its deadline wake-up and starts a due schedule tick, once", { timeout: 60_000 }, async () => {
+  const { orphan } = await prepareSweepWork(url, worker.url, db, "wq");
+  const [row] = await queryRows<{ wait: number }>(db.db, sql`SELECT extract(epoch FROM deadline_at - now())::float8 AS wait FROM workflow_instances WHERE instance_id = ${orphan}`);
+  await new Promise((r) => setTimeout(r, Math.max(0, Number(row!.wait) * 1000) + 300));
+  // Past its deadline, nothing has ended it: no wake-up was ever scheduled for it.
+  expect((await api<{ status: string }>(worker.url, "GET", `/instances/${orphan}`)).body.status).toBe("waiting_for_timer");
+  const daily = sql`SELECT count(*)::int AS n FROM workflow_instances WHERE workflow_name = 'daily_report'`;
+  expect((await queryRows<{ n: number }>(db.db, daily))[0]!.n).toBe(0);
+  const before = await counts();
+  await scheduled();
+  await checkSweepWork(worker.url, db, orphan);
+  await scheduled(); // a second sweep starts no second instance for the tick
+  await checkSweepWork(worker.url, db, orphan);
+  expect((await counts()).scheduled).toBe(before.scheduled + 2);
+});
+
+composeFlows({
+  prefix: "wq",
+  base: () => worker.url,
+  db: () => db,
+  async transport() {
+    const before = await counts();
+    return async () => {
+      const after = await counts();
+      expect(after.scheduled).toBe(before.scheduled); // carried by the queue, not the cron
+      expect(after.fetchFollowUps).toBe(0); // no nested follow-up fetch
+      expect(after.queueMessages).toBeGreaterThan(before.queueMessages);
+    };
+  },
+});
+
+it("subrequests per invocation stay within the documented limit: a consumer batch sends its follow-ups in one sendBatch", async () => {
+  const { maxSubrequests } = await counts();
+  // Every flow above ran; a batch of up to 100 messages made one send, however many of its steps dispatched.
+  expect(maxSubrequests.queueBatch).toBe(1);
+  for (const n of Object.values(maxSubrequests)) expect(n).toBeLessThanOrEqual(Math.min(WORKERS_SUBREQUEST_BUDGET, FREE_PLAN_SUBREQUESTS - POOL_CONNECTIONS));
+  expect(maxSubrequests.request).toBeGreaterThan(0);
+  expect(maxSubrequests.scheduled).toBeGreaterThan(0);
 });
 
 it("a 5 s reminder fires within about a second of due, with no cron run", { timeout: 30_000 }, async () => {
