@@ -4,7 +4,7 @@
  *
  * - concurrency: a start is created `running` or `queued`; when an instance
  *   of a keyed workflow ends, its key's oldest queued instances are promoted
- *   into the free slots (workflow-end hooks, and the sweeper's `concurrency`
+ *   into the free slots (after the ending commit, in its invocation; the sweeper's `concurrency`
  *   task for an end whose post-commit promotion was lost).
  * - rateLimit: a start is created `running` (admitted now) or `queued`; the
  *   queue is admitted in order as the window makes room, by a wake-up at
