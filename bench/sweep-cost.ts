@@ -74,9 +74,10 @@ try {
   await until(async () => (await waiting()) === 1, "the template reminder to wait on its timer", 30_000);
   const backlog = [];
   for (let i = 0; i < ROUNDS; i++) {
-    await database.db.execute(sql`DELETE FROM workflow_instances WHERE instance_id LIKE 'sweep-cost-clone-%'`);
-    await cloneInstance(database, "sweep-cost-template", "sweep-cost-clone-", TIMERS);
-    await database.db.execute(sql`UPDATE workflow_timer_subscriptions SET expires_at = statement_timestamp() - interval '1 second'`);
+    // Clones of the template (whose own timer stays an hour away), only theirs made due.
+    const prefix = `sweep-cost-r${i}-`;
+    await cloneInstance(database, "sweep-cost-template", prefix, TIMERS);
+    await database.db.execute(sql`UPDATE workflow_timer_subscriptions SET expires_at = statement_timestamp() - interval '1 second' WHERE instance_id LIKE ${prefix + "%"}`);
     backlog.push(await oneSweep());
   }
 
