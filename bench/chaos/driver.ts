@@ -226,73 +226,76 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   let stopped: FaultCounts | null = null;
   const statusCount = (workflow: string, statuses: string[]) =>
     count(admin, sql`SELECT count(*)::int AS n FROM workflow_instances WHERE workflow_name = ${workflow} AND status IN (${sql.join(statuses.map((x) => sql`${x}`), sql`, `)})`);
-  const progress = (what: string, measure: () => Promise<number>, target: number) => waitForProgress(measure, target, stallMs, what, admin);
+  // Progress of the whole run: a step concluded (history grew) or an instance finished.
+  const activity = () => count(admin, sql`SELECT (SELECT count(*) FROM workflow_history) + (SELECT count(*) FROM workflow_instances WHERE status IN ('completed','failed','cancelled')) AS n`);
+  const progress = (what: string, measure: () => Promise<number>, target: number) => waitForProgress(measure, activity, target, stallMs, what, admin);
 
   const violations: string[] = [];
   try {
     const held = heldParents(n);
-    const starts: Promise<void>[] = [];
-    for (let i = 0; i < n.steps; i++) starts.push(startInstance(workers, "chaos_steps", 3, `steps-${i}`));
-    for (let i = 0; i < n.sagas; i++) starts.push(startInstance(workers, "chaos_saga", null, `saga-${i}`));
-    for (let i = 0; i < n.consumers; i++) starts.push(startInstance(workers, "chaos_consumer", n.jobsPerConsumer, `consumer-${i}`));
-    for (let i = 0; i < n.listeners; i++) starts.push(startInstance(workers, "chaos_listener", null, `listener-${i}`));
-    for (let i = 0; i < n.cancels; i++) starts.push(startInstance(workers, "chaos_cancel", null, `cancel-${i}`));
-    for (let i = 0; i < n.slow; i++) starts.push(startInstance(workers, "chaos_slow", i % 3, `slow-${i}`));
-    for (let i = 0; i < n.parents; i++) starts.push(startInstance(workers, "chaos_parent", { children: n.childrenPerParent, hold: i % 2 === 1 }, `parent-${i}`));
-    for (let i = 0; i < n.orders; i++) starts.push(startInstance(workers, "chaos_order", `order-${i}`, `order-${i}`));
-    for (let i = 0; i < n.keyed; i++) starts.push(startInstance(workers, "chaos_keyed", { key: `k${i % n.keys}` }, `keyed-${i}`));
-    await Promise.all(starts);
-    log("chaos: all workflows started");
-
-    // Payments of the even orders while the orders still sleep (found by lookback), each after an event of
-    // an order nobody waits for (must wake no one).
-    const pay = (i: number) => postEvent(workers, { id: `pay-${i}`, type: "chaos.paid", data: payment(i) });
-    const stray = (i: number) => postEvent(workers, { id: `stray-${i}`, type: "chaos.paid", data: { orderId: `nobody-${i}`, amount: -1 } });
-    for (let i = 0; i < n.orders; i += 2) {
-      await stray(i);
-      await pay(i);
-    }
-
-    // Messages go straight to storage (no wake-up call): delivery relies on the workers' sweepers.
-    // Each with its own message id: a publish retried after its commit was acknowledged by nobody is refused, not doubled.
-    const publish = (channel: string, messageId: string, data: unknown) =>
-      persist(() => storage.publishMessage({ channel, messageId, data: toPayload(data) }), isUniqueViolation);
-    const jobIds: string[] = [];
-    for (let i = 0; i < n.consumers * n.jobsPerConsumer; i++) {
-      jobIds.push(`job-${i}`);
-      await publish("chaos_jobs", `job-${i}`, { job: i });
-    }
-    // Listeners must be subscribed before the news starts, so each must see all of it.
-    await progress("listeners subscribed", () => count(admin, sql`SELECT count(*)::int AS n FROM channel_subscriptions WHERE channel = 'chaos_news'`), n.listeners);
-    for (let s = 1; s <= n.news; s++) await publish("chaos_news", `news-${s}`, s);
-    await publish("chaos_news", "news-stop", "STOP");
-    log("chaos: jobs and news published");
-
-    // The odd orders' payments once every order waits (or is done), again among strays.
-    await progress("orders past their sleep", () => statusCount("chaos_order", ["waiting_for_message", "completed"]), n.orders);
-    for (let i = 1; i < n.orders; i += 2) {
-      await stray(i);
-      await pay(i);
-    }
-    log("chaos: payments published");
-
-    // Cancel the sleepers, and the held parents once all their children sleep (retrying through kills).
-    await progress("sleepers asleep", () => statusCount("chaos_cancel", ["waiting_for_timer"]), n.cancels);
-    for (let i = 0; i < n.cancels; i++) await persist(() => storage.cancelInstance(`cancel-${i}`, "chaos"));
-    await progress("held children asleep", () => statusCount("chaos_child", ["waiting_for_timer"]), held * n.childrenPerParent);
-    for (let i = 1; i < n.parents; i += 2) await cancelViaApi(workers, `parent-${i}`);
-    log("chaos: sleepers and held parents cancelled");
-
+    const jobIds = Array.from({ length: n.consumers * n.jobsPerConsumer }, (_, i) => `job-${i}`);
     const workflows = instanceCount(n);
-    await progress("all instances terminal", () => count(admin, sql`SELECT count(*)::int AS n FROM workflow_instances WHERE status IN ('completed','failed','cancelled')`), workflows).catch(
-      (e: Error) => violations.push(e.message),
-    );
-    log("chaos: all terminal");
+    await runMix().catch((e: Error) => violations.push(e.message));
+    log(violations.length ? "chaos: stalled; checking what finished" : "chaos: all terminal");
     stopped = await faults.stop();
     await pause(500);
 
     const result = await verify(admin, n, jobIds, violations);
     return { workflows, ...stopped, ...result, wallSeconds: Math.round((Date.now() - t0) / 1000), violations };
+
+    async function runMix() {
+      const starts: Promise<void>[] = [];
+      for (let i = 0; i < n.steps; i++) starts.push(startInstance(workers, "chaos_steps", 3, `steps-${i}`));
+      for (let i = 0; i < n.sagas; i++) starts.push(startInstance(workers, "chaos_saga", null, `saga-${i}`));
+      for (let i = 0; i < n.consumers; i++) starts.push(startInstance(workers, "chaos_consumer", n.jobsPerConsumer, `consumer-${i}`));
+      for (let i = 0; i < n.listeners; i++) starts.push(startInstance(workers, "chaos_listener", null, `listener-${i}`));
+      for (let i = 0; i < n.cancels; i++) starts.push(startInstance(workers, "chaos_cancel", null, `cancel-${i}`));
+      for (let i = 0; i < n.slow; i++) starts.push(startInstance(workers, "chaos_slow", i % 3, `slow-${i}`));
+      for (let i = 0; i < n.parents; i++) starts.push(startInstance(workers, "chaos_parent", { children: n.childrenPerParent, hold: i % 2 === 1 }, `parent-${i}`));
+      for (let i = 0; i < n.orders; i++) starts.push(startInstance(workers, "chaos_order", `order-${i}`, `order-${i}`));
+      for (let i = 0; i < n.keyed; i++) starts.push(startInstance(workers, "chaos_keyed", { key: `k${i % n.keys}` }, `keyed-${i}`));
+      await Promise.all(starts);
+      log("chaos: all workflows started");
+
+      // Payments of the even orders while the orders still sleep (found by lookback), each after an event of
+      // an order nobody waits for (must wake no one).
+      const pay = (i: number) => postEvent(workers, { id: `pay-${i}`, type: "chaos.paid", data: payment(i) });
+      const stray = (i: number) => postEvent(workers, { id: `stray-${i}`, type: "chaos.paid", data: { orderId: `nobody-${i}`, amount: -1 } });
+      for (let i = 0; i < n.orders; i += 2) {
+        await stray(i);
+        await pay(i);
+      }
+
+      // Messages go straight to storage (no wake-up call): delivery relies on the workers' sweepers.
+      // Each with its own message id: a publish retried after its commit was acknowledged by nobody is refused, not doubled.
+      const publish = (channel: string, messageId: string, data: unknown) =>
+        persist(() => storage.publishMessage({ channel, messageId, data: toPayload(data) }), isUniqueViolation);
+      for (let i = 0; i < n.consumers * n.jobsPerConsumer; i++) {
+        await publish("chaos_jobs", `job-${i}`, { job: i });
+      }
+      // Listeners must be subscribed before the news starts, so each must see all of it.
+      await progress("listeners subscribed", () => count(admin, sql`SELECT count(*)::int AS n FROM channel_subscriptions WHERE channel = 'chaos_news'`), n.listeners);
+      for (let s = 1; s <= n.news; s++) await publish("chaos_news", `news-${s}`, s);
+      await publish("chaos_news", "news-stop", "STOP");
+      log("chaos: jobs and news published");
+
+      // The odd orders' payments once every order waits (or is done), again among strays.
+      await progress("orders past their sleep", () => statusCount("chaos_order", ["waiting_for_message", "completed"]), n.orders);
+      for (let i = 1; i < n.orders; i += 2) {
+        await stray(i);
+        await pay(i);
+      }
+      log("chaos: payments published");
+
+      // Cancel the sleepers, and the held parents once all their children sleep (retrying through kills).
+      await progress("sleepers asleep", () => statusCount("chaos_cancel", ["waiting_for_timer"]), n.cancels);
+      for (let i = 0; i < n.cancels; i++) await persist(() => storage.cancelInstance(`cancel-${i}`, "chaos"));
+      await progress("held children asleep", () => statusCount("chaos_child", ["waiting_for_timer"]), held * n.childrenPerParent);
+      for (let i = 1; i < n.parents; i += 2) await cancelViaApi(workers, `parent-${i}`);
+      log("chaos: sleepers and held parents cancelled");
+
+      await progress("all instances terminal", () => count(admin, sql`SELECT count(*)::int AS n FROM workflow_instances WHERE status IN ('completed','failed','cancelled')`), workflows);
+    }
   } finally {
     if (!stopped) await faults.stop();
     for (const w of workers) w.proc?.kill("SIGKILL");
@@ -302,20 +305,23 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
 
 /**
  * Wait until `measure` reaches `target`. Slowness is not failure: the wait
- * fails only when the measure has not grown for `stallMs` (a stuck instance
- * still stalls it, and is reported with every instance's state).
+ * fails only when neither the measure nor the run's `activity` (steps
+ * concluded, instances finished) has grown for `stallMs`. A stuck instance
+ * still fails it once everything else is done, and is reported with every
+ * instance's state.
  */
-async function waitForProgress(measure: () => Promise<number>, target: number, stallMs: number, what: string, db: Database): Promise<void> {
+async function waitForProgress(measure: () => Promise<number>, activity: () => Promise<number>, target: number, stallMs: number, what: string, db: Database): Promise<void> {
   let best = -1;
+  let busiest = -1;
   let since = Date.now();
   let lastDebug = Date.now();
   for (;;) {
     const now = await measure().catch(() => null);
     if (now !== null && now >= target) return;
-    if (now !== null && now > best) {
-      best = now;
-      since = Date.now();
-    }
+    const moved = await activity().catch(() => null);
+    if ((now !== null && now > best) || (moved !== null && moved > busiest)) since = Date.now();
+    if (now !== null) best = Math.max(best, now);
+    if (moved !== null) busiest = Math.max(busiest, moved);
     if (Date.now() - since > stallMs) {
       const states = await queryRows<{ workflow_name: string; status: string; n: number }>(
         db.db,

@@ -13,6 +13,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sql } from "drizzle-orm";
+import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { freshDatabase } from "../support/db.ts";
 import { freePort } from "../support/postgres-cluster.ts";
 import { ROOT, spawnServer, type Server } from "../runtime/processes.ts";
@@ -105,6 +107,30 @@ describe("the packed package in an empty project", () => {
     const server = await serve("node", ["server.mjs"], { DATABASE_URL: url });
     expect(await helloRoundTrip(server.url)).toBe("Hello, Ada!");
     await server.stop();
+  });
+
+  // The registry's postgres.js, unpatched (installed with --ignore-scripts, as any app would): a transaction
+  // whose connection drops must not end the process (porsager/postgres#1208) — the package's own driver fences it.
+  it("the packed server on Postgres survives its connections being terminated over and over", { timeout: 300_000 }, async () => {
+    const url = await freshDatabase("consumer_kills");
+    await run(join(app, "node_modules", ".bin", "edda-edge"), ["migrate"], { DATABASE_URL: url });
+    const server = await serve("node", ["server.mjs"], { DATABASE_URL: url });
+    const admin = createPostgresJsDatabase({ url, max: 1 });
+    try {
+      const starts: Promise<unknown>[] = [];
+      for (let round = 0; round < 25; round++) {
+        starts.push(fetch(`${server.url}/workflows/hello/instances`, { method: "POST", body: JSON.stringify({ input: { name: `n${round}` } }) }).catch(() => null));
+        await admin.db.execute(sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await Promise.all(starts);
+      expect(server.child.exitCode).toBeNull();
+      expect(server.output()).not.toContain("TypeError");
+      expect(await helloRoundTrip(server.url)).toBe("Hello, Ada!");
+    } finally {
+      await admin.close();
+      await server.stop();
+    }
   });
 
   it("wrangler bundles the Worker recipe without PGlite, within the size budget", { timeout: 300_000 }, async () => {
