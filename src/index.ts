@@ -49,7 +49,7 @@ export type { OutgoingEvent } from "./engine/events.ts";
 export { createEdda } from "./edda.ts";
 export type { Edda, EddaOptions, DispatcherOption, ExecutionContextLike, StartResult, InstancePage } from "./edda.ts";
 export type { RetentionOptions, StartOptions } from "./engine/engine.ts";
-export type { HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError } from "./engine/views.ts";
+export type { FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError } from "./engine/views.ts";
 export type { RowFailure } from "./engine/poison.ts";
 export type { EngineHooks, WorkflowInfo, ActivityInfo } from "./engine/hooks.ts";
 export type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./engine/dispatcher.ts";

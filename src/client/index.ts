@@ -11,12 +11,12 @@
  */
 import type { Workflow } from "../core/definitions.ts";
 // The server's views, as types only: the client's answers are the engine's views over JSON.
-import type { HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError } from "../engine/views.ts";
+import type { FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError } from "../engine/views.ts";
 import type { ChildSummary, InstanceStatus } from "../storage/types.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
-export type { ChildSummary, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError };
+export type { ChildSummary, FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError };
 
 export interface ClientOptions {
   /** The app's URL, e.g. `https://edda.example.com` (a path prefix is kept). */

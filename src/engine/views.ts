@@ -37,6 +37,20 @@ export interface InstanceView {
   parentInstanceId: string | null;
   /** Workflow `timeoutSeconds`: when the run fails if still unfinished, or null. */
   deadlineAt: string | null;
+  /** The flow-control keys of a workflow with `concurrency`, `rateLimit`, `singleton` or `debounce`; null without. */
+  flowControl: FlowControlView | null;
+}
+
+/** Keys are the values the workflow's key functions returned (without the `{workflow}:` prefix stored with them). */
+export interface FlowControlView {
+  concurrencyKey: string | null;
+  rateKey: string | null;
+  /** Rate limit: when it left the queue (the instant its window counts); null while queued. */
+  admittedAt: string | null;
+  singletonKey: string | null;
+  debounceKey: string | null;
+  /** Debounce: while pending, the earliest start (pushed back by each start of the key). */
+  notBefore: string | null;
 }
 
 export interface InstanceFailureView {
@@ -89,6 +103,21 @@ export function toView(inst: InstanceRecord, errors: ErrorViewOptions = {}): Ins
     updatedAt: inst.updatedAt.toISOString(),
     parentInstanceId: inst.parentInstanceId,
     deadlineAt: inst.deadlineAt?.toISOString() ?? null,
+    flowControl: flowControlView(inst),
+  };
+}
+
+function flowControlView(inst: InstanceRecord): FlowControlView | null {
+  const { concurrencyKey, rateKey, singletonKey, debounceKey } = inst;
+  if (concurrencyKey === null && rateKey === null && singletonKey === null && debounceKey === null) return null;
+  const bare = (k: string | null) => (k === null ? null : k.slice(inst.workflowName.length + 1));
+  return {
+    concurrencyKey: bare(concurrencyKey),
+    rateKey: bare(rateKey),
+    admittedAt: inst.admittedAt?.toISOString() ?? null,
+    singletonKey: bare(singletonKey),
+    debounceKey: bare(debounceKey),
+    notBefore: inst.notBefore?.toISOString() ?? null,
   };
 }
 

@@ -47,6 +47,17 @@ export const instanceView = z.object({
   updatedAt: z.iso.datetime(),
   parentInstanceId: z.string().nullable().describe("the instance that started this one as a child (invoke, startChild), else null"),
   deadlineAt: z.iso.datetime().nullable().describe("with the workflow's timeoutSeconds: when an unfinished run fails with WorkflowTimeoutError"),
+  flowControl: z
+    .object({
+      concurrencyKey: z.string().nullable(),
+      rateKey: z.string().nullable(),
+      admittedAt: z.iso.datetime().nullable().describe("rateLimit: when it left the queue (the instant its window counts); null while queued"),
+      singletonKey: z.string().nullable(),
+      debounceKey: z.string().nullable(),
+      notBefore: z.iso.datetime().nullable().describe("debounce: while pending, the earliest start (pushed back by each start of the key)"),
+    })
+    .nullable()
+    .describe("the keys its flow-control options (concurrency, rateLimit, singleton, debounce) gave it, and when a queued instance may start; null without flow control"),
   children: z
     .array(z.object({ instanceId: z.string(), workflowName: z.string(), status: instanceStatus, detached: z.boolean() }))
     .optional()

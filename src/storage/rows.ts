@@ -170,6 +170,12 @@ export const INSTANCE_COLUMNS = sql.raw(
     "parked_hash",
     "failure_count",
     "failure_data",
+    "concurrency_key",
+    "rate_key",
+    "admitted_at",
+    "singleton_key",
+    "debounce_key",
+    "not_before",
   ].join(", "),
 );
 
@@ -199,6 +205,12 @@ export function toInstance(r: Row): InstanceRecord {
     parkedHash: nullableStr(r.parked_hash),
     failureCount: toNumber(r.failure_count ?? 0),
     failureData: nullableStr(r.failure_data),
+    concurrencyKey: nullableStr(r.concurrency_key),
+    rateKey: nullableStr(r.rate_key),
+    admittedAt: toNullableDate(r.admitted_at),
+    singletonKey: nullableStr(r.singleton_key),
+    debounceKey: nullableStr(r.debounce_key),
+    notBefore: toNullableDate(r.not_before),
   };
 }
 

@@ -52,6 +52,13 @@ export interface InstanceRecord {
   failureCount: number;
   /** JSON `{ task, error_type, message, at, attempts, previous_status? }` of the latest such failure. */
   failureData: string | null;
+  /** Flow-control keys (`{workflow}:{key}`) and instants: see schema.ts. */
+  concurrencyKey: string | null;
+  rateKey: string | null;
+  admittedAt: Date | null;
+  singletonKey: string | null;
+  debounceKey: string | null;
+  notBefore: Date | null;
 }
 
 export interface ChildSummary {

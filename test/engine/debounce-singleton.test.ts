@@ -60,6 +60,9 @@ describe("debounce and singleton on real Postgres with several engines", () => {
     const id = burst[0]!.instanceId;
     expect(burst.every((s) => s.instanceId === id && s.status === "queued")).toBe(true);
     expect(burst.filter((s) => s.created).length).toBe(1);
+    const pending = (await apps[0]!.edda.getInstance(id))!;
+    expect(pending.flowControl).toMatchObject({ debounceKey: "u1", rateKey: null });
+    expect(Date.parse(pending.flowControl!.notBefore!)).toBeGreaterThan(Date.parse(pending.startedAt));
     // Spaced starts within the period keep pushing it back; the last input wins.
     for (let n = 100; n < 104; n++) {
       await new Promise((r) => setTimeout(r, 150));
@@ -98,7 +101,7 @@ describe("debounce and singleton on real Postgres with several engines", () => {
     expect(starts.filter((s) => s.created).length).toBe(1);
     const staging = await apps[1]!.edda.start(deploy, { env: "staging", n: 99 });
     expect(staging.instanceId).not.toBe(id);
-    await apps[0]!.waitFor(id, ["waiting_for_message"]);
+    expect((await apps[0]!.waitFor(id, ["waiting_for_message"])).flowControl).toMatchObject({ singletonKey: "prod", debounceKey: null });
     const res = await apps[2]!.edda.app.request("/workflows/ds_deploy/instances", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: { env: "prod", n: 1 } }) });
     expect(res.status).toBe(200); // an existing instance, not a new one
     expect(await res.json()).toEqual({ instanceId: id, status: "waiting_for_message" });

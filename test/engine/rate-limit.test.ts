@@ -100,7 +100,8 @@ describe("rateLimit on real Postgres with several engines", () => {
       expect((await blind.edda.cancel(started[3]!.instanceId)).status).toBe("cancelled");
       await blind.waitFor(started[0]!.instanceId);
       await new Promise((r) => setTimeout(r, PERIOD * 1000 + 300));
-      expect((await blind.edda.getInstance(started[2]!.instanceId))!.status).toBe("queued"); // nobody woke it
+      const waiting = (await blind.edda.getInstance(started[2]!.instanceId))!;
+      expect(waiting).toMatchObject({ status: "queued", flowControl: { rateKey: "k", admittedAt: null, concurrencyKey: null } }); // nobody woke it
       let report = await blind.edda.sweep();
       expect(report.failures).toEqual([]);
       expect(report.timedStarted).toBe(2); // 2 and 4: the window's room, in start order
@@ -109,6 +110,7 @@ describe("rateLimit on real Postgres with several engines", () => {
       report = await blind.edda.sweep();
       expect(report.timedStarted).toBe(1);
       for (const n of [0, 1, 2, 4, 5]) expect((await blind.waitFor(started[n]!.instanceId)).output).toBe(n);
+      expect((await blind.edda.getInstance(started[2]!.instanceId))!.flowControl!.admittedAt).not.toBeNull();
       const rows = await admissions("rl_blind:k");
       expect(rows.map((r) => r.instance_id)).toEqual([0, 1, 2, 4, 5, 3].map((n) => started[n]!.instanceId));
       expect(rows[5]).toMatchObject({ status: "cancelled", admitted: null, ran: null });
