@@ -16,6 +16,7 @@
  */
 import { normalizeSchedule, planDueTick, scheduledInstanceId, nextTick, type Schedule } from "../core/schedule.ts";
 import type { Workflow } from "../core/definitions.ts";
+import type { ScheduleRecord } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 
@@ -56,6 +57,15 @@ export async function registerSchedules(engine: Engine): Promise<void> {
 }
 
 /** Start the instances of due ticks, at most `limit` rows; returns how many instances this call created. */
+/**
+ * The app's schedules with their next and last run. Registers them first, so a
+ * fresh deployment lists its next runs before the first sweep.
+ */
+export async function listAppSchedules(engine: Engine): Promise<ScheduleRecord[]> {
+  await registerSchedules(engine);
+  return engine.storage.listSchedules(scheduledWorkflows(engine).map((s) => s.wf.workflowName));
+}
+
 export async function runDueSchedules(engine: Engine, limit: number, scope?: DispatchScope, onStarted: (instanceId: string) => void = () => {}): Promise<number> {
   const scheduled = scheduledWorkflows(engine);
   if (scheduled.length === 0) return 0;

@@ -6,7 +6,7 @@
  */
 import type { Hono } from "hono";
 import { z } from "zod";
-import { registerSchedules, scheduledWorkflows } from "../engine/schedules.ts";
+import { listAppSchedules } from "../engine/schedules.ts";
 import type { RouteHelpers } from "./app.ts";
 import { documented } from "./openapi.ts";
 
@@ -32,8 +32,7 @@ export function scheduleRoutes(api: Hono, h: RouteHelpers): void {
     }),
     async (c) => {
       const e = await h.engine(c);
-      await registerSchedules(e);
-      const rows = await e.storage.listSchedules(scheduledWorkflows(e).map((s) => s.wf.workflowName));
+      const rows = await listAppSchedules(e);
       const iso = (d: Date | null) => (d ? d.toISOString() : null);
       return c.json({
         schedules: rows.map((r) => ({ workflow: r.workflowName, cron: r.cron, timezone: r.timezone, missed: r.missed, nextRunAt: iso(r.nextRunAt), lastRunAt: iso(r.lastRunAt), lastInstanceId: r.lastInstanceId })),

@@ -75,6 +75,7 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     ...(config.eventsToken || opts.eventsToken ? { eventsToken: opts.eventsToken ?? config.eventsToken! } : {}),
     eventsTokenTargeting: opts.eventsTokenTargeting ?? config.eventsTokenTargeting,
     serviceName: opts.serviceName ?? config.serviceName,
+    ...((opts.brokerUrl ?? config.brokerUrl) ? { brokerUrl: opts.brokerUrl ?? config.brokerUrl! } : {}),
     ...((opts.retention ?? config.retention) ? { retention: opts.retention ?? config.retention } : {}),
     dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } } : "local"),
   });

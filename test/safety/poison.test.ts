@@ -285,6 +285,10 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "GET /ui/channels": ({ n3 }) => [req("ui channels", `/ui/channels?notice=${seg(n3)}`)],
   "POST /ui/channels/publish": ({ v0, n1 }) => [form("ui publish", "/ui/channels/publish", { channel: n1, data: text(v0) })],
   "GET /ui/channels/{name}": ({ n0 }) => [req("ui channel", `/ui/channels/${seg(n0)}`)],
+  "GET /ui/schedules": ({ n1 }) => [req("ui schedules", `/ui/schedules?${seg(n1)}=1`)],
+  "GET /ui/outbox": ({ n0, n2, n3 }) => [req("ui outbox", `/ui/outbox?status=${seg(n0)}&cursor=${seg(n2)}&notice=${seg(n3)}`)],
+  "POST /ui/outbox/{eventId}/redeliver": ({ n3 }) => [form("ui redeliver", `/ui/outbox/${seg(n3)}/redeliver`, {})],
+  "POST /ui/outbox/{eventId}/discard": ({ n0 }) => [form("ui discard", `/ui/outbox/${seg(n0)}/discard`, {})],
 };
 
 it("hostile values in every slot, while valid traffic flows: valid work completes, sweeps succeed, nothing 5xx, nothing leaks, nothing left runnable", async () => {

@@ -1,7 +1,8 @@
 // A real HTTP CloudEvents receiver on 127.0.0.1 for outbox tests: it answers
 // by the event type's prefix — ok.* → 200, bad.* → 400, down.* → 500,
 // flaky.* → 500 the first time an id arrives, 200 after — and records
-// every request it got. While `outage` is set, it answers 503 to everything.
+// every request it got. While `outage` is set, it answers 503 to everything;
+// while `refusing` is set, 422 (a broker that rejects the event).
 import { createServer, type IncomingHttpHeaders } from "node:http";
 
 export interface ReceivedRequest {
@@ -15,6 +16,8 @@ export interface TestBroker {
   received: ReceivedRequest[];
   /** While true, every request is answered 503 (a broker outage). */
   outage: boolean;
+  /** While true, every request is answered 422 (the broker refuses the event). */
+  refusing: boolean;
   /** Requests for one event id. */
   deliveries(id: string): ReceivedRequest[];
   stop(): Promise<void>;
@@ -37,10 +40,11 @@ export async function startTestBroker(): Promise<TestBroker> {
       const id = String(body.id ?? "");
       let status = 400;
       if (broker.outage) status = 503;
+      else if (broker.refusing) status = 422;
       else if (type.startsWith("ok.")) status = 200;
       else if (type.startsWith("down.")) status = 500;
       else if (type.startsWith("flaky.")) status = seen.has(id) ? 200 : 500;
-      if (status !== 503) seen.add(id);
+      if (status !== 503 && status !== 422) seen.add(id);
       received.push({ headers: req.headers, body, status });
       res.writeHead(status, { "content-type": "text/plain" }).end(status === 200 ? "ok" : `status ${status}`);
     });
@@ -52,6 +56,7 @@ export async function startTestBroker(): Promise<TestBroker> {
     url: `http://127.0.0.1:${port}/events`,
     received,
     outage: false,
+    refusing: false,
     deliveries: (id) => received.filter((r) => r.body.id === id),
     stop: () =>
       new Promise<void>((resolve) => {

@@ -11,6 +11,7 @@ import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { serveNode, type NodeServer } from "../../src/platform/node.ts";
 import { workflows } from "../../functions/workflows/index.ts";
+import { startTestBroker, type TestBroker } from "../support/broker.ts";
 import { freshPostgres } from "../support/engine.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -19,6 +20,7 @@ const ARTIFACTS = join(import.meta.dirname, "../../test-artifacts/ui");
 const HOSTILE = `<img src=x onerror="document.title='pwned'"><script>document.title='pwned'</script>`;
 
 let open: NodeServer;
+let broker: TestBroker;
 let guarded: NodeServer;
 let context: BrowserContext;
 let profile: string;
@@ -32,7 +34,8 @@ const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.
 beforeAll(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
   const db = await freshPostgres("viewer_browser");
-  const env = { DATABASE_URL: db.url, EDDA_SWEEP_INTERVAL_MS: "500" };
+  broker = await startTestBroker();
+  const env = { DATABASE_URL: db.url, EDDA_SWEEP_INTERVAL_MS: "500", EDDA_BROKER_URL: broker.url };
   open = await serveNode({ workflows, env, port: 0 });
   guarded = await serveNode({ workflows, env: { ...env, EDDA_API_TOKEN: TOKEN }, port: 0 });
   profile = mkdtempSync(join(tmpdir(), "edda-chromium-"));
@@ -49,6 +52,7 @@ afterAll(async () => {
   await context?.close();
   await open?.close();
   await guarded?.close();
+  await broker?.stop();
   if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
@@ -162,6 +166,64 @@ describe("viewer in Chromium", () => {
     await shot("channels");
     await page.goto(url(open, "/ui"));
     await shot("instances");
+  });
+
+  it("shows queued instances with their badge and filter, and the concurrency key they wait for", async () => {
+    for (const seconds of ["30", "0"]) {
+      await page.goto(url(open, "/ui/workflows/account_sync/start"));
+      await page.fill("#f-account", "browser-acct");
+      await page.fill("#f-seconds", seconds);
+      await Promise.all([page.waitForURL(/notice=started/), page.click("#start-form button[type=submit]")]);
+    }
+    await expect.poll(() => page.textContent("#status"), { timeout: 10_000 }).toContain("queued");
+    expect(await page.textContent("#queued")).toContain("account_sync:browser-acct");
+    const queuedId = decodeURIComponent(new URL(page.url()).pathname.split("/").pop()!);
+    await page.goto(url(open, "/ui"));
+    await Promise.all([page.waitForURL(/status=queued/), page.click('nav.counts a[data-status="queued"]')]);
+    expect(await page.locator("table.instances tbody tr").count()).toBe(1);
+    expect(await page.textContent("table.instances .badge")).toBe("queued");
+    expect(await page.locator(`a[href="/ui/instances/${encodeURIComponent(queuedId)}"]`).count()).toBe(1);
+    await shot("queued");
+  });
+
+  it("lists the schedules with their next run", async () => {
+    await page.goto(url(open, "/ui"));
+    await Promise.all([page.waitForURL(/\/ui\/schedules$/), page.click("header nav >> text=Schedules")]);
+    const row = page.locator("#schedules tbody tr", { hasText: "daily_report" });
+    expect(await row.locator("td").nth(1).textContent()).toBe("0 9 * * *");
+    expect(await row.locator("td.next-run").textContent()).toMatch(/^\d{4}-\d\d-\d\d 0[78]:00:00\.000 \(in /);
+    expect(await row.locator("td.last-run").textContent()).toBe("not yet");
+    await shot("schedules");
+  });
+
+  it("shows an event the broker refused among the dead letters; Redeliver sends it once, Discard removes one", async () => {
+    broker.refusing = true;
+    const ids: string[] = [];
+    for (const type of ["ok.browser.redeliver", "ok.browser.discard"]) {
+      await page.goto(url(open, "/ui/workflows/announce/start"));
+      await page.fill("#f-type", type);
+      await Promise.all([page.waitForURL(/notice=started/), page.click("#start-form button[type=submit]")]);
+      await expect.poll(() => page.textContent("#status"), { timeout: 15_000 }).toContain("completed");
+      ids.push(JSON.parse((await page.textContent("#output"))!).eventId as string);
+    }
+    await page.goto(url(open, "/ui/outbox"));
+    for (const id of ids) await expect.poll(async () => (await page.goto(url(open, "/ui/outbox")), page.locator("#dead-letters tr", { hasText: id }).count()), { timeout: 15_000 }).toBe(1);
+    const first = page.locator("#dead-letters tr", { hasText: ids[0]! });
+    expect(await first.textContent()).toContain("broker answered HTTP 422");
+    expect(await first.locator(".badge").textContent()).toBe("invalid");
+    await shot("outbox");
+
+    broker.refusing = false;
+    await Promise.all([page.waitForURL(/notice=redelivered/), first.locator("form[data-action=redeliver] button").click()]);
+    expect(await page.textContent(".notice")).toContain("re-armed");
+    await expect.poll(() => broker.deliveries(ids[0]!).filter((d) => d.status === 200).length, { timeout: 10_000 }).toBe(1);
+    await page.goto(url(open, "/ui/outbox"));
+    expect(await page.locator("#dead-letters tr", { hasText: ids[0]! }).count()).toBe(0);
+
+    await Promise.all([page.waitForURL(/notice=discarded/), page.locator("#dead-letters tr", { hasText: ids[1]! }).locator("form[data-action=discard] button").click()]);
+    expect(await page.locator("#dead-letters tr", { hasText: ids[1]! }).count()).toBe(0);
+    expect(broker.deliveries(ids[0]!).filter((d) => d.status === 200)).toHaveLength(1);
+    expect(broker.deliveries(ids[1]!).filter((d) => d.status === 200)).toHaveLength(0);
   });
 
   it("asks for the token once, refuses none or a wrong one, and keeps it out of URLs", async () => {

@@ -11,11 +11,16 @@ import type { Child } from "hono/jsx";
 import { ConflictError, InvalidArgumentError, NotFoundError, ValidationError } from "../../core/errors.ts";
 import type { Engine } from "../../engine/engine.ts";
 import type { DispatchScope } from "../../engine/dispatcher.ts";
+import { discardDeadLetter, listDeadLetters, redeliverDeadLetter } from "../../engine/dead-letters.ts";
+import { listAppSchedules } from "../../engine/schedules.ts";
+import { DEAD_LETTER_STATUSES } from "../../storage/types.ts";
 import { ChannelPage, ChannelsPage } from "./channels.tsx";
 import { inputFields, readInput, StartForm } from "./forms.tsx";
 import { InstancePage, type InstancePageProps } from "./instance.tsx";
 import { Page, Problem } from "./layout.tsx";
 import { filterOf, ListPage, readListParams } from "./list.tsx";
+import { OutboxPage } from "./outbox.tsx";
+import { SchedulesPage } from "./schedules.tsx";
 import { authRequired, endSession, hasSession, matchToken, sameOriginOnly, securityHeaders, startSession, type SessionKeys, type ViewerEnv } from "./session.ts";
 
 export interface ViewerOptions extends SessionKeys {
@@ -31,6 +36,8 @@ const NOTICES: Record<string, string> = {
   sent: "Message sent to the instance.",
   resumed: "Instance resumed: its failure count starts again from zero.",
   published: "Message published.",
+  redelivered: "Event re-armed: the relay sends it again now (attempts start again from zero).",
+  discarded: "Event discarded.",
 };
 
 /** The notice a redirect asked for (own keys only: `?notice=__proto__` is no notice). */
@@ -166,40 +173,35 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
       s.listCompensations(id),
       s.listArchivedRuns(id),
     ]);
+    const concurrencyKey = view.status === "queued" ? await s.concurrencyKeyOf(id) : null;
     const archived = Number.isInteger(runParam) && runs.some((r) => r.run === runParam) ? { run: runParam, history: await s.loadArchivedHistory(id, runParam) } : null;
     const notice = noticeOf(c);
     return render(
       c,
       id,
-      <InstancePage view={view} history={history} timers={timers} subscriptions={subscriptions} groups={groups} compensations={compensations} runs={runs} archived={archived} now={new Date()} notice={notice} {...extra} />,
+      <InstancePage view={view} history={history} timers={timers} subscriptions={subscriptions} groups={groups} compensations={compensations} runs={runs} archived={archived} concurrencyKey={concurrencyKey} now={new Date()} notice={notice} {...extra} />,
       status,
     );
   };
   const instanceUrl = (id: string, notice: string) => `/ui/instances/${encodeURIComponent(id)}?notice=${notice}`;
 
   ui.get("/instances/:id", (c) => instancePage(c, c.req.param("id")));
-  ui.post("/instances/:id/cancel", async (c) => {
-    const id = c.req.param("id");
-    const e = await opts.engine(c);
-    try {
-      await e.cancel(id, "viewer", opts.scope(c));
-    } catch (err) {
-      if (err instanceof ConflictError) return instancePage(c, id, { problem: { message: err.message } }, 409);
-      throw err;
-    }
-    return c.redirect(instanceUrl(id, "cancelled"), 303);
-  });
-  ui.post("/instances/:id/resume", async (c) => {
-    const id = c.req.param("id");
-    const e = await opts.engine(c);
-    try {
-      await e.resume(id, opts.scope(c));
-    } catch (err) {
-      if (err instanceof ConflictError) return instancePage(c, id, { problem: { message: err.message } }, 409);
-      throw err;
-    }
-    return c.redirect(instanceUrl(id, "resumed"), 303);
-  });
+  /** A form action: redirect on success; a ConflictError re-renders the page it came from with the problem (409). */
+  const action =
+    (run: (c: C, e: Engine) => Promise<unknown>, done: (c: C) => string, refused: (c: C, message: string) => Promise<Response>) =>
+    async (c: C) => {
+      try {
+        await run(c, await opts.engine(c));
+      } catch (err) {
+        if (err instanceof ConflictError) return refused(c, err.message);
+        throw err;
+      }
+      return c.redirect(done(c), 303);
+    };
+  const idOf = (c: C) => c.req.param("id") ?? "";
+  const instanceRefused = (c: C, message: string) => instancePage(c, idOf(c), { problem: { message } }, 409);
+  ui.post("/instances/:id/cancel", action((c, e) => e.cancel(idOf(c), "viewer", opts.scope(c)), (c) => instanceUrl(idOf(c), "cancelled"), instanceRefused));
+  ui.post("/instances/:id/resume", action((c, e) => e.resume(idOf(c), opts.scope(c)), (c) => instanceUrl(idOf(c), "resumed"), instanceRefused));
   ui.post("/instances/:id/messages", async (c) => {
     const id = c.req.param("id");
     const form = await formValues(c);
@@ -313,6 +315,33 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
       </>,
     );
   });
+
+  // --- schedules ---------------------------------------------------------------------
+  ui.get("/schedules", async (c) => render(c, "Schedules", <SchedulesPage schedules={await listAppSchedules(await opts.engine(c))} now={new Date()} />));
+
+  // --- outbox dead letters ------------------------------------------------------------
+  const outboxPage = async (c: C, refused?: string, status = 200) => {
+    const e = await opts.engine(c);
+    const wanted = c.req.query("status") ?? "";
+    const only = DEAD_LETTER_STATUSES.find((s) => s === wanted);
+    let cursor = (c.req.query("cursor") ?? "").slice(0, 1000);
+    let problem = refused;
+    let page;
+    try {
+      page = await listDeadLetters(e, { ...(only ? { status: [only] } : {}), ...(cursor ? { cursor } : {}), limit: 50 });
+    } catch (err) {
+      if (!(err instanceof InvalidArgumentError)) throw err;
+      problem ??= "That page link is no longer valid; showing the newest dead letters.";
+      cursor = "";
+      page = await listDeadLetters(e, { ...(only ? { status: [only] } : {}), limit: 50 });
+    }
+    return render(c, "Outbox", <OutboxPage events={page.events} nextCursor={page.nextCursor} status={only ?? ""} cursor={cursor} now={new Date()} notice={noticeOf(c)} problem={problem} />, status);
+  };
+  ui.get("/outbox", (c) => outboxPage(c));
+  const eventIdOf = (c: C) => c.req.param("eventId") ?? "";
+  const outboxRefused = (c: C, message: string) => outboxPage(c, message, 409);
+  ui.post("/outbox/:eventId/redeliver", action((c, e) => redeliverDeadLetter(e, eventIdOf(c), opts.scope(c)), () => "/ui/outbox?notice=redelivered", outboxRefused));
+  ui.post("/outbox/:eventId/discard", action((c, e) => discardDeadLetter(e, eventIdOf(c)), () => "/ui/outbox?notice=discarded", outboxRefused));
 
   ui.all("*", (c) => errorPage(c, 404, "no such page"));
   return ui;

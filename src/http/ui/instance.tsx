@@ -35,6 +35,8 @@ export interface InstancePageProps {
   runs: ArchivedRunSummary[];
   /** The archived run being shown, with its history. */
   archived: { run: number; history: HistoryEvent[] } | null;
+  /** A queued instance's concurrency key (it waits for one of the key's slots). */
+  concurrencyKey?: string | null;
   now: Date;
   notice?: string | undefined;
   problem?: { message: string; issues?: { path?: PropertyKey[]; message: string }[] | undefined } | undefined;
@@ -217,6 +219,20 @@ export function InstancePage(p: InstancePageProps) {
               </dd>
               <dt>workflow</dt>
               <dd>{view.workflowName}</dd>
+              {view.status === "queued" ? (
+                <>
+                  <dt>queued</dt>
+                  <dd id="queued">
+                    {p.concurrencyKey ? (
+                      <>
+                        waits for a slot of concurrency key <code>{p.concurrencyKey}</code>
+                      </>
+                    ) : (
+                      "waits to be admitted (flow control)"
+                    )}
+                  </dd>
+                </>
+              ) : null}
               {view.parentInstanceId ? (
                 <>
                   <dt>parent</dt>
