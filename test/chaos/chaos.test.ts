@@ -1,9 +1,12 @@
 // A short chaos run inside `npm test`: real worker processes SIGKILLed and
 // restarted, their Postgres connections terminated every few hundred ms, the
 // Postgres server itself restarted once, and statement timeouts hit inside a
-// transactional activity, while workflows run; nothing lost, nothing
-// duplicated. It gets a Postgres server of its own: restarting the shared test
-// server would break every other test file running at the same time.
+// transactional activity, while workflows run — children invoked by parents
+// (half of them cancelled mid-run), matched event waits with lookback among
+// stray events, keyed concurrency among them; nothing lost, nothing
+// duplicated, no key over its limit. It gets a Postgres server of its own:
+// restarting the shared test server would break every other test file
+// running at the same time.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { runChaos } from "../../bench/chaos/driver.ts";
 import { createDatabase, startPostgresCluster, type PostgresCluster } from "../support/postgres-cluster.ts";
