@@ -118,7 +118,7 @@ describe("viewer: queued instances", () => {
     expect(list.html).toContain('data-status="queued"');
     const inst = await page(`/ui/instances/${encodeURIComponent(second.instanceId)}`);
     expect(inst.html).toContain('id="queued"');
-    expect(inst.html).toContain("<code>account_sync:acct-v</code>");
+    expect(inst.html).toContain("waits for a slot of concurrency key <code>acct-v</code>");
     await t.edda.cancel(first.instanceId);
   });
 

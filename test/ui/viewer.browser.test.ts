@@ -176,7 +176,7 @@ describe("viewer in Chromium", () => {
       await Promise.all([page.waitForURL(/notice=started/), page.click("#start-form button[type=submit]")]);
     }
     await expect.poll(() => page.textContent("#status"), { timeout: 10_000 }).toContain("queued");
-    expect(await page.textContent("#queued")).toContain("account_sync:browser-acct");
+    expect(await page.textContent("#queued")).toBe("waits for a slot of concurrency key browser-acct");
     const queuedId = decodeURIComponent(new URL(page.url()).pathname.split("/").pop()!);
     await page.goto(url(open, "/ui"));
     await Promise.all([page.waitForURL(/status=queued/), page.click('nav.counts a[data-status="queued"]')]);

@@ -173,13 +173,12 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
       s.listCompensations(id),
       s.listArchivedRuns(id),
     ]);
-    const concurrencyKey = view.status === "queued" ? await s.concurrencyKeyOf(id) : null;
     const archived = Number.isInteger(runParam) && runs.some((r) => r.run === runParam) ? { run: runParam, history: await s.loadArchivedHistory(id, runParam) } : null;
     const notice = noticeOf(c);
     return render(
       c,
       id,
-      <InstancePage view={view} history={history} timers={timers} subscriptions={subscriptions} groups={groups} compensations={compensations} runs={runs} archived={archived} concurrencyKey={concurrencyKey} now={new Date()} notice={notice} {...extra} />,
+      <InstancePage view={view} history={history} timers={timers} subscriptions={subscriptions} groups={groups} compensations={compensations} runs={runs} archived={archived} now={new Date()} notice={notice} {...extra} />,
       status,
     );
   };

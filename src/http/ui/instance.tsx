@@ -35,8 +35,6 @@ export interface InstancePageProps {
   runs: ArchivedRunSummary[];
   /** The archived run being shown, with its history. */
   archived: { run: number; history: HistoryEvent[] } | null;
-  /** A queued instance's concurrency key (it waits for one of the key's slots). */
-  concurrencyKey?: string | null;
   now: Date;
   notice?: string | undefined;
   problem?: { message: string; issues?: { path?: PropertyKey[]; message: string }[] | undefined } | undefined;
@@ -193,6 +191,32 @@ const runColumns = (instanceId: string): Column<ArchivedRunSummary>[] => [
   { class: "small muted", cell: (r) => `archived ${formatTime(r.archivedAt)}` },
 ];
 
+/** The flow-control keys the instance got; for a `queued` one, what it waits for. */
+function FlowControl({ view }: { view: InstanceView }) {
+  const fc = view.flowControl;
+  if (!fc) return null;
+  const parts: Child[] = [];
+  if (fc.concurrencyKey !== null) parts.push(<>a slot of concurrency key <code>{fc.concurrencyKey}</code></>);
+  if (fc.rateKey !== null) parts.push(<>rate key <code>{fc.rateKey}</code>{fc.admittedAt ? ` (admitted ${formatTime(fc.admittedAt)} UTC)` : null}</>);
+  if (fc.singletonKey !== null) parts.push(<>singleton key <code>{fc.singletonKey}</code></>);
+  if (fc.debounceKey !== null) parts.push(<>debounce key <code>{fc.debounceKey}</code>{fc.notBefore ? ` (starts not before ${formatTime(fc.notBefore)} UTC)` : null}</>);
+  const queued = view.status === "queued";
+  return (
+    <>
+      <dt>{queued ? "queued" : "flow control"}</dt>
+      <dd id={queued ? "queued" : "flow-control"}>
+        {queued ? "waits for " : null}
+        {parts.map((part, i) => (
+          <>
+            {i > 0 ? "; " : null}
+            {part}
+          </>
+        ))}
+      </dd>
+    </>
+  );
+}
+
 export function InstancePage(p: InstancePageProps) {
   const { view } = p;
   const timeline = buildTimeline(p.history, new Date(view.startedAt));
@@ -219,20 +243,7 @@ export function InstancePage(p: InstancePageProps) {
               </dd>
               <dt>workflow</dt>
               <dd>{view.workflowName}</dd>
-              {view.status === "queued" ? (
-                <>
-                  <dt>queued</dt>
-                  <dd id="queued">
-                    {p.concurrencyKey ? (
-                      <>
-                        waits for a slot of concurrency key <code>{p.concurrencyKey}</code>
-                      </>
-                    ) : (
-                      "waits to be admitted (flow control)"
-                    )}
-                  </dd>
-                </>
-              ) : null}
+              <FlowControl view={view} />
               {view.parentInstanceId ? (
                 <>
                   <dt>parent</dt>
