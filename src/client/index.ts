@@ -12,10 +12,13 @@
 import type { Workflow } from "../core/definitions.ts";
 // The server's views, as types only: the client's answers are the engine's views over JSON.
 import type { FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError } from "../engine/views.ts";
-import type { ChildSummary, InstanceStatus } from "../storage/types.ts";
+import type { DeadLetterView } from "../engine/dead-letters.ts";
+import type { ChildSummary, DeadLetterStatus, InstanceStatus } from "../storage/types.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
+/** DeadLetter: an outbox event the relay set aside, the broker refused it (`invalid`) or it ran out of attempts or age (`expired`). */
+export type { DeadLetterView as DeadLetter, DeadLetterStatus };
 export type { ChildSummary, FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError };
 
 export interface ClientOptions {
@@ -100,14 +103,13 @@ export interface EddaClient<W extends WorkflowSet> {
   /** The app's scheduled workflows with their next and last run (`GET /schedules`). */
   schedules(): Promise<ScheduleView<WorkflowName<W>>[]>;
   /** A page of the outbox's dead letters (`invalid`, `expired`), newest first; data only with `include: "payloads"`. */
-  deadLetters(query?: DeadLetterQuery): Promise<{ events: DeadLetter[]; nextCursor: string | null }>;
+  deadLetters(query?: DeadLetterQuery): Promise<{ events: DeadLetterView[]; nextCursor: string | null }>;
   /** Re-arm a dead letter: pending again, attempts reset, relayed now (EddaApiError 409 when it is not a dead letter). */
   redeliverDeadLetter(eventId: string): Promise<{ status: "pending" }>;
   /** Delete a dead letter (EddaApiError 409 when it is not a dead letter). */
   discardDeadLetter(eventId: string): Promise<{ discarded: true }>;
 }
 
-export type DeadLetterStatus = "invalid" | "expired";
 
 export interface DeadLetterQuery {
   /** Default: both. */
@@ -120,24 +122,6 @@ export interface DeadLetterQuery {
   include?: "payloads";
 }
 
-/** An outbox event the relay set aside: the broker refused it (`invalid`) or it ran out of attempts or age (`expired`). */
-export interface DeadLetter {
-  eventId: string;
-  type: string;
-  source: string;
-  status: DeadLetterStatus;
-  attempts: number;
-  /** Why it was set aside. */
-  lastError: string | null;
-  createdAt: string;
-  rearmedAt: string | null;
-  contentType: string;
-  /** With `include: "payloads"`: JSON data. */
-  data?: unknown;
-  /** With `include: "payloads"`: binary data. */
-  dataBase64?: string;
-  extensions?: unknown;
-}
 
 export interface ScheduleView<N extends string = string> {
   workflow: N;
@@ -292,7 +276,7 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
       if (q.cursor) params.set("cursor", q.cursor);
       if (q.include) params.set("include", q.include);
       const qs = params.toString();
-      return (await call<{ events: DeadLetter[]; nextCursor: string | null }>("GET", `/outbox/dead-letters${qs ? `?${qs}` : ""}`)).body;
+      return (await call<{ events: DeadLetterView[]; nextCursor: string | null }>("GET", `/outbox/dead-letters${qs ? `?${qs}` : ""}`)).body;
     },
     async redeliverDeadLetter(eventId) {
       return (await call<{ status: "pending" }>("POST", `/outbox/dead-letters/${enc(eventId)}/redeliver`)).body;

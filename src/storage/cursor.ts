@@ -7,6 +7,8 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { InvalidArgumentError } from "../core/errors.ts";
+import { queryRows, type Executor } from "./database.ts";
+import type { Row } from "./rows.ts";
 
 /** `column` as the cursor's timestamp text (select it beside the row, `AS ..._key`). */
 export function keyTimestamp(column: SQL): SQL {
@@ -34,4 +36,39 @@ export function decodeCursor(cursor: string, what: string): [string, string] {
     // fall through
   }
   throw new InvalidArgumentError(`invalid ${what} cursor`, [{ path: ["cursor"], message: "invalid cursor" }]);
+}
+
+export interface NewestFirstQuery {
+  /** What to select and from where: `sql\`${COLUMNS} FROM table\``. */
+  select: SQL;
+  where: SQL[];
+  /** The timestamp and id columns the page is ordered and keyed by (constants, not input). */
+  time: string;
+  id: string;
+  cursor?: string | null | undefined;
+  limit: number;
+  /** Names the list in a bad-cursor error. */
+  what: string;
+}
+
+/** One page, newest first, keyed by (time, id): stable under concurrent inserts, no OFFSET scan. */
+export async function newestFirstPage(ex: Executor, q: NewestFirstQuery): Promise<{ rows: Row[]; nextCursor: string | null }> {
+  const time = sql.raw(q.time);
+  const id = sql.raw(q.id);
+  const where = [...q.where];
+  if (q.cursor) {
+    const [at, key] = decodeCursor(q.cursor, q.what);
+    where.push(sql`(${time}, ${id}) < (${at}::timestamptz, ${key}::text)`);
+  }
+  const whereSql = where.length ? sql`WHERE ${sql.join(where, sql` AND `)}` : sql``;
+  // One extra row tells whether there is a next page.
+  const rows = await queryRows<Row>(
+    ex,
+    sql`SELECT ${keyTimestamp(time)} AS page_key_time, ${q.select} ${whereSql}
+        ORDER BY ${time} DESC, ${id} DESC
+        LIMIT ${q.limit + 1}::int`,
+  );
+  const page = rows.slice(0, q.limit);
+  const last = page.at(-1);
+  return { rows: page, nextCursor: rows.length > q.limit && last ? encodeCursor(String(last.page_key_time), String(last[q.id])) : null };
 }

@@ -5,7 +5,7 @@
  * stable under concurrent inserts, no OFFSET scans.
  */
 import { sql, type SQL } from "drizzle-orm";
-import { decodeCursor, encodeCursor, keyTimestamp } from "./cursor.ts";
+import { newestFirstPage } from "./cursor.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowDefinitions } from "./schema.ts";
 import { DB_NOW, dbNowPlus, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
@@ -80,24 +80,16 @@ export async function listInstances(ex: Executor, query: ListInstancesQuery): Pr
     where.push(sql`status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})`);
   }
   where.push(...instanceFilter(query));
-  if (query.cursor) {
-    const [startedAt, instanceId] = decodeCursor(query.cursor, "instance list");
-    where.push(sql`(started_at, instance_id) < (${startedAt}::timestamptz, ${instanceId}::text)`);
-  }
-  const whereSql = where.length ? sql`WHERE ${sql.join(where, sql` AND `)}` : sql``;
-  // One extra row tells whether there is a next page.
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT ${INSTANCE_COLUMNS},
-               ${keyTimestamp(sql`started_at`)} AS started_at_key
-        FROM workflow_instances ${whereSql}
-        ORDER BY started_at DESC, instance_id DESC
-        LIMIT ${limit + 1}::int`,
-  );
-  const page = rows.slice(0, limit);
-  const last = page.at(-1);
-  const nextCursor = rows.length > limit && last ? encodeCursor(String(last.started_at_key), String(last.instance_id)) : null;
-  return { instances: page.map(toInstance), nextCursor };
+  const { rows, nextCursor } = await newestFirstPage(ex, {
+    select: sql`${INSTANCE_COLUMNS} FROM workflow_instances`,
+    where,
+    time: "started_at",
+    id: "instance_id",
+    cursor: query.cursor,
+    limit,
+    what: "instance list",
+  });
+  return { instances: rows.map(toInstance), nextCursor };
 }
 
 const CANCELLABLE = sql.raw(CANCELLABLE_STATUSES.map((s) => `'${s}'`).join(", "));

@@ -16,7 +16,7 @@
  * acts, and a row that is not a dead letter is never touched.
  */
 import { sql, type SQL } from "drizzle-orm";
-import { decodeCursor, encodeCursor, keyTimestamp } from "./cursor.ts";
+import { newestFirstPage } from "./cursor.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { DB_NOW, dbNowPlus, payloadParams, toOutbox, type Row } from "./rows.ts";
 import { DEAD_LETTER_STATUSES, type DeadLetterAction, type DeadLetterPage, type DeadLetterQuery, type NewOutboxEvent, type OutboxRecord, type OutboxStatus } from "./types.ts";
@@ -97,22 +97,8 @@ export async function listDeadLetters(ex: Executor, query: DeadLetterQuery): Pro
   if (statuses.length === 0) return { events: [], nextCursor: null };
   const where: SQL[] = [sql`status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})`];
   if (query.eventType !== undefined) where.push(sql`event_type = ${query.eventType}`);
-  if (query.cursor) {
-    const [createdAt, eventId] = decodeCursor(query.cursor, "dead-letter list");
-    where.push(sql`(created_at, event_id) < (${createdAt}::timestamptz, ${eventId}::text)`);
-  }
-  // One extra row tells whether there is a next page.
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT *, ${keyTimestamp(sql`created_at`)} AS created_at_key FROM outbox_events
-        WHERE ${sql.join(where, sql` AND `)}
-        ORDER BY created_at DESC, event_id DESC
-        LIMIT ${limit + 1}::int`,
-  );
-  const page = rows.slice(0, limit);
-  const last = page.at(-1);
-  const nextCursor = rows.length > limit && last ? encodeCursor(String(last.created_at_key), String(last.event_id)) : null;
-  return { events: page.map(toOutbox), nextCursor };
+  const { rows, nextCursor } = await newestFirstPage(ex, { select: sql`* FROM outbox_events`, where, time: "created_at", id: "event_id", cursor: query.cursor, limit, what: "dead-letter list" });
+  return { events: rows.map(toOutbox), nextCursor };
 }
 
 const DEAD = sql.raw(DEAD_LETTER_STATUSES.map((s) => `'${s}'`).join(", "));

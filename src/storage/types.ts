@@ -277,8 +277,8 @@ export interface DeliveredWait {
 export type OutboxStatus = "pending" | "processing" | "published" | "failed" | "invalid" | "expired";
 
 /** The outbox's dead letters: rows the relay set aside (the broker refused them, or they ran out of attempts or age). */
-export const DEAD_LETTER_STATUSES = ["invalid", "expired"] as const;
-export type DeadLetterStatus = (typeof DEAD_LETTER_STATUSES)[number];
+export type DeadLetterStatus = "invalid" | "expired";
+export const DEAD_LETTER_STATUSES = ["invalid", "expired"] as const satisfies readonly DeadLetterStatus[];
 
 export interface DeadLetterQuery {
   /** Default: both. */
