@@ -125,7 +125,8 @@ describe("the packed package in an empty project", () => {
       }
       await Promise.all(starts);
       expect(server.child.exitCode).toBeNull();
-      expect(server.output()).not.toContain("TypeError");
+      // The crash signature of porsager/postgres#1208 (other TypeErrors, e.g. a failed fetch, may be logged and handled).
+      expect(server.output()).not.toContain("Cannot read properties of null (reading 'write')");
       expect(await helloRoundTrip(server.url)).toBe("Hello, Ada!");
     } finally {
       await admin.close();
