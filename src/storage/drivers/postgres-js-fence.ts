@@ -62,6 +62,26 @@ function refused(): Record<string, (...a: never[]) => Promise<unknown>> {
   };
 }
 
+/** A statement sent once `wait` settles; consumed like a postgres.js query (awaited, `.values()`, `.raw()`). */
+function deferred(wait: Promise<void>, send: () => unknown): Record<string, (...a: never[]) => Promise<unknown>> {
+  type Query = PromiseLike<unknown> & Record<string, () => PromiseLike<unknown>>;
+  // Sent once, however many times it is consumed.
+  let sent: Promise<unknown> | undefined;
+  const go = (mode?: "values" | "raw" | "execute") =>
+    (sent ??= wait.then(() => {
+      const q = send() as Query;
+      return mode ? q[mode]!() : q;
+    }));
+  return {
+    then: (ok?: (v: unknown) => unknown, bad?: (e: unknown) => unknown) => go().then(ok, bad),
+    catch: (bad: (e: unknown) => unknown) => go().catch(bad),
+    finally: (f: () => void) => go().finally(f),
+    values: () => go("values"),
+    raw: () => go("raw"),
+    execute: () => go("execute"),
+  };
+}
+
 const never = () => new Promise<never>(() => undefined);
 
 export interface Fencing {
@@ -76,9 +96,31 @@ export interface FencingOptions {
   onTypesKnown?: () => void;
 }
 
+/** How long statements wait for the first one to fetch the array types before going ahead on their own. */
+const TYPES_GATE_MS = 2_000;
+
 export function createFencing(opts: FencingOptions = {}): Fencing {
   const open = new Set<TxState>();
   let typesKnown = opts.onTypesKnown === undefined;
+  // Until the first statement has reached a connection, later ones wait for it (at most TYPES_GATE_MS), so one
+  // connection fetches the array types and no other opens meanwhile to fetch them again with a promise nobody handles.
+  let pioneer = false;
+  let gateOpen = false;
+  let resolveGate!: () => void;
+  const gate = new Promise<void>((r) => (resolveGate = r));
+  const openGate = () => {
+    gateOpen = true;
+    resolveGate();
+  };
+  const typesReady = (): Promise<void> | null => {
+    if (typesKnown || gateOpen) return null;
+    if (!pioneer) {
+      pioneer = true;
+      setTimeout(openGate, TYPES_GATE_MS).unref?.();
+      return null;
+    }
+    return gate;
+  };
 
   const onclose = (connectionId: number) => {
     for (const tx of open) if (tx.connectionId === connectionId) tx.end();
@@ -138,17 +180,22 @@ export function createFencing(opts: FencingOptions = {}): Fencing {
                     if (!typesKnown) {
                       typesKnown = true;
                       opts.onTypesKnown?.();
+                      openGate();
                     }
                     return true;
                   },
                 }
               : {};
-            return (target.unsafe as (...a: unknown[]) => unknown)(q, p, { ...unsafeOpts, ...hook });
+            const send = () => (target.unsafe as (...a: unknown[]) => unknown)(q, p, { ...unsafeOpts, ...hook });
+            const wait = typesReady();
+            return wait ? deferred(wait, send) : send();
           };
         }
         if (key === "begin" || key === "savepoint") {
-          return (...args: unknown[]) => {
+          const call = (...args: unknown[]): Promise<unknown> => {
             if (tx?.over) return Promise.reject(closedError());
+            const wait = tx ? null : typesReady();
+            if (wait) return wait.then(() => call(...args));
             const fn = args.pop() as (c: unknown) => unknown;
             const inner = newState();
             if (tx) inner.connectionId = tx.connectionId;
@@ -157,6 +204,7 @@ export function createFencing(opts: FencingOptions = {}): Fencing {
             if (tx) void tx.ended.then(inner.end);
             return p.finally(inner.end);
           };
+          return call;
         }
         const v = target[key];
         return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
