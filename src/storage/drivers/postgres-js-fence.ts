@@ -63,15 +63,21 @@ function refused(): Record<string, (...a: never[]) => Promise<unknown>> {
 }
 
 /** A statement sent once `wait` settles; consumed like a postgres.js query (awaited, `.values()`, `.raw()`). */
-function deferred(wait: Promise<void>, send: () => unknown): Record<string, (...a: never[]) => Promise<unknown>> {
+function deferred(wait: Promise<void>, send: () => unknown, onSettled?: (ok: boolean) => void): Record<string, (...a: never[]) => Promise<unknown>> {
   type Query = PromiseLike<unknown> & Record<string, () => PromiseLike<unknown>>;
   // Sent once, however many times it is consumed.
   let sent: Promise<unknown> | undefined;
   const go = (mode?: "values" | "raw" | "execute") =>
-    (sent ??= wait.then(() => {
-      const q = send() as Query;
-      return mode ? q[mode]!() : q;
-    }));
+    (sent ??= settled(
+      wait.then(() => {
+        const q = send() as Query;
+        return mode ? q[mode]!() : q;
+      }),
+    ));
+  const settled = (p: Promise<unknown>) => {
+    if (onSettled) p.then(() => onSettled(true), () => onSettled(false));
+    return p;
+  };
   return {
     then: (ok?: (v: unknown) => unknown, bad?: (e: unknown) => unknown) => go().then(ok, bad),
     catch: (bad: (e: unknown) => unknown) => go().catch(bad),
@@ -187,8 +193,18 @@ export function createFencing(opts: FencingOptions = {}): Fencing {
                 }
               : {};
             const send = () => (target.unsafe as (...a: unknown[]) => unknown)(q, p, { ...unsafeOpts, ...hook });
-            const wait = typesReady();
-            return wait ? deferred(wait, send) : send();
+            if (typesKnown || gateOpen) return send();
+            // Inside a transaction the connection is open already (and may be the one fetching the types).
+            const wait = tx ? null : typesReady();
+            if (wait) return deferred(wait, send);
+            // The first statement (or one of the first transaction): once it settled its connection has the types.
+            return deferred(Promise.resolve(), send, (ok) => {
+              if (ok && !typesKnown) {
+                typesKnown = true;
+                opts.onTypesKnown?.();
+              }
+              openGate();
+            });
           };
         }
         if (key === "begin" || key === "savepoint") {
