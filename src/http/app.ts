@@ -7,12 +7,10 @@ import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import type { Workflow } from "../core/definitions.ts";
-import { ValidationError } from "../core/errors.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { DispatchScope, StepRequest } from "../engine/dispatcher.ts";
 import { TRACEPARENT_PATTERN } from "../engine/tracing.ts";
-import { INSTANCE_STATUSES } from "../storage/schema.ts";
-import type { InstanceStatus } from "../storage/types.ts";
+import { INSTANCE_STATUSES, type InstanceStatus } from "../core/model.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
 import { cloudEventRoutes } from "./cloudevents.ts";
 import { mcpRoutes, type McpExposure } from "./mcp/index.ts";
@@ -25,6 +23,7 @@ import { instanceTransition, operationRoutes } from "./operations.ts";
 import { outboxRoutes } from "./outbox.ts";
 import { instanceNotFound, onError, problem } from "./problem.ts";
 import { instanceIdParam, instancePage, instanceView, started } from "./schemas.ts";
+import { parse, type RouteHelpers } from "./routes.ts";
 
 export interface AppOptions {
   engine: (c: Context) => Engine | Promise<Engine>;
@@ -43,12 +42,6 @@ export interface AppOptions {
   extend?: (app: Hono, helpers: RouteHelpers) => void;
   /** Serve workflows as MCP tools at /mcp: all of them (`true`) or those named. */
   mcp?: McpExposure;
-}
-
-export interface RouteHelpers {
-  engine: (c: Context) => Promise<Engine>;
-  scope: (c: Context) => DispatchScope | undefined;
-  parse: <T extends z.ZodType>(schema: T, value: unknown, what: string) => z.output<T>;
 }
 
 const startBody = (input: z.ZodType = z.unknown()) =>
@@ -82,12 +75,6 @@ const stepRequest = z.object({
 });
 const hop = z.number().int().min(0).max(1000).optional();
 const stepBody = z.union([stepRequest.extend({ hop }), z.object({ steps: z.array(stepRequest).min(1).max(500), hop })]);
-
-export function parse<T extends z.ZodType>(schema: T, value: unknown, what: string): z.output<T> {
-  const r = schema.safeParse(value);
-  if (!r.success) throw new ValidationError(`${what} is invalid`, r.error.issues);
-  return r.data;
-}
 
 export function createApp(opts: AppOptions): Hono {
   const app = new Hono();

@@ -7,8 +7,8 @@
 import type { Hono } from "hono";
 import { z } from "zod";
 import { discardDeadLetter, listDeadLetters, redeliverDeadLetter } from "../engine/dead-letters.ts";
-import { DEAD_LETTER_STATUSES } from "../storage/types.ts";
-import type { RouteHelpers } from "./app.ts";
+import { DEAD_LETTER_STATUSES } from "../engine/records.ts";
+import type { RouteHelpers } from "./routes.ts";
 import { documented } from "./openapi.ts";
 
 /** A page is bounded work, as for the instance list. */

@@ -9,7 +9,7 @@
 import type { Hono } from "hono";
 import { z } from "zod";
 import { isTerminal } from "../engine/results.ts";
-import type { RouteHelpers } from "./app.ts";
+import type { RouteHelpers } from "./routes.ts";
 import { documented } from "./openapi.ts";
 import { instanceNotFound } from "./problem.ts";
 import { instancePending, instanceResult } from "./schemas.ts";

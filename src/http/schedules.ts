@@ -7,7 +7,7 @@
 import type { Hono } from "hono";
 import { z } from "zod";
 import { listAppSchedules } from "../engine/schedules.ts";
-import type { RouteHelpers } from "./app.ts";
+import type { RouteHelpers } from "./routes.ts";
 import { documented } from "./openapi.ts";
 
 export const scheduleView = z.object({

@@ -4,7 +4,7 @@
  * Request schemas live beside the routes they validate.
  */
 import { z } from "zod";
-import { INSTANCE_STATUSES } from "../storage/schema.ts";
+import { INSTANCE_STATUSES } from "../core/model.ts";
 
 export const instanceStatus = z.enum(INSTANCE_STATUSES);
 

@@ -15,7 +15,7 @@
 import type { Context, Hono } from "hono";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import type { Workflow } from "../../core/definitions.ts";
-import type { RouteHelpers } from "../app.ts";
+import type { RouteHelpers } from "../routes.ts";
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../problem.ts";
 import { createMcpServer } from "./server.ts";
 import { buildToolTable } from "./tools.ts";

@@ -15,7 +15,7 @@ import type { Workflow } from "../../core/definitions.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../core/errors.ts";
 import type { DispatchScope } from "../../engine/dispatcher.ts";
 import type { Engine } from "../../engine/engine.ts";
-import { INSTANCE_STATUSES } from "../../storage/schema.ts";
+import { INSTANCE_STATUSES } from "../../core/model.ts";
 import { formatIssues, inputFromArguments, toolInputSchema } from "./schema.ts";
 import { jsonResult, loadInstance, outcome, summarize, toolError } from "./views.ts";
 

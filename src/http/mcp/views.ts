@@ -7,7 +7,7 @@
 import type { CallToolResult, Task } from "@modelcontextprotocol/sdk/types.js";
 import { EV } from "../../core/model.ts";
 import type { Engine, InstanceView } from "../../engine/engine.ts";
-import type { InstanceStatus } from "../../storage/types.ts";
+import type { InstanceStatus } from "../../core/model.ts";
 
 /** The engine's rule for instance ids; anything else names no instance (and never reaches a query). */
 export function isInstanceId(id: string): boolean {

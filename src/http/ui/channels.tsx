@@ -4,7 +4,7 @@
  * pending messages; a channel's page lists its subscribers with what each
  * could take now, and its pending messages; both can publish.
  */
-import type { ChannelMessageRecord, ChannelSubscriber, ChannelSummary } from "../../storage/types.ts";
+import type { ChannelMessageRecord, ChannelSubscriber, ChannelSummary } from "../../engine/records.ts";
 import { formatTime, parseStored, preview, relative } from "./format.ts";
 import { Problem, StatusBadge } from "./layout.tsx";
 import { Table, type Column } from "./table.tsx";

@@ -13,7 +13,7 @@ import type { Engine } from "../../engine/engine.ts";
 import type { DispatchScope } from "../../engine/dispatcher.ts";
 import { discardDeadLetter, listDeadLetters, redeliverDeadLetter } from "../../engine/dead-letters.ts";
 import { listAppSchedules } from "../../engine/schedules.ts";
-import { DEAD_LETTER_STATUSES } from "../../storage/types.ts";
+import { DEAD_LETTER_STATUSES } from "../../engine/records.ts";
 import { ChannelPage, ChannelsPage } from "./channels.tsx";
 import { inputFields, readInput, StartForm } from "./forms.tsx";
 import { InstancePage, type InstancePageProps } from "./instance.tsx";

@@ -8,17 +8,8 @@
 import type { Child } from "hono/jsx";
 import type { InstanceView } from "../../engine/engine.ts";
 import type { SerializedError } from "../../core/serialization.ts";
-import {
-  CANCELLABLE_STATUSES,
-  TERMINAL_STATUSES,
-  type ArchivedRunSummary,
-  type ChildSummary,
-  type CompensationRecord,
-  type GroupMembership,
-  type HistoryEvent,
-  type SubscriptionRecord,
-  type TimerRecord,
-} from "../../storage/types.ts";
+import { CANCELLABLE_STATUSES, TERMINAL_STATUSES, type HistoryEvent } from "../../core/model.ts";
+import type { ArchivedRunSummary, ChildSummary, CompensationRecord, GroupMembership, SubscriptionRecord, TimerRecord } from "../../engine/records.ts";
 import { MessageForm } from "./channels.tsx";
 import { formatDuration, formatTime, parseStored, prettyJson, preview, relative } from "./format.ts";
 import { Problem, StatusBadge } from "./layout.tsx";

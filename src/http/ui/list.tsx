@@ -4,8 +4,8 @@
  * counts per status under the other filters, keyset paging, live refresh.
  * Filters are plain query parameters, so every view is a bookmarkable URL.
  */
-import { INSTANCE_STATUSES } from "../../storage/schema.ts";
-import type { InstanceFilter, InstanceRecord, InstanceStatus } from "../../storage/types.ts";
+import { INSTANCE_STATUSES, type InstanceStatus } from "../../core/model.ts";
+import type { InstanceFilter, InstanceRecord } from "../../engine/records.ts";
 import { formatTime, relative } from "./format.ts";
 import { StatusBadge } from "./layout.tsx";
 import { Table, type Column } from "./table.tsx";

@@ -5,7 +5,7 @@
  * two operator actions — redeliver (re-arm, relayed now) and discard.
  */
 import type { DeadLetterView } from "../../engine/dead-letters.ts";
-import { DEAD_LETTER_STATUSES, type DeadLetterStatus } from "../../storage/types.ts";
+import { DEAD_LETTER_STATUSES, type DeadLetterStatus } from "../../engine/records.ts";
 import { formatTime, relative } from "./format.ts";
 import { Problem, StatusBadge } from "./layout.tsx";
 import { Table, type Column } from "./table.tsx";

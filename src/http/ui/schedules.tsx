@@ -1,6 +1,6 @@
 /** @jsxImportSource hono/jsx */
 /** The app's scheduled workflows: cron, time zone, missed-tick policy, next and last run. */
-import type { ScheduleRecord } from "../../storage/types.ts";
+import type { ScheduleRecord } from "../../engine/records.ts";
 import { formatTime, relative } from "./format.ts";
 import { Table, type Column } from "./table.tsx";
 

@@ -10,7 +10,7 @@
  */
 import { EV } from "../../core/model.ts";
 import { fromPayload, historyDataView, type SerializedError } from "../../core/serialization.ts";
-import type { HistoryEvent } from "../../storage/types.ts";
+import type { HistoryEvent } from "../../core/model.ts";
 
 export type EntryKind = "activity" | "attempt" | "retry" | "failed" | "timer" | "message" | "timeout" | "compensation" | "compensation-failed" | "other";
 
