@@ -1,4 +1,8 @@
 /**
+ * Waits on channels (a receive that found nothing marks its subscription as
+ * waiting, with an optional timeout) and their delivery: per subscriber
+ * (`lockWaitingSubscription` + `clearWaiting`), set-based, or by the timeout.
+ *
  * Set-based delivery to waiting broadcast subscribers: one transaction per
  * batch instead of one per subscriber (a 1,000-subscriber fan-out was 1,000
  * transactions of six round trips each).
@@ -24,10 +28,54 @@
  *    first) go through the per-subscriber path, which waits for the locks.
  */
 import { sql } from "drizzle-orm";
+import { EddaError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
-import { broadcastAvailable, inTransaction, lockChannel, MESSAGE_COLUMNS } from "./channels.ts";
-import { DB_NOW, toChannelMessage, type Row } from "./rows.ts";
-import type { ChannelMessageRecord, DeliveredWait, Payload } from "./types.ts";
+import { availableTo, broadcastAvailable, inTransaction, lockChannel, MESSAGE_COLUMNS } from "./channels.ts";
+import { DB_NOW, dbNowPlus, isoUtc, toChannelMessage, tsParam, type Row } from "./rows.ts";
+import type { ChannelMessageRecord, ChannelMode, MatchDocument, Payload } from "./records.ts";
+
+export interface WaitingSubscriber {
+  instanceId: string;
+  channel: string;
+  mode: ChannelMode;
+  activityId: string;
+}
+
+/** A wait that a batched delivery satisfied: the message `seq` was recorded at `activityId`. */
+export interface DeliveredWait {
+  instanceId: string;
+  activityId: string;
+  seq: number;
+}
+
+/** Waits on channels and their delivery: per subscriber, batched, or by their timeout. */
+export interface ChannelDeliveryArea {
+  /** Mark the subscription as waiting (activity id, the wait's match, optional timeout: a time, or seconds from the database's now). */
+  setWaiting(instanceId: string, channel: string, activityId: string, timeout: Date | number | null, match?: MatchDocument | null): Promise<void>;
+  /**
+   * In a transaction: lock the subscription row if it still waits on
+   * `activityId` (FOR UPDATE), so a delivery and a timeout never both win.
+   */
+  lockWaitingSubscription(instanceId: string, channel: string, activityId: string): Promise<boolean>;
+  /**
+   * Clear the wait; if it was set and the instance is `waiting_for_message`,
+   * the instance becomes `running` in the same statement (a delivery makes it runnable).
+   */
+  clearWaiting(instanceId: string, channel: string): Promise<void>;
+  /**
+   * Batched delivery, one transaction under the channel lock: up to `limit`
+   * broadcast subscribers of `channel` waiting in a receive each get their
+   * next broadcast message (cursor advanced, history event from `record` at
+   * the wait's activity id, wait cleared, instance runnable). Subscribers
+   * whose rows are locked by someone else (SKIP LOCKED) or that have an
+   * unclaimed point-to-point message are left for the per-subscriber path.
+   */
+  deliverBroadcast(channel: string, limit: number, record: (msg: ChannelMessageRecord) => { eventType: string; data: Payload }): Promise<DeliveredWait[]>;
+  /** Subscribers currently waiting on a channel that have a message available. */
+  findWaitingSubscribersWithMessages(limit: number, channel?: string): Promise<WaitingSubscriber[]>;
+  /** Waits whose timeout passed (bounded, SKIP LOCKED): record `MessageTimeout`, clear the wait, make runnable. */
+  expireMessageWaits(limit: number, onlyInstanceId?: string): Promise<string[]>;
+}
 
 const hex = (bytes: Uint8Array) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 
@@ -107,4 +155,102 @@ export async function deliverBroadcast(
       WHERE instance_id IN (SELECT instance_id FROM d) AND status = 'waiting_for_message'`);
     return picked.map((p) => ({ instanceId: p.instance_id, activityId: p.activity_id, seq: Number(p.seq) }));
   });
+}
+
+/** `timeout`: an absolute time, or seconds from the database's clock. */
+export async function setWaiting(ex: Executor, instanceId: string, channel: string, activityId: string, timeout: Date | number | null, match: MatchDocument | null = null): Promise<void> {
+  const timeoutSql = timeout === null ? sql`NULL` : typeof timeout === "number" ? dbNowPlus(timeout) : tsParam(timeout);
+  const matchSql = match === null ? sql`NULL::jsonb` : sql`${JSON.stringify(match)}::jsonb`;
+  const rows = await queryRows(
+    ex,
+    sql`UPDATE channel_subscriptions SET activity_id = ${activityId}, timeout_at = ${timeoutSql}, match = ${matchSql}
+        WHERE instance_id = ${instanceId} AND channel = ${channel} RETURNING 1 AS ok`,
+  );
+  if (rows.length === 0) throw new EddaError(`instance ${instanceId} is not subscribed to channel "${channel}"`);
+}
+
+/**
+ * Clear the wait; when it was set and the instance is `waiting_for_message`,
+ * the instance becomes `running` in the same statement (a delivered message
+ * makes it runnable, like a fired timer or an expired wait).
+ */
+export async function clearWaiting(ex: Executor, instanceId: string, channel: string): Promise<void> {
+  await ex.execute(sql`
+    WITH w AS (
+      SELECT id, instance_id FROM channel_subscriptions
+      WHERE instance_id = ${instanceId} AND channel = ${channel} AND activity_id IS NOT NULL
+      FOR UPDATE
+    ), clr AS (
+      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM w WHERE s.id = w.id
+    )
+    UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
+    WHERE instance_id IN (SELECT instance_id FROM w) AND status = 'waiting_for_message'`);
+}
+
+/**
+ * In the module's lock order (instance row, channel lock, subscription row),
+ * so a delivery racing a cancel, a receive step or another delivery waits
+ * instead of deadlocking. Runs in the caller's transaction.
+ */
+export async function lockWaitingSubscription(ex: Executor, instanceId: string, channel: string, activityId: string): Promise<boolean> {
+  const inst = await queryRows(ex, sql`SELECT 1 AS ok FROM workflow_instances WHERE instance_id = ${instanceId} AND status = 'waiting_for_message' FOR UPDATE`);
+  if (inst.length === 0) return false;
+  await lockChannel(ex, channel);
+  const rows = await queryRows(
+    ex,
+    sql`SELECT 1 AS ok FROM channel_subscriptions
+        WHERE instance_id = ${instanceId} AND channel = ${channel} AND activity_id = ${activityId}
+        FOR UPDATE`,
+  );
+  return rows.length > 0;
+}
+
+export async function findWaitingSubscribersWithMessages(ex: Executor, limit: number, channel?: string): Promise<WaitingSubscriber[]> {
+  const channelFilter = channel === undefined ? sql`` : sql`AND s.channel = ${channel}`;
+  const rows = await queryRows<{ instance_id: string; channel: string; mode: ChannelMode; activity_id: string }>(
+    ex,
+    sql`SELECT s.instance_id, s.channel, s.mode, s.activity_id
+        FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
+        WHERE s.activity_id IS NOT NULL AND i.status = 'waiting_for_message' ${channelFilter}
+          AND EXISTS (SELECT 1 FROM channel_messages m WHERE ${availableTo("m", "s")})
+        ORDER BY s.id LIMIT ${limit}::int`,
+  );
+  return rows.map((r) => ({ instanceId: r.instance_id, channel: r.channel, mode: r.mode, activityId: r.activity_id }));
+}
+
+/**
+ * One statement, bounded. The instance row and its subscription are locked
+ * together with SKIP LOCKED: a wait whose instance or subscription someone
+ * holds (a delivery in flight, a cancel, a concluding step) is left for the
+ * next sweep, and the statement never waits for a row while holding another
+ * (it used to lock the subscription and then wait for the instance, the
+ * reverse of a delivery's order: a deadlock).
+ */
+export async function expireMessageWaits(ex: Executor, limit: number, onlyInstanceId?: string): Promise<string[]> {
+  const only = onlyInstanceId === undefined ? sql`` : sql`AND s.instance_id = ${onlyInstanceId}`;
+  const rows = await queryRows<{ instance_id: string }>(
+    ex,
+    sql`
+    WITH due AS (
+      SELECT s.id, s.instance_id, s.channel, s.activity_id, s.timeout_at
+      FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
+      WHERE s.activity_id IS NOT NULL AND s.timeout_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
+      ORDER BY s.timeout_at, s.id
+      LIMIT ${limit}::int
+      FOR UPDATE OF i, s SKIP LOCKED
+    ), clr AS (
+      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM due WHERE s.id = due.id
+    ), h AS (
+      INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
+      SELECT instance_id, activity_id, 'MessageTimeout', 'json',
+             json_build_object('channel', channel, 'timeout_at', ${isoUtc(sql`timeout_at`)})::text
+      FROM due ORDER BY timeout_at, id
+      ON CONFLICT (instance_id, activity_id) DO NOTHING
+    ), upd AS (
+      UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
+      WHERE instance_id IN (SELECT instance_id FROM due) AND status = 'waiting_for_message'
+    )
+    SELECT DISTINCT instance_id FROM due`,
+  );
+  return rows.map((r) => r.instance_id);
 }

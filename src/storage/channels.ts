@@ -1,5 +1,5 @@
 /**
- * Channels (publish / subscribe / take / wait) and groups.
+ * Channels: publish, subscribe, take (waits and their delivery: channel-delivery.ts).
  *
  * Delivery rules, per subscription mode:
  *  - broadcast: messages after the subscriber's cursor (which starts at the
@@ -48,13 +48,54 @@
  * channel lock (a delivery only locks a waiting instance, a cancel waits for
  * no channel).
  */
-import { and, asc, eq, sql, type SQL } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
-import { ChannelModeConflictError, EddaError } from "../core/errors.ts";
+import { ChannelModeConflictError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
-import { workflowGroupMemberships } from "./schema.ts";
-import { DB_NOW, dbNowPlus, isoUtc, payloadParams, toChannelMessage, toSubscription, tsParam, type Row } from "./rows.ts";
-import type { ChannelMessageRecord, ChannelMode, MatchDocument, NewChannelMessage, SubscribeOptions, SubscriptionRecord, WaitingSubscriber } from "./types.ts";
+import { DB_NOW, payloadParams, toChannelMessage, toSubscription, type Row } from "./rows.ts";
+import type { ChannelMessageRecord, ChannelMode, MatchDocument, Payload, SubscriptionRecord } from "./records.ts";
+
+export interface NewChannelMessage {
+  channel: string;
+  /** Generated (UUID) when omitted. */
+  messageId?: string;
+  data: Payload;
+  metadata?: string | null;
+  /** Point-to-point: only this instance can ever receive it. */
+  targetInstanceId?: string | null;
+}
+
+export interface SubscribeOptions {
+  /**
+   * Event lookback: a new broadcast subscription also sees the channel's
+   * messages published after the instance started (not only later ones).
+   */
+  lookback?: boolean;
+}
+
+/** Channels: publish, subscribe, take the next message, retention. */
+export interface ChannelsArea {
+  publishMessage(msg: NewChannelMessage): Promise<ChannelMessageRecord>;
+  /**
+   * Subscribe (idempotent). A broadcast subscriber's cursor starts at the
+   * channel's latest message (it sees only later messages). Throws
+   * ChannelModeConflictError when the channel is in use with another mode.
+   */
+  subscribe(instanceId: string, channel: string, mode: ChannelMode, opts?: SubscribeOptions): Promise<void>;
+  unsubscribe(instanceId: string, channel: string): Promise<void>;
+  getSubscription(instanceId: string, channel: string): Promise<SubscriptionRecord | null>;
+  /**
+   * The next message for this subscriber, consumed atomically: broadcast
+   * advances its cursor; competing claims it (exactly one claimer wins, SKIP
+   * LOCKED); direct / point-to-point messages only for their target.
+   * `match`: only broadcast messages whose document contains it, received
+   * once per instance (a receipt, the cursor stays); `undefined` uses the
+   * match of the wait in progress.
+   */
+  takeNextMessage(instanceId: string, channel: string, match?: MatchDocument | null): Promise<ChannelMessageRecord | null>;
+  /** Delete messages older than the retention that no claim of a recent message depends on. */
+  cleanupChannelMessages(olderThanSeconds: number, limit: number): Promise<number>;
+}
 
 const MODES: readonly ChannelMode[] = ["broadcast", "competing", "direct"];
 export const MESSAGE_COLUMNS = sql.raw("id, message_id, channel, data_type, data, data_binary, metadata, target_instance_id, published_at");
@@ -274,104 +315,6 @@ export async function takeNextMessage(ex: Executor, instanceId: string, channel:
   return rows[0] ? toChannelMessage(rows[0]) : null;
 }
 
-/** `timeout`: an absolute time, or seconds from the database's clock. */
-export async function setWaiting(ex: Executor, instanceId: string, channel: string, activityId: string, timeout: Date | number | null, match: MatchDocument | null = null): Promise<void> {
-  const timeoutSql = timeout === null ? sql`NULL` : typeof timeout === "number" ? dbNowPlus(timeout) : tsParam(timeout);
-  const matchSql = match === null ? sql`NULL::jsonb` : sql`${JSON.stringify(match)}::jsonb`;
-  const rows = await queryRows(
-    ex,
-    sql`UPDATE channel_subscriptions SET activity_id = ${activityId}, timeout_at = ${timeoutSql}, match = ${matchSql}
-        WHERE instance_id = ${instanceId} AND channel = ${channel} RETURNING 1 AS ok`,
-  );
-  if (rows.length === 0) throw new EddaError(`instance ${instanceId} is not subscribed to channel "${channel}"`);
-}
-
-/**
- * Clear the wait; when it was set and the instance is `waiting_for_message`,
- * the instance becomes `running` in the same statement (a delivered message
- * makes it runnable, like a fired timer or an expired wait).
- */
-export async function clearWaiting(ex: Executor, instanceId: string, channel: string): Promise<void> {
-  await ex.execute(sql`
-    WITH w AS (
-      SELECT id, instance_id FROM channel_subscriptions
-      WHERE instance_id = ${instanceId} AND channel = ${channel} AND activity_id IS NOT NULL
-      FOR UPDATE
-    ), clr AS (
-      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM w WHERE s.id = w.id
-    )
-    UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-    WHERE instance_id IN (SELECT instance_id FROM w) AND status = 'waiting_for_message'`);
-}
-
-/**
- * In the module's lock order (instance row, channel lock, subscription row),
- * so a delivery racing a cancel, a receive step or another delivery waits
- * instead of deadlocking. Runs in the caller's transaction.
- */
-export async function lockWaitingSubscription(ex: Executor, instanceId: string, channel: string, activityId: string): Promise<boolean> {
-  const inst = await queryRows(ex, sql`SELECT 1 AS ok FROM workflow_instances WHERE instance_id = ${instanceId} AND status = 'waiting_for_message' FOR UPDATE`);
-  if (inst.length === 0) return false;
-  await lockChannel(ex, channel);
-  const rows = await queryRows(
-    ex,
-    sql`SELECT 1 AS ok FROM channel_subscriptions
-        WHERE instance_id = ${instanceId} AND channel = ${channel} AND activity_id = ${activityId}
-        FOR UPDATE`,
-  );
-  return rows.length > 0;
-}
-
-export async function findWaitingSubscribersWithMessages(ex: Executor, limit: number, channel?: string): Promise<WaitingSubscriber[]> {
-  const channelFilter = channel === undefined ? sql`` : sql`AND s.channel = ${channel}`;
-  const rows = await queryRows<{ instance_id: string; channel: string; mode: ChannelMode; activity_id: string }>(
-    ex,
-    sql`SELECT s.instance_id, s.channel, s.mode, s.activity_id
-        FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
-        WHERE s.activity_id IS NOT NULL AND i.status = 'waiting_for_message' ${channelFilter}
-          AND EXISTS (SELECT 1 FROM channel_messages m WHERE ${availableTo("m", "s")})
-        ORDER BY s.id LIMIT ${limit}::int`,
-  );
-  return rows.map((r) => ({ instanceId: r.instance_id, channel: r.channel, mode: r.mode, activityId: r.activity_id }));
-}
-
-/**
- * One statement, bounded. The instance row and its subscription are locked
- * together with SKIP LOCKED: a wait whose instance or subscription someone
- * holds (a delivery in flight, a cancel, a concluding step) is left for the
- * next sweep, and the statement never waits for a row while holding another
- * (it used to lock the subscription and then wait for the instance, the
- * reverse of a delivery's order: a deadlock).
- */
-export async function expireMessageWaits(ex: Executor, limit: number, onlyInstanceId?: string): Promise<string[]> {
-  const only = onlyInstanceId === undefined ? sql`` : sql`AND s.instance_id = ${onlyInstanceId}`;
-  const rows = await queryRows<{ instance_id: string }>(
-    ex,
-    sql`
-    WITH due AS (
-      SELECT s.id, s.instance_id, s.channel, s.activity_id, s.timeout_at
-      FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
-      WHERE s.activity_id IS NOT NULL AND s.timeout_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
-      ORDER BY s.timeout_at, s.id
-      LIMIT ${limit}::int
-      FOR UPDATE OF i, s SKIP LOCKED
-    ), clr AS (
-      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM due WHERE s.id = due.id
-    ), h AS (
-      INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
-      SELECT instance_id, activity_id, 'MessageTimeout', 'json',
-             json_build_object('channel', channel, 'timeout_at', ${isoUtc(sql`timeout_at`)})::text
-      FROM due ORDER BY timeout_at, id
-      ON CONFLICT (instance_id, activity_id) DO NOTHING
-    ), upd AS (
-      UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-      WHERE instance_id IN (SELECT instance_id FROM due) AND status = 'waiting_for_message'
-    )
-    SELECT DISTINCT instance_id FROM due`,
-  );
-  return rows.map((r) => r.instance_id);
-}
-
 /**
  * Delete messages older than the retention, except one claimed within the
  * retention window (its claim is recent evidence of consumption). Claims go
@@ -394,25 +337,4 @@ export async function cleanupChannelMessages(ex: Executor, olderThanSeconds: num
     DELETE FROM channel_messages m USING old WHERE m.id = old.id RETURNING 1 AS ok`,
   );
   return rows.length;
-}
-
-// --- groups -------------------------------------------------------------------
-
-export async function joinGroup(ex: Executor, instanceId: string, group: string): Promise<void> {
-  await ex.insert(workflowGroupMemberships).values({ instanceId, groupName: group }).onConflictDoNothing();
-}
-
-export async function leaveGroup(ex: Executor, instanceId: string, group: string): Promise<void> {
-  await ex
-    .delete(workflowGroupMemberships)
-    .where(and(eq(workflowGroupMemberships.instanceId, instanceId), eq(workflowGroupMemberships.groupName, group)));
-}
-
-export async function groupMembers(ex: Executor, group: string): Promise<string[]> {
-  const rows = await ex
-    .select({ instanceId: workflowGroupMemberships.instanceId })
-    .from(workflowGroupMemberships)
-    .where(eq(workflowGroupMemberships.groupName, group))
-    .orderBy(asc(workflowGroupMemberships.id));
-  return rows.map((r) => r.instanceId);
 }

@@ -17,7 +17,54 @@
 import { sql, type SQL } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
 import { DB_NOW, isoUtc } from "./rows.ts";
-import { TERMINAL_STATUSES, type FailureTask, type InstanceFailure, type InstanceStatus } from "./types.ts";
+import { TERMINAL_STATUSES, type Fence, type InstanceStatus } from "./records.ts";
+
+/** Where work on an instance failed: a step, or a sweep task that picked it. */
+export type FailureTask = "step" | "timers" | "message_timeouts" | "channel_delivery" | "retention";
+
+/** A failure to count against an instance (poison isolation). */
+export interface InstanceFailure {
+  task: FailureTask;
+  errorType: string;
+  message: string;
+  /**
+   * Failures in a row after which the instance is set aside (`quarantined`);
+   * for a finished instance (retention) it is only left out of the task.
+   */
+  maxFailures: number;
+  /** A step's failure: counted only while this lease holds, and the lease is released. */
+  fence?: Fence;
+}
+
+/** Poison isolation (failure counts, quarantine) and retention. */
+export interface FailuresArea {
+  /**
+   * Count a failure against an instance, in one statement: failure count + 1,
+   * the failure stored, the lease released (a step's, fenced) — and at
+   * `maxFailures` a live instance becomes `quarantined` (token bumped, so no
+   * in-flight work on it commits). Returns the instance's status and count
+   * after, or null when the guard did not match (lease lost, finished,
+   * already quarantined, or held by a live step).
+   */
+  recordInstanceFailure(instanceId: string, failure: InstanceFailure): Promise<{ status: InstanceStatus; failureCount: number } | null>;
+  /**
+   * An operator's retry of a quarantined instance: back to the status it had
+   * (its timers and waits were kept), count reset. False unless quarantined.
+   */
+  resumeQuarantined(instanceId: string): Promise<{ ok: boolean; status: InstanceStatus } | null>;
+  /** Instances with a due timer or an expired message wait, for the one-at-a-time fallback (no locks taken). */
+  findDueInstances(kind: "timers" | "message_timeouts", limit: number): Promise<string[]>;
+  /**
+   * Delete finished instances past the retention (history, archived runs,
+   * compensations, timers, subscriptions, claims go with them), bounded,
+   * SKIP LOCKED; instances whose purge kept failing are left out. Returns the ids.
+   */
+  purgeFinishedInstances(olderThanSeconds: number, limit: number, opts?: { onlyInstanceId?: string; maxFailures?: number }): Promise<string[]>;
+  /** Finished instances the purge would take (read-only), for the one-at-a-time fallback. */
+  findPurgeableInstances(olderThanSeconds: number, limit: number, maxFailures?: number): Promise<string[]>;
+  /** Delete CloudEvent dedupe rows older than the retention (bounded). */
+  purgeCloudEventDedupe(olderThanSeconds: number, limit: number): Promise<number>;
+}
 
 const TERMINAL = sql.raw(TERMINAL_STATUSES.map((s) => `'${s}'`).join(", "));
 

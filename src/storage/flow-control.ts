@@ -15,6 +15,44 @@ import { queryRows, type Executor } from "./database.ts";
 import { DB_NOW } from "./rows.ts";
 import type { InstanceStatus } from "../core/model.ts";
 
+/** Flow control (concurrency slots, rate windows, singletons, debounce), each under its key's lock. */
+export interface FlowControlArea {
+  /**
+   * In a transaction, under the key's lock (held to its end): whether an
+   * instance created now may run (`running`: fewer than `limit` unfinished,
+   * unqueued instances hold the key and none is queued before it) or must
+   * wait (`queued`).
+   */
+  admitConcurrency(key: string, limit: number): Promise<"running" | "queued">;
+  /** Under the key's lock: promote the oldest queued instances into the free slots; returns their ids. */
+  promoteQueued(key: string, limit: number): Promise<string[]>;
+  /** Concurrency keys of these workflows that have queued instances (bounded). */
+  queuedConcurrencyKeys(workflowNames: string[], limit: number): Promise<string[]>;
+  concurrencyKeyOf(instanceId: string): Promise<string | null>;
+  /**
+   * In a transaction, under the rate key's lock: `running` when fewer than
+   * `limit` instances of the key were admitted in the last `periodSeconds`
+   * and none is queued, else `queued`; `nextInSeconds`: when the window has
+   * room again (0: now).
+   */
+  admitRate(key: string, limit: number, periodSeconds: number): Promise<{ status: "running" | "queued"; nextInSeconds: number }>;
+  /** Under the rate key's lock: admit the oldest queued instances the window has room for; `nextInSeconds` is null once the queue is empty. */
+  promoteRateQueued(key: string, limit: number, periodSeconds: number): Promise<{ ids: string[]; nextInSeconds: number | null }>;
+  /** Rate keys of these workflows that have queued instances (bounded). */
+  queuedRateKeys(workflowNames: string[], limit: number): Promise<string[]>;
+  /** In a transaction, under the singleton key's lock (held to its end): the key's unfinished instance, if any. */
+  singletonHolder(key: string): Promise<{ instanceId: string; status: InstanceStatus } | null>;
+  /**
+   * In a transaction, under the debounce key's lock: collapse a start into
+   * the key's pending (`queued`) instance — its input becomes `inputData`,
+   * its start moves to `periodSeconds` from now (at most `maxWaitSeconds`
+   * after its creation). Null when the key has no pending instance.
+   */
+  debounceInto(key: string, inputData: string, periodSeconds: number, maxWaitSeconds: number | null): Promise<{ instanceId: string; dueInSeconds: number } | null>;
+  /** Start the debounced instances of these workflows whose time came (bounded); returns their ids. */
+  startDueDebounced(workflowNames: string[], limit: number): Promise<string[]>;
+}
+
 const lockKey = (key: string) => sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:concurrency:${key}`}::text, 0))`;
 const HOLDING = sql`status NOT IN ('completed', 'failed', 'cancelled', 'queued')`;
 

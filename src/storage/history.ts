@@ -25,11 +25,38 @@ import type {
   ArchivedHistoryEvent,
   CompensationRecord,
   HistoryEvent,
-  HistoryPage,
   NewCompensation,
   NewHistoryEvent,
   TimerRegistration,
-} from "./types.ts";
+} from "./records.ts";
+
+export interface HistoryPage {
+  events: HistoryEvent[];
+  /** Pass as `afterId` for the next page; null when this page is the last. */
+  nextAfterId: number | null;
+}
+
+/** The current run's history, archived runs, compensations and timers. */
+export interface HistoryArea {
+  appendHistory(instanceId: string, events: NewHistoryEvent[]): Promise<void>;
+  loadHistory(instanceId: string): Promise<HistoryEvent[]>;
+  /** One page of the current run's history, in order, after the row `afterId` (0: from the start). */
+  loadHistoryPage(instanceId: string, afterId: number, limit: number): Promise<HistoryPage>;
+  loadArchivedHistory(instanceId: string, run?: number): Promise<ArchivedHistoryEvent[]>;
+  addCompensations(instanceId: string, comps: NewCompensation[]): Promise<void>;
+  /** Newest first (LIFO order). */
+  listCompensations(instanceId: string): Promise<CompensationRecord[]>;
+  registerTimer(instanceId: string, timer: TimerRegistration): Promise<void>;
+  /**
+   * Fire expired timers (bounded, SKIP LOCKED), in one transaction: record
+   * `TimerExpired` for the timer's activity id, delete the timer, make the
+   * instance `running` if it was `waiting_for_timer`. Returns the instance ids.
+   * Timers of quarantined instances wait (they fire once it is resumed).
+   */
+  fireExpiredTimers(limit: number, onlyInstanceId?: string): Promise<string[]>;
+  /** Earliest pending timer expiry (for in-process wake-ups), or null. */
+  nextTimerExpiry(): Promise<Date | null>;
+}
 
 /**
  * `(VALUES ...) AS v(ord, activity_id, event_type, data_type, event_data, event_data_binary)`

@@ -11,18 +11,68 @@ import { availableTo, MESSAGE_COLUMNS } from "./channels.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { instanceFilter } from "./instances.ts";
 import { toChannelMessage, toDate, toJsonValue, toNullableDate, toNumber, toSubscription, type Row } from "./rows.ts";
-import type {
-  ArchivedRunSummary,
-  ChannelMessageRecord,
-  ChannelMode,
-  ChannelSubscriber,
-  ChannelSummary,
-  GroupMembership,
-  InstanceFilter,
-  InstanceStatus,
-  SubscriptionRecord,
-  TimerRecord,
-} from "./types.ts";
+import type { ChannelMessageRecord, ChannelMode, InstanceFilter, InstanceStatus, SubscriptionRecord } from "./records.ts";
+
+export interface TimerRecord {
+  timerId: string;
+  /** The history activity id the firing records. */
+  activityId: string;
+  expiresAt: Date;
+}
+
+export interface GroupMembership {
+  group: string;
+  joinedAt: Date;
+}
+
+/** One finished `recur` run whose history was archived. */
+export interface ArchivedRunSummary {
+  run: number;
+  events: number;
+  firstEventAt: Date;
+  archivedAt: Date;
+}
+
+export interface ChannelSummary {
+  channel: string;
+  /** Modes of the current subscriptions (empty when nobody subscribes). */
+  modes: ChannelMode[];
+  subscribers: number;
+  /** Subscribers currently suspended in a receive on this channel. */
+  waiting: number;
+  /** Messages stored (within the retention window). */
+  messages: number;
+  /**
+   * Messages not yet received: point-to-point ones nobody claimed, broadcast
+   * ones past some subscriber's cursor, and — on a channel without broadcast
+   * subscribers — queue messages nobody claimed.
+   */
+  pending: number;
+  lastPublishedAt: Date | null;
+}
+
+export interface ChannelSubscriber extends SubscriptionRecord {
+  workflowName: string;
+  status: InstanceStatus;
+  /** Messages this subscriber could take now. */
+  available: number;
+}
+
+/** Read-only views for operators: no locks, each bounded. */
+export interface InspectArea {
+  /** Instances per status under the filter (statuses with none are 0). */
+  countInstancesByStatus(filter: InstanceFilter): Promise<Record<InstanceStatus, number>>;
+  listSubscriptions(instanceId: string): Promise<SubscriptionRecord[]>;
+  listTimers(instanceId: string): Promise<TimerRecord[]>;
+  listGroups(instanceId: string): Promise<GroupMembership[]>;
+  /** Archived `recur` runs, newest first. */
+  listArchivedRuns(instanceId: string): Promise<ArchivedRunSummary[]>;
+  /** Channels with messages or subscribers, most recently active first. */
+  channelOverview(limit: number): Promise<ChannelSummary[]>;
+  channelSubscribers(channel: string, limit: number): Promise<ChannelSubscriber[]>;
+  /** Pending messages of a channel (see ChannelSummary.pending), oldest first. */
+  pendingMessages(channel: string, limit: number): Promise<ChannelMessageRecord[]>;
+}
 
 export async function countInstancesByStatus(ex: Executor, filter: InstanceFilter): Promise<Record<InstanceStatus, number>> {
   const where = instanceFilter(filter);

@@ -9,7 +9,76 @@ import { newestFirstPage } from "./cursor.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowDefinitions } from "./schema.ts";
 import { DB_NOW, dbNowPlus, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
-import { CANCELLABLE_STATUSES, type InstanceEnd, type InstancePage, type InstanceRecord, type InstanceFilter, type InstanceStatus, type ListInstancesQuery, type NewInstance } from "./types.ts";
+import { CANCELLABLE_STATUSES, type InstanceFilter, type InstanceRecord, type InstanceStatus } from "./records.ts";
+
+/** How an instance is ended from outside its steps: cancelled by someone, or failed by its deadline. */
+export type InstanceEnd = { kind: "cancel"; cancelledBy: string } | { kind: "timeout"; errorData: string };
+
+export interface NewInstance {
+  instanceId: string;
+  workflowName: string;
+  sourceHash: string;
+  ownerService: string;
+  inputData: string;
+  lockTimeoutSeconds?: number | null;
+  /** W3C traceparent of the span that started it (tracing on). */
+  traceContext?: string | null;
+  parentInstanceId?: string | null;
+  parentActivityId?: string | null;
+  detached?: boolean;
+  /** Workflow timeout, from the database's now(). */
+  timeoutSeconds?: number | null;
+  /** `{workflow}:{key}` of a workflow with `concurrency`. */
+  concurrencyKey?: string | null;
+  /** `queued` when no concurrency slot or rate window had room, or while debounced (default `running`). */
+  status?: "running" | "queued";
+  /** `{workflow}:{key}` of a workflow with `rateLimit`; created `running`, it counts as admitted now. */
+  rateKey?: string | null;
+  /** `{workflow}:{key}` of a workflow with `singleton`. */
+  singletonKey?: string | null;
+  /** `{workflow}:{key}` of a workflow with `debounce`, created `queued`, due in `notBeforeSeconds`. */
+  debounceKey?: string | null;
+  notBeforeSeconds?: number | null;
+}
+
+export interface ListInstancesQuery extends InstanceFilter {
+  status?: InstanceStatus | InstanceStatus[];
+  /** 1..1000, default 50. */
+  limit?: number;
+  /** Opaque cursor from a previous page's `nextCursor`. */
+  cursor?: string | null;
+}
+
+export interface InstancePage {
+  /** Newest first (started_at DESC, instance_id DESC). */
+  instances: InstanceRecord[];
+  nextCursor: string | null;
+}
+
+/** Workflow definitions and instances: create, read, list, and end from outside a step (a cancel, a deadline). */
+export interface InstancesArea {
+  upsertWorkflowDefinition(workflowName: string, sourceHash: string, sourceCode: string): Promise<void>;
+  /** Insert; when the id exists, return the existing row with created=false. */
+  createInstance(input: NewInstance): Promise<{ created: boolean; instance: InstanceRecord }>;
+  getInstance(instanceId: string): Promise<InstanceRecord | null>;
+  /** The traceparent recorded when the instance was started (null: none, or no such instance). */
+  getTraceContext(instanceId: string): Promise<string | null>;
+  listInstances(query: ListInstancesQuery): Promise<InstancePage>;
+  /**
+   * Status-guarded (running / waiting_*): in one statement, bump the token (an
+   * in-flight step's conclusion commits nothing), release the lock, clear
+   * timers and waits, and set `compensating` when compensations exist, else
+   * `cancelled`. Null when the instance does not exist; `{ ok:false }` with the
+   * status when it is not cancellable.
+   */
+  cancelInstance(instanceId: string, cancelledBy: string): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null>;
+  /**
+   * `cancelInstance`, or a deadline's failure (`timeout`: only once
+   * `deadline_at` passed by the database's clock; ends `failed` with
+   * `errorData`, or `compensating`).
+   */
+  endInstance(instanceId: string, end: InstanceEnd): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null>;
+}
 
 export async function upsertWorkflowDefinition(ex: Executor, workflowName: string, sourceHash: string, sourceCode: string): Promise<void> {
   await ex

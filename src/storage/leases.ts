@@ -16,11 +16,79 @@ import { DB_NOW, dbNowPlus, historyJson, INSTANCE_COLUMNS, toHistoryList, toInst
 import {
   RUNNABLE_STATUSES,
   TERMINAL_STATUSES,
-  type ConcludeResult,
   type Fence,
-  type LeasedInstance,
-  type StepConclusion,
-} from "./types.ts";
+  type HistoryEvent,
+  type InstanceRecord,
+  type InstanceStatus,
+  type NewCompensation,
+  type NewHistoryEvent,
+  type TimerRegistration,
+} from "./records.ts";
+
+export interface LeasedInstance {
+  instance: InstanceRecord;
+  fence: Fence;
+  /** The current run's history in order (only when requested / always for loadLeased). */
+  history: HistoryEvent[];
+}
+
+/**
+ * Everything one step concludes with, written in one fenced statement: if the
+ * fence (workerId + token) no longer holds, nothing is written.
+ */
+export interface StepConclusion {
+  status: InstanceStatus;
+  currentActivityId?: string | null;
+  history?: NewHistoryEvent[];
+  compensations?: NewCompensation[];
+  /** Registered with ON CONFLICT DO NOTHING: an existing timer keeps its first expiry. */
+  timer?: TimerRegistration;
+  outputData?: string | null;
+  errorData?: string | null;
+  /** With status `parked`: the source hash of the code that diverged. */
+  parkedHash?: string | null;
+  /**
+   * Keep the lease for the follow-up step this conclusion dispatches: the token
+   * is bumped and the expiry set to now() + `leaseSeconds`. Without it the lease
+   * is released.
+   */
+  handoff?: { leaseSeconds: number };
+}
+
+export interface ConcludeResult {
+  ok: boolean;
+  /** The new fencing token when the lease was handed off. */
+  token?: number;
+}
+
+/** Leases (fenced by their token) and the writes that conclude a step under one. */
+export interface LeasesArea {
+  /**
+   * One statement: take the lease if the instance is runnable and the lock is
+   * free or expired; the token is incremented. With `withHistory`, the history
+   * is loaded in the same statement.
+   */
+  acquireLease(instanceId: string, workerId: string, leaseSeconds: number, opts?: { withHistory?: boolean }): Promise<LeasedInstance | null>;
+  /** Load instance + history when `fence` still holds the lease (handed-off lease). One statement. */
+  loadLeased(fence: Fence): Promise<LeasedInstance | null>;
+  renewLease(fence: Fence, leaseSeconds: number): Promise<boolean>;
+  releaseLease(fence: Fence): Promise<boolean>;
+  /** Clear expired leases (bounded, SKIP LOCKED); returns the ids now runnable. */
+  releaseStaleLeases(limit: number): Promise<string[]>;
+  /**
+   * Runnable, unlocked instances, oldest update first; with `minIdleSeconds`,
+   * only those untouched that long (a fresh one's first dispatch is likely
+   * still in flight).
+   */
+  findResumableInstances(limit: number, minIdleSeconds?: number): Promise<string[]>;
+  /**
+   * The fenced conclusion of a step (see StepConclusion). On a terminal status
+   * the instance also leaves its channel subscriptions, groups and timers.
+   */
+  concludeStep(fence: Fence, conclusion: StepConclusion): Promise<ConcludeResult>;
+  /** Fenced: archive the current history under the current run, clear it, start run+1 with new input. */
+  recurInstance(fence: Fence, newInputData: string): Promise<boolean>;
+}
 
 const RUNNABLE = sql.raw(RUNNABLE_STATUSES.map((s) => `'${s}'`).join(", "));
 

@@ -13,7 +13,31 @@ import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
 import { historyValues } from "./history.ts";
 import { DB_NOW } from "./rows.ts";
-import { CANCELLABLE_STATUSES, type InstanceStatus, type NewHistoryEvent } from "./types.ts";
+import { CANCELLABLE_STATUSES, type InstanceStatus, type NewHistoryEvent } from "./records.ts";
+
+export interface ChildSummary {
+  instanceId: string;
+  workflowName: string;
+  status: InstanceStatus;
+  detached: boolean;
+}
+
+/** Parent and child links, workflow deadlines, parked instances. */
+export interface LifecycleArea {
+  /** Lock an instance row (FOR UPDATE, in a transaction): a parent before its child. */
+  lockInstanceRow(instanceId: string): Promise<{ status: InstanceStatus; currentActivityId: string | null } | null>;
+  /** Record a child's outcome in its parent if the parent waits on `activityId` (the parent becomes running). */
+  recordChildOutcome(parentId: string, activityId: string, event: NewHistoryEvent): Promise<boolean>;
+  /** Children a parent's cancellation takes along (not detached, cancellable). */
+  listCancellableChildren(parentId: string): Promise<string[]>;
+  listChildren(parentId: string, limit: number): Promise<ChildSummary[]>;
+  /** Cancellable instances whose deadline passed (bounded). */
+  findExpiredDeadlines(limit: number): Promise<string[]>;
+  /** Parked instances of a workflow that diverged from other code than `currentHash` → running; their ids. */
+  unparkInstances(workflowName: string, currentHash: string, limit: number): Promise<string[]>;
+  /** One parked instance → running; false when it is not parked. */
+  resumeParked(instanceId: string): Promise<boolean>;
+}
 
 const CANCELLABLE = sql.raw(CANCELLABLE_STATUSES.map((s) => `'${s}'`).join(", "));
 

@@ -9,6 +9,13 @@ import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
 import { DB_NOW, dbNowPlus } from "./rows.ts";
 
+/** System locks: named, expiring leases for tasks one worker runs at a time. */
+export interface LocksArea {
+  tryAcquireSystemLock(name: string, holder: string, leaseSeconds: number): Promise<boolean>;
+  renewSystemLock(name: string, holder: string, leaseSeconds: number): Promise<boolean>;
+  releaseSystemLock(name: string, holder: string): Promise<void>;
+}
+
 export async function tryAcquireSystemLock(ex: Executor, name: string, holder: string, leaseSeconds: number): Promise<boolean> {
   const rows = await queryRows(
     ex,

@@ -19,7 +19,52 @@ import { sql, type SQL } from "drizzle-orm";
 import { newestFirstPage } from "./cursor.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { DB_NOW, dbNowPlus, payloadParams, toOutbox, type Row } from "./rows.ts";
-import { DEAD_LETTER_STATUSES, type DeadLetterAction, type DeadLetterPage, type DeadLetterQuery, type NewOutboxEvent, type OutboxRecord, type OutboxStatus } from "./types.ts";
+import { DEAD_LETTER_STATUSES, type DeadLetterStatus, type NewOutboxEvent, type OutboxRecord, type OutboxStatus } from "./records.ts";
+
+export interface DeadLetterQuery {
+  /** Default: both. */
+  status?: DeadLetterStatus[];
+  eventType?: string;
+  /** 1..1000, default 50. */
+  limit?: number;
+  /** Opaque cursor from a previous page's `nextCursor`. */
+  cursor?: string | null;
+}
+
+export interface DeadLetterPage {
+  /** Newest first (created_at DESC, event_id DESC). */
+  events: OutboxRecord[];
+  nextCursor: string | null;
+}
+
+/** What an operator action on a dead letter found: the row's status before it (null: no such row), and whether it acted. */
+export interface DeadLetterAction {
+  previousStatus: OutboxStatus | null;
+  done: boolean;
+}
+
+/** The transactional outbox, its dead letters, and CloudEvents dedupe. */
+export interface OutboxArea {
+  addOutboxEvent(event: NewOutboxEvent): Promise<void>;
+  /** Claim due pending/failed rows (SKIP LOCKED), marking them `processing` so no one sends them twice. */
+  claimOutboxEvents(limit: number, eventIds?: string[]): Promise<OutboxRecord[]>;
+  markOutboxPublished(eventId: string): Promise<void>;
+  markOutboxInvalid(eventId: string, error: string): Promise<void>;
+  /** Back to `failed` with retry_count+1 and the next attempt `retryInSeconds` later. */
+  markOutboxFailed(eventId: string, error: string, retryInSeconds: number): Promise<void>;
+  /** A claimed row whose send never left (the invocation's subrequest limit): back to due, no attempt counted. */
+  releaseOutboxClaim(eventId: string): Promise<void>;
+  /** Pending/failed rows older than the max age (counted from a re-arm, if any) or out of attempts → `expired`. */
+  expireOutboxEvents(olderThanSeconds: number, maxRetries: number): Promise<number>;
+  /** A page of dead letters (`invalid`, `expired`), newest first. Bad cursor → InvalidArgumentError. */
+  listDeadLetters(query: DeadLetterQuery): Promise<DeadLetterPage>;
+  /** A dead letter back to `pending`, due now, attempts reset, its age counted from now; any other row is left as it is. */
+  rearmOutboxEvent(eventId: string): Promise<DeadLetterAction>;
+  /** Delete a dead letter; any other row is left as it is. */
+  discardOutboxEvent(eventId: string): Promise<DeadLetterAction>;
+  /** True the first time `(source, id)` is seen. */
+  recordCloudEvent(source: string, id: string): Promise<boolean>;
+}
 
 /** How long a claim protects a row before another relay may take it over. */
 export const OUTBOX_CLAIM_TIMEOUT_SECONDS = 60;

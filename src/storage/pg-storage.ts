@@ -15,7 +15,8 @@
  */
 import { PgTransaction } from "drizzle-orm/pg-core";
 import * as channels from "./channels.ts";
-import { deliverBroadcast } from "./channel-delivery.ts";
+import * as delivery from "./channel-delivery.ts";
+import * as groups from "./groups.ts";
 import type { Database, Executor } from "./database.ts";
 import * as failures from "./failures.ts";
 import * as history from "./history.ts";
@@ -279,34 +280,34 @@ export class PgStorage implements Storage {
     return channels.takeNextMessage(this.executor, instanceId, channel, match);
   }
   setWaiting(instanceId: string, channel: string, activityId: string, timeout: Date | number | null, match?: MatchDocument | null): Promise<void> {
-    return channels.setWaiting(this.executor, instanceId, channel, activityId, timeout, match);
+    return delivery.setWaiting(this.executor, instanceId, channel, activityId, timeout, match);
   }
   lockWaitingSubscription(instanceId: string, channel: string, activityId: string): Promise<boolean> {
-    return channels.lockWaitingSubscription(this.executor, instanceId, channel, activityId);
+    return delivery.lockWaitingSubscription(this.executor, instanceId, channel, activityId);
   }
   clearWaiting(instanceId: string, channel: string): Promise<void> {
-    return channels.clearWaiting(this.executor, instanceId, channel);
+    return delivery.clearWaiting(this.executor, instanceId, channel);
   }
   deliverBroadcast(channel: string, limit: number, record: (msg: ChannelMessageRecord) => { eventType: string; data: Payload }): Promise<DeliveredWait[]> {
-    return deliverBroadcast(this.executor, channel, limit, record);
+    return delivery.deliverBroadcast(this.executor, channel, limit, record);
   }
   findWaitingSubscribersWithMessages(limit: number, channel?: string): Promise<WaitingSubscriber[]> {
-    return channels.findWaitingSubscribersWithMessages(this.executor, limit, channel);
+    return delivery.findWaitingSubscribersWithMessages(this.executor, limit, channel);
   }
   expireMessageWaits(limit: number, onlyInstanceId?: string): Promise<string[]> {
-    return channels.expireMessageWaits(this.executor, limit, onlyInstanceId);
+    return delivery.expireMessageWaits(this.executor, limit, onlyInstanceId);
   }
   cleanupChannelMessages(olderThanSeconds: number, limit: number): Promise<number> {
     return channels.cleanupChannelMessages(this.executor, olderThanSeconds, limit);
   }
   joinGroup(instanceId: string, group: string): Promise<void> {
-    return channels.joinGroup(this.executor, instanceId, group);
+    return groups.joinGroup(this.executor, instanceId, group);
   }
   leaveGroup(instanceId: string, group: string): Promise<void> {
-    return channels.leaveGroup(this.executor, instanceId, group);
+    return groups.leaveGroup(this.executor, instanceId, group);
   }
   groupMembers(group: string): Promise<string[]> {
-    return channels.groupMembers(this.executor, group);
+    return groups.groupMembers(this.executor, group);
   }
 
   // --- inspection (read-only) -----------------------------------------------

@@ -24,7 +24,7 @@ import type {
   OutboxStatus,
   Payload,
   SubscriptionRecord,
-} from "./types.ts";
+} from "./records.ts";
 
 export type Row = Record<string, unknown>;
 

@@ -7,7 +7,42 @@
 import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
 import { DB_NOW, toDate, toNullableDate, tsParam, type Row } from "./rows.ts";
-import type { DueSchedule, ScheduleRecord, ScheduleRegistration } from "./types.ts";
+
+export interface ScheduleRegistration {
+  workflowName: string;
+  cron: string;
+  timezone: string;
+  missed: "skip" | "latest";
+  /** The first tick after now (null: never). */
+  nextRunAt: Date | null;
+}
+
+export interface DueSchedule {
+  workflowName: string;
+  nextRunAt: Date;
+  /** The database's clock when the row was claimed. */
+  now: Date;
+}
+
+export interface ScheduleRecord {
+  workflowName: string;
+  cron: string;
+  timezone: string;
+  missed: "skip" | "latest";
+  nextRunAt: Date | null;
+  lastRunAt: Date | null;
+  lastInstanceId: string | null;
+}
+
+/** Cron schedules: registration, claiming due ticks, advancing. */
+export interface SchedulesArea {
+  /** Upsert schedule rows; a changed cron/time zone/policy resets the next run, an unchanged row is not written. */
+  registerSchedules(regs: ScheduleRegistration[]): Promise<void>;
+  /** In a transaction: due rows of these workflows, FOR UPDATE SKIP LOCKED. */
+  claimDueSchedules(workflowNames: string[], limit: number): Promise<DueSchedule[]>;
+  advanceSchedule(workflowName: string, next: Date | null, ran: { at: Date; instanceId: string } | null): Promise<void>;
+  listSchedules(workflowNames: string[]): Promise<ScheduleRecord[]>;
+}
 
 /**
  * Upsert the registered schedules in one statement. A row whose cron,
