@@ -25,7 +25,7 @@ import { SubrequestBudget, type Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { QueueDispatcher, runFollowUp, type FollowUpQueue, type OutgoingMessage } from "../engine/queue-dispatcher.ts";
 import { configurationProblem } from "../http/problem.ts";
-import { readConfig, unauthenticatedRefusal, type EddaConfig, type EddaEnv } from "./env.ts";
+import { readConfig, unauthenticatedRefusal, withEnvironment, type EddaConfig, type EddaEnv } from "./env.ts";
 import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";
 
 /** The parts of the Workers runtime types this adapter uses (no @cloudflare/workers-types). */
@@ -119,23 +119,19 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
   };
 
   // One Edda per invocation: it is cheap (routes compile lazily) and its dispatcher may use this invocation's loopback.
-  function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, kind: InvocationKind): { edda: Edda; config: EddaConfig } {
+  function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, kind: InvocationKind): { edda: Edda; config: EddaConfig; subrequestLimit: number } {
     const config = readConfig(env);
+    // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
+    const options = withEnvironment(opts, config, { subrequestLimit: WORKERS_SUBREQUEST_BUDGET });
+    const { secret } = options;
+    const subrequestLimit = options.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET;
     const count = tally(kind);
     const outboxFetch = opts.outbox?.fetch ?? fetch;
-    if (!config.secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
+    if (!secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
     const edda = createEdda({
-      serviceName: config.serviceName,
-      ...opts,
+      ...options,
       database: () => openServerlessDatabase(config, { ...(env.HYPERDRIVE ? { connectionString: env.HYPERDRIVE.connectionString } : {}), max: 5 }),
-      secret: config.secret,
-      ...(config.apiToken ? { apiToken: config.apiToken } : {}),
-      ...(config.eventsToken ? { eventsToken: config.eventsToken } : {}),
-      eventsTokenTargeting: config.eventsTokenTargeting,
-      ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
-      ...(config.leaseSeconds !== undefined ? { leaseSeconds: config.leaseSeconds } : {}),
-      ...(config.handoffLeaseSeconds !== undefined ? { handoffLeaseSeconds: config.handoffLeaseSeconds } : {}),
-      ...(config.retention ? { retention: config.retention } : {}),
+      secret,
       outbox: {
         ...opts.outbox,
         fetch: (input, init) => {
@@ -143,14 +139,14 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
           return outboxFetch(input, init);
         },
       },
-      dispatcher: dispatcherFor(env, ctx, origin, config, config.secret, count),
-      subrequestLimit: config.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET,
+      dispatcher: dispatcherFor(env, ctx, origin, config, secret, count),
+      subrequestLimit,
       routes: (app) => {
         app.get("/_edda/invocations", (c) => c.json(counts));
         opts.routes?.(app);
       },
     });
-    return { edda, config };
+    return { edda, config, subrequestLimit };
   }
 
   return {
@@ -173,8 +169,8 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
     async queue(batch, env, ctx) {
       counts.queueBatches++;
       counts.queueMessages += batch.messages.length;
-      const { edda, config } = eddaFor(env, ctx, null, "queueBatch");
-      const budget = new SubrequestBudget(config.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET);
+      const { edda, subrequestLimit } = eddaFor(env, ctx, null, "queueBatch");
+      const budget = new SubrequestBudget(subrequestLimit);
       // The whole batch is one invocation: one database client, one budget; each message is acked once its work is done.
       await runInvocation(edda, async (engine, scope) => {
         // The batch's follow-ups leave together when its last message is done: one sendBatch per 100, not a send per message.

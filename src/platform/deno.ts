@@ -20,7 +20,7 @@ import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { QueueDispatcher, runFollowUp, type FollowUpQueue } from "../engine/queue-dispatcher.ts";
 import type { Database } from "../storage/database.ts";
 import { configurationProblem } from "../http/problem.ts";
-import { readConfig, unauthenticatedRefusal, type EddaConfig } from "./env.ts";
+import { readConfig, unauthenticatedRefusal, withEnvironment, type EddaConfig } from "./env.ts";
 import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";
 
 /** The parts of the `Deno` namespace this adapter uses (declared here; tsc has no Deno types). */
@@ -83,7 +83,10 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
   const { env: envOption, hostname, cronSchedule: _schedule, kv, ...eddaOptions } = opts;
   const env = envOption ?? Deno.env.toObject();
   const config = readConfig(env);
-  if (!config.secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
+  // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
+  const options = withEnvironment(eddaOptions, config);
+  const { secret } = options;
+  if (!secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
   // Secure by default: without a token (or EDDA_ALLOW_UNAUTHENTICATED=1) the server answers every request 503.
   const refusal = unauthenticatedRefusal(config);
   if (refusal) console.error(`edda: refusing to serve the API: ${refusal.message}`);
@@ -93,22 +96,8 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
 
   const dispatcher: Dispatcher = kv
     ? new QueueDispatcher(denoKvQueue(kv))
-    : new HttpDispatcher({ baseUrl: config.publicUrl ?? `http://${host}:${port}`, secret: config.secret, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}) });
-  const edda = createEdda({
-    serviceName: config.serviceName,
-    ...eddaOptions,
-    database,
-    secret: config.secret,
-    ...(config.apiToken ? { apiToken: config.apiToken } : {}),
-    ...(config.eventsToken ? { eventsToken: config.eventsToken } : {}),
-    eventsTokenTargeting: config.eventsTokenTargeting,
-    ...(config.brokerUrl ? { brokerUrl: config.brokerUrl } : {}),
-    ...(config.leaseSeconds !== undefined ? { leaseSeconds: config.leaseSeconds } : {}),
-    ...(config.handoffLeaseSeconds !== undefined ? { handoffLeaseSeconds: config.handoffLeaseSeconds } : {}),
-    ...(config.retention ? { retention: config.retention } : {}),
-    ...(config.subrequestLimit !== undefined ? { subrequestLimit: config.subrequestLimit } : {}),
-    dispatcher,
-  });
+    : new HttpDispatcher({ baseUrl: config.publicUrl ?? `http://${host}:${port}`, secret, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}) });
+  const edda = createEdda({ ...options, database, secret, dispatcher });
 
   let sweeping: Promise<unknown> | null = null;
   const sweep = async () => {

@@ -8,8 +8,13 @@
  * `unauthenticatedRefusal` says when an API reachable from the network has
  * no API token and no explicit EDDA_ALLOW_UNAUTHENTICATED=1. Configuration
  * errors go to the log in full; a client only learns which variable to fix.
+ *
+ * One precedence on every platform (`withEnvironment`): an option the caller
+ * passes explicitly wins; else the environment variable; else the platform's
+ * default.
  */
 import { ConfigurationError } from "../core/errors.ts";
+import type { EddaOptions } from "../edda.ts";
 
 export { ConfigurationError };
 export interface EddaEnv {
@@ -132,4 +137,47 @@ export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError |
     "EDDA_API_TOKEN is not set, so anyone could start, read and cancel workflows: set EDDA_API_TOKEN, or EDDA_ALLOW_UNAUTHENTICATED=1 to serve without authentication",
     "EDDA_API_TOKEN",
   );
+}
+
+/** The app options an environment variable can supply (the adapters build the dispatcher and the sweep themselves). */
+export type EnvOptions = Pick<
+  EddaOptions,
+  "serviceName" | "secret" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit"
+>;
+
+/** Each option the environment supplies, from the parsed configuration. */
+function envOptions(config: EddaConfig): EnvOptions {
+  return {
+    serviceName: config.serviceName,
+    secret: config.secret,
+    apiToken: config.apiToken,
+    eventsToken: config.eventsToken,
+    eventsTokenTargeting: config.eventsTokenTargeting,
+    brokerUrl: config.brokerUrl,
+    leaseSeconds: config.leaseSeconds,
+    handoffLeaseSeconds: config.handoffLeaseSeconds,
+    retention: config.retention,
+    subrequestLimit: config.subrequestLimit,
+  };
+}
+
+/**
+ * The caller's options completed from the environment, the one mapping every
+ * adapter (Node, Workers, Deno) uses: for each option an environment variable
+ * can supply, the caller's explicit value wins (an `undefined` one counts as
+ * not given); else the environment's; else `defaults` (the platform's own,
+ * e.g. the Workers subrequest budget). Options no variable names pass through.
+ * The result has no `undefined` values, so it spreads safely.
+ */
+export function withEnvironment<T extends Partial<EnvOptions>>(explicit: T, config: EddaConfig, defaults: Partial<EnvOptions> = {}): T & Partial<EnvOptions> {
+  const fromEnv = envOptions(config) as Record<string, unknown>;
+  const given = explicit as Record<string, unknown>;
+  const fallback = defaults as Record<string, unknown>;
+  const out: Record<string, unknown> = { ...explicit };
+  for (const key of Object.keys(fromEnv)) {
+    const value = given[key] ?? fromEnv[key] ?? fallback[key];
+    if (value === undefined) delete out[key];
+    else out[key] = value;
+  }
+  return out as T & Partial<EnvOptions>;
 }

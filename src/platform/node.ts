@@ -11,7 +11,7 @@ import type { Database } from "../storage/database.ts";
 import { createPostgresJsDatabase } from "../storage/drivers/postgres-js.ts";
 import { createNeonDatabase } from "../storage/drivers/neon-serverless.ts";
 import { migrate } from "../storage/migrate.ts";
-import { ConfigurationError, readConfig, type EddaConfig } from "./env.ts";
+import { ConfigurationError, readConfig, withEnvironment, type EddaConfig } from "./env.ts";
 
 export type { EddaConfig, EddaEnv } from "./env.ts";
 
@@ -60,7 +60,9 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
   const publicUrl = config.publicUrl ?? `http://127.0.0.1:${port}`;
   const hostname = opts.hostname ?? "127.0.0.1";
   const loopback = /^(127\.\d+\.\d+\.\d+|localhost|::1|\[::1\])$/.test(hostname);
-  if (!(opts.apiToken ?? config.apiToken)) {
+  // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
+  const options = withEnvironment(opts, config);
+  if (!options.apiToken) {
     // Secure by default: an open API only on the loopback interface, unless explicitly allowed.
     if (!loopback && !config.allowUnauthenticated) {
       throw new ConfigurationError(`refusing to serve an unauthenticated API on ${hostname}: set EDDA_API_TOKEN, or EDDA_ALLOW_UNAUTHENTICATED=1`, "EDDA_API_TOKEN");
@@ -68,15 +70,8 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     console.warn(`edda: the API is unauthenticated (no EDDA_API_TOKEN)${loopback ? `; listening on ${hostname} only` : ""}`);
   }
   const edda = createEdda({
-    ...opts,
+    ...options,
     database,
-    ...(config.secret || opts.secret ? { secret: opts.secret ?? config.secret } : {}),
-    ...(config.apiToken || opts.apiToken ? { apiToken: opts.apiToken ?? config.apiToken! } : {}),
-    ...(config.eventsToken || opts.eventsToken ? { eventsToken: opts.eventsToken ?? config.eventsToken! } : {}),
-    eventsTokenTargeting: opts.eventsTokenTargeting ?? config.eventsTokenTargeting,
-    serviceName: opts.serviceName ?? config.serviceName,
-    ...((opts.brokerUrl ?? config.brokerUrl) ? { brokerUrl: opts.brokerUrl ?? config.brokerUrl! } : {}),
-    ...((opts.retention ?? config.retention) ? { retention: opts.retention ?? config.retention } : {}),
     dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } } : "local"),
   });
   const server = await new Promise<ServerType>((resolve) => {
@@ -87,8 +82,7 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
 
   // The sweep in flight, awaited by close() so it never runs on a closed database.
   let sweeping: Promise<unknown> | null = null;
-  const envInterval = Number(env.EDDA_SWEEP_INTERVAL_MS);
-  const sweepEvery = opts.sweepIntervalMs ?? (Number.isFinite(envInterval) && env.EDDA_SWEEP_INTERVAL_MS ? envInterval : 5000);
+  const sweepEvery = opts.sweepIntervalMs ?? config.sweepIntervalMs ?? 5000;
   const interval = sweepEvery > 0
     ? setInterval(() => {
         if (sweeping) return;
