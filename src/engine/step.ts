@@ -12,12 +12,13 @@
  * rolls back, user writes included.
  */
 import type { Transaction } from "../core/context.ts";
-import { LeaseLostError, NonDeterminismError } from "../core/errors.ts";
+import { LeaseLostError } from "../core/errors.ts";
 import { createWorkflowContext } from "../core/operation.ts";
-import { failedSoFar, ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult, type WaitRequest } from "../core/replay.ts";
+import { failedSoFar, ReplayRun, ReplayState, type PendingActivity, type ReplayResult, type WaitRequest } from "../core/replay.ts";
+import { compensationRows, continueWith, decide, needsStoredCompensations, parkConclusion, withLookAhead, type AfterCommit, type DecideOptions, type StepHistory, type StepOutcome, type StepPlan } from "./decide.ts";
 import type { WarmRun } from "./warm-runs.ts";
 import { prepareMessageWait } from "./channels.ts";
-import { fromJson, instanceErrorData, toJson } from "../core/serialization.ts";
+import { fromJson, toJson } from "../core/serialization.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage, TxStorage } from "../storage/types.ts";
 import { deliverToParent, prepareChildWait, reportsToParent, startChildIn } from "./lifecycle.ts";
 import { startChildActivity } from "./children.ts";
@@ -25,7 +26,7 @@ import { slotFreed } from "./flow-control.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
 import { isConnectionLost, stepFailed } from "./poison.ts";
-import { invoke, isTransactional, makeActivityContext, recordOutcomes, type ActivityNotify, type ActivityOutcome } from "./execute.ts";
+import { invoke, isTransactional, makeActivityContext, type ActivityNotify, type ActivityOutcome } from "./execute.ts";
 
 const isTx = (s: Storage): s is TxStorage => typeof (s as Partial<TxStorage>).afterCommit === "function";
 
@@ -165,7 +166,7 @@ class Step {
   async advance(): Promise<StepResult> {
     this.replaying = this.replay();
     const { outcome, newCompensations, newEvents } = await this.replaying.next();
-    return this.take(outcome, compensationRows(newCompensations), newEvents);
+    return this.decideAndCarry(outcome, { records: newEvents, compensations: compensationRows(newCompensations) });
   }
 
   /** The workflow function running against this step's history. */
@@ -191,116 +192,89 @@ class Step {
   /** Continue a run kept in memory by the step that handed us its lease (no history load, no replay). */
   continueWarm(warm: WarmRun): Promise<StepResult> {
     this.replaying = warm.run;
-    return this.take(warm.next.outcome, [], []);
+    return this.decideAndCarry(warm.next.outcome, NOTHING_NEW);
   }
 
-  /** Act on where the run stopped; `events` are rows the run produced itself (recorded values), persisted first. */
-  private async take(outcome: ReplayOutcome, compensations: NewCompensation[], events: NewHistoryEvent[]): Promise<StepResult> {
-    switch (outcome.kind) {
-      case "completed":
-        return this.conclude({ status: "completed", currentActivityId: null, history: events, outputData: toJson(outcome.output) }, () =>
-          this.engine.hooks.onWorkflowComplete?.({ ...this.target, output: outcome.output }),
-        );
-      case "failed":
-        return this.fail(outcome.error, compensations, events);
-      case "nondeterminism":
-        return this.park(outcome.error, events);
-      case "wait": {
-        const w = outcome.wait;
-        if (w.kind === "timer") {
-          return this.conclude(
-            {
-              status: "waiting_for_timer",
-              currentActivityId: w.activityId,
-              history: events,
-              compensations,
-              timer: { timerId: w.activityId, activityId: w.activityId, ...(w.expiresAt ? { expiresAt: w.expiresAt } : { delaySeconds: w.delaySeconds ?? 0 }) },
-            },
-            () => this.engine.dispatcher.wakeIn?.(w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - Date.now()) / 1000) : (w.delaySeconds ?? 0), this.scope),
-          );
-        }
-        if (w.kind === "child") return this.waitForChild(w, compensations, events);
-        return this.waitForMessage(w, compensations, events);
-      }
+  private options(hasStoredCompensations = false): DecideOptions {
+    return { handoffLeaseSeconds: this.engine.handoffLeaseSeconds, retryPolicy: this.engine.retryPolicy, hasStoredCompensations, now: Date.now() };
+  }
+
+  /** Decide on where the run stopped; `history.records` are rows the run produced itself (recorded values), persisted first. */
+  private async decideAndCarry(outcome: StepOutcome, history: StepHistory): Promise<StepResult> {
+    // The one fact the decision may need from the database, read only on the path that needs it.
+    const stored = needsStoredCompensations(outcome, history) && (await this.engine.storage.listCompensations(this.instance.instanceId)).length > 0;
+    return this.carryOut(decide(outcome, history, this.options(stored)));
+  }
+
+  /** Carry a plan out: conclude it, or do the I/O it names first. */
+  private async carryOut(plan: StepPlan): Promise<StepResult> {
+    switch (plan.kind) {
+      case "conclude":
+        return this.conclude(plan.conclusion, plan.after);
+      case "run":
+        return this.execute(plan.activities, "activity", plan.history);
+      case "compensate":
+        return this.runCompensation(plan.activityId, plan.compensation);
+      case "wait":
+        return plan.wait.kind === "child" ? this.waitForChild(plan.wait, plan.history) : this.waitForMessage(plan.wait, plan.history);
       case "recur":
-        return this.recur(outcome.input);
-      case "activities":
-        return this.execute(outcome.activities, compensations, "activity", events);
+        return this.recur(plan.input);
+      case "park": {
+        // Replay diverged from history (usually a deploy that changed the code under running instances): park
+        // the instance — visible, nothing recorded, nothing compensated — until other code is deployed (the
+        // sweeper resumes it then) or an operator resumes it.
+        const parkedHash = await this.engine.definitionHash(this.engine.workflows.get(this.instance.workflowName)!);
+        const p = parkConclusion(plan.error, this.instance.currentActivityId, parkedHash);
+        return this.conclude(p.conclusion, p.after);
+      }
     }
   }
 
   /** Receive now if a message is queued, else wait (subscription marked waiting, lease released). */
-  private async waitForMessage(w: Extract<WaitRequest, { kind: "message" }>, compensations: NewCompensation[], events: NewHistoryEvent[]): Promise<StepResult> {
+  private async waitForMessage(w: Extract<WaitRequest, { kind: "message" }>, history: StepHistory): Promise<StepResult> {
     return this.engine.storage.transaction(async (tx) => {
       const r = await prepareMessageWait(tx, this.instance.instanceId, w);
       if (r.kind === "waiting") {
-        return this.concludeIn(tx, { status: "waiting_for_message", currentActivityId: w.activityId, history: events, compensations }, () => {
-          if (r.timeoutSeconds !== null) this.engine.dispatcher.wakeIn?.(r.timeoutSeconds, this.scope);
-        });
+        return this.concludeIn(
+          tx,
+          { status: "waiting_for_message", currentActivityId: w.activityId, history: history.records, compensations: history.compensations },
+          r.timeoutSeconds !== null ? { wakeInSeconds: r.timeoutSeconds } : {},
+        );
       }
-      return this.continueWith(tx, w.activityId, [...events, r.event], compensations);
+      const p = continueWith(w.activityId, history, r.event, this.engine);
+      return this.concludeIn(tx, p.conclusion, p.after);
     });
   }
 
   /** A finished child's outcome is recorded now; otherwise wait until the child's conclusion records it (lifecycle.ts). */
-  private async waitForChild(w: Extract<WaitRequest, { kind: "child" }>, compensations: NewCompensation[], events: NewHistoryEvent[]): Promise<StepResult> {
+  private async waitForChild(w: Extract<WaitRequest, { kind: "child" }>, history: StepHistory): Promise<StepResult> {
     return this.engine.storage.transaction(async (tx) => {
       const r = await prepareChildWait(tx, this.instance.instanceId, w);
-      if (r.kind === "waiting") return this.concludeIn(tx, { status: "waiting_for_child", currentActivityId: w.activityId, history: events, compensations });
-      return this.continueWith(tx, w.activityId, [...events, r.event], compensations);
+      if (r.kind === "waiting") {
+        return this.concludeIn(tx, { status: "waiting_for_child", currentActivityId: w.activityId, history: history.records, compensations: history.compensations }, {});
+      }
+      const p = continueWith(w.activityId, history, r.event, this.engine);
+      return this.concludeIn(tx, p.conclusion, p.after);
     });
-  }
-
-  /**
-   * Replay diverged from history (NonDeterminismError, usually a deploy that
-   * changed the code under running instances): park the instance — visible,
-   * nothing recorded, nothing compensated — until other code is deployed
-   * (the sweeper resumes it then) or an operator resumes it.
-   */
-  private async park(error: NonDeterminismError, events: NewHistoryEvent[]): Promise<StepResult> {
-    const wf = this.engine.workflows.get(this.instance.workflowName)!;
-    const parkedHash = await this.engine.definitionHash(wf);
-    // Values recorded before the divergence are dropped with it: the fixed code records its own.
-    void events;
-    return this.conclude({ status: "parked", currentActivityId: this.instance.currentActivityId, errorData: instanceErrorData(error), parkedHash }, () =>
-      console.warn(`edda: instance ${this.instance.instanceId} parked: ${error.message}`),
-    );
   }
 
   /** `ctx.recur(input)`: archive this run's history and start the next run under the same id. */
   private async recur(input: unknown): Promise<StepResult> {
     return this.engine.storage.transaction(async (tx) => {
       if (!(await tx.recurInstance(this.fence, toJson(input ?? null)))) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before recur`);
-      return this.concludeIn(tx, { status: "running", currentActivityId: null, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } });
+      return this.concludeIn(tx, { status: "running", currentActivityId: null, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } }, {});
     });
-  }
-
-  /** The workflow failed: compensate (if anything is registered) or end `failed`. */
-  private async fail(error: unknown, compensations: NewCompensation[], events: NewHistoryEvent[]): Promise<StepResult> {
-    const errorData = instanceErrorData(error);
-    const hasCompensations = compensations.length > 0 || (await this.engine.storage.listCompensations(this.instance.instanceId)).length > 0;
-    if (hasCompensations && !(error instanceof NonDeterminismError)) {
-      return this.conclude({ status: "compensating", currentActivityId: null, history: events, errorData, compensations, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } });
-    }
-    return this.conclude({ status: "failed", currentActivityId: null, history: events, errorData, compensations }, () =>
-      this.engine.hooks.onWorkflowFailed?.({ ...this.target, error }),
-    );
   }
 
   /** Run the next pending compensation (newest first); end `failed`/`cancelled` when none is left. */
   async compensate(): Promise<StepResult> {
-    const comps = await this.engine.storage.listCompensations(this.instance.instanceId);
-    const done = new Set(this.leased.history.map((h) => h.activityId));
-    const next = comps.find((c) => !done.has(`compensate:${c.activityId}`));
-    if (!next) {
-      const cancelled = this.instance.cancelData !== null;
-      return this.conclude({ status: cancelled ? "cancelled" : "failed", currentActivityId: null }, () =>
-        cancelled
-          ? this.engine.hooks.onWorkflowCancelled?.({ ...this.target })
-          : this.engine.hooks.onWorkflowFailed?.({ ...this.target, error: this.instance.errorData ? JSON.parse(this.instance.errorData) : null }),
-      );
-    }
-    const activityId = `compensate:${next.activityId}`;
+    const registered = await this.engine.storage.listCompensations(this.instance.instanceId);
+    const recorded = new Set(this.leased.history.map((h) => h.activityId));
+    const outcome: StepOutcome = { kind: "compensating", registered, recorded, cancelled: this.instance.cancelData !== null, errorData: this.instance.errorData };
+    return this.carryOut(decide(outcome, NOTHING_NEW, this.options()));
+  }
+
+  private async runCompensation(activityId: string, next: NewCompensation): Promise<StepResult> {
     const def = await this.compensationActivity(next.activityName);
     const state = new ReplayState(this.leased.history, this.engine.errorClasses);
     const failures = state.failedAttempts(activityId);
@@ -312,10 +286,10 @@ class Step {
       },
     } as unknown as PendingActivity["activity"];
     const pending = failedSoFar(activityId, def ?? missing, fromJson(next.args) as unknown[], failures);
-    return this.execute([pending], [], "compensation", []);
+    return this.execute([pending], "compensation", NOTHING_NEW);
   }
 
-  private async execute(pending: PendingActivity[], compensations: NewCompensation[], kind: "activity" | "compensation", events: NewHistoryEvent[]): Promise<StepResult> {
+  private async execute(pending: PendingActivity[], kind: "activity" | "compensation", history: StepHistory): Promise<StepResult> {
     const { engine } = this;
     const { storage, hooks } = engine;
     for (const p of pending) hooks.onActivityStart?.({ ...this.target, activityId: p.activityId, activityName: p.activity.activityName, attempt: p.attempt });
@@ -331,40 +305,16 @@ class Step {
 
     const buildConclusion = async () => {
       this.renewal.check();
-      const rec = recordOutcomes(
-        pending.map((p) => ({ pending: p, outcome: results.get(p.activityId)! })),
-        engine.retryPolicy,
-        kind,
-      );
-      let conclusion: StepConclusion = {
-        status: rec.retryTimer ? "waiting_for_timer" : kind === "compensation" ? "compensating" : "running",
+      const settled: StepOutcome = {
+        kind: "settled",
+        results: pending.map((p) => ({ pending: p, outcome: results.get(p.activityId)! })),
+        as: kind,
         currentActivityId: pending[0]!.activityId,
-        history: [...events, ...rec.history],
-        compensations: [...compensations, ...rec.compensations],
-        ...(rec.retryTimer ? { timer: rec.retryTimer } : { handoff: { leaseSeconds: engine.handoffLeaseSeconds } }),
       };
-      let completedOutput: { output: unknown } | null = null;
-      if (!rec.retryTimer && this.replaying) {
-        const ahead = await this.lookAhead(pending, rec.history);
-        conclusion.compensations!.push(...ahead.compensations);
-        conclusion.history!.push(...ahead.events);
-        if (ahead.completed) {
-          completedOutput = ahead.completed;
-          conclusion = { ...conclusion, status: "completed", currentActivityId: null, outputData: toJson(ahead.completed.output) };
-          delete conclusion.handoff;
-        }
-      }
-      const after = () => {
-        for (const e of rec.events) {
-          const info = { ...this.target, activityId: e.pending.activityId, activityName: e.pending.activity.activityName, attempt: e.pending.attempt };
-          if (e.outcome.ok) hooks.onActivityComplete?.({ ...info, result: e.outcome.value });
-          else if (!e.final) hooks.onActivityRetry?.({ ...info, error: e.outcome.error, retryInSeconds: e.retryInSeconds! });
-          else hooks.onActivityFailed?.({ ...info, error: e.outcome.error });
-        }
-        if (rec.retryTimer) engine.dispatcher.wakeIn?.(rec.retryTimer.delaySeconds ?? 0, this.scope);
-        if (completedOutput) hooks.onWorkflowComplete?.({ ...this.target, output: completedOutput.output });
-      };
-      return { conclusion, after };
+      let plan = decide(settled, history, this.options());
+      // A tick that settled every activity goes on in memory (never in a compensation step).
+      if (plan.conclusion.handoff && this.replaying) plan = withLookAhead(plan, await this.lookAhead(pending, plan.conclusion.history!.slice(history.records.length)));
+      return plan;
     };
 
     if (inside.length === 0) {
@@ -412,32 +362,21 @@ class Step {
 
   /**
    * Continue the run in memory with this step's new records, up to the next
-   * unrecorded operation: compensations registered right after the activity
-   * are persisted in the same commit as its result (so a cancel landing
-   * during the next step still sees them), and a workflow that returns right
-   * after its last activity completes in this step instead of the next.
+   * unrecorded operation (decide.ts `withLookAhead` folds what it produced
+   * into this conclusion); where it stopped is kept for a warm hand-off.
    */
-  private async lookAhead(
-    pending: PendingActivity[],
-    newEvents: NewHistoryEvent[],
-  ): Promise<{ compensations: NewCompensation[]; events: NewHistoryEvent[]; completed: { output: unknown } | null }> {
+  private async lookAhead(pending: PendingActivity[], newEvents: NewHistoryEvent[]): Promise<ReplayResult | null> {
     const now = new Date();
     const r = await this.replaying!.resume(
       pending,
       newEvents.map((e, i) => ({ ...e, id: -1 - i, createdAt: now })),
     );
     this.warmNext = r && r.outcome.kind !== "completed" ? { outcome: r.outcome, newCompensations: [], newEvents: [] } : null;
-    if (!r) return { compensations: [], events: [], completed: null };
-    const { outcome, newCompensations, newEvents: produced } = r;
-    return {
-      compensations: compensationRows(newCompensations),
-      events: produced,
-      completed: outcome.kind === "completed" ? { output: outcome.output } : null,
-    };
+    return r;
   }
 
   /** Conclude with one fenced statement (no transaction needed), then run post-commit work. */
-  private async conclude(c: StepConclusion, after?: () => void): Promise<StepResult> {
+  private async conclude(c: StepConclusion, after: AfterCommit): Promise<StepResult> {
     // A child's final conclusion reports to its parent in the same transaction (concludeIn).
     if (reportsToParent(this.instance, c.status)) return this.engine.storage.transaction((tx) => this.concludeIn(tx, c, after));
     const r = await this.engine.storage.concludeStep(this.fence, c);
@@ -446,12 +385,7 @@ class Step {
     return { status: "concluded", instanceStatus: c.status };
   }
 
-  /** The awaited outcome is already recorded: hand the lease to a follow-up that replays past it. */
-  private continueWith(tx: TxStorage, activityId: string, history: NewHistoryEvent[], compensations: NewCompensation[]): Promise<StepResult> {
-    return this.concludeIn(tx, { status: "running", currentActivityId: activityId, history, compensations, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } });
-  }
-
-  private async concludeIn(tx: TxStorage, c: StepConclusion, after?: () => void): Promise<StepResult> {
+  private async concludeIn(tx: TxStorage, c: StepConclusion, after: AfterCommit): Promise<StepResult> {
     const reports = reportsToParent(this.instance, c.status);
     // Lock order: the parent's row before this (child) row, as everywhere (storage/lifecycle.ts).
     if (reports) await tx.lockInstanceRow(this.instance.parentInstanceId!);
@@ -464,7 +398,7 @@ class Step {
     return { status: "concluded", instanceStatus: c.status };
   }
 
-  private afterConclusion(c: StepConclusion, token: number | undefined, after?: () => void) {
+  private afterConclusion(c: StepConclusion, token: number | undefined, after: AfterCommit) {
     // An ended instance of a keyed workflow frees its slot at once (the sweeper catches what this misses).
     if (c.status === "completed" || c.status === "failed" || c.status === "cancelled") slotFreed(this.engine, this.target, this.scope);
     if (c.handoff && token !== undefined) {
@@ -481,13 +415,28 @@ class Step {
       this.engine.dispatcher.dispatch({ instanceId: this.fence.instanceId, lease: { workerId: this.fence.workerId, token } }, this.scope);
     }
     try {
-      after?.();
+      this.runAfter(after);
     } catch (err) {
       console.error("edda: hook failed", err);
     }
   }
+
+  /** The plan's post-commit part: activity hooks, an in-process wake-up, the workflow's hook. */
+  private runAfter(after: AfterCommit) {
+    const { hooks, dispatcher } = this.engine;
+    for (const e of after.activities ?? []) {
+      const info = { ...this.target, activityId: e.pending.activityId, activityName: e.pending.activity.activityName, attempt: e.pending.attempt };
+      if (e.outcome.ok) hooks.onActivityComplete?.({ ...info, result: e.outcome.value });
+      else if (!e.final) hooks.onActivityRetry?.({ ...info, error: e.outcome.error, retryInSeconds: e.retryInSeconds! });
+      else hooks.onActivityFailed?.({ ...info, error: e.outcome.error });
+    }
+    if (after.wakeInSeconds !== undefined) dispatcher.wakeIn?.(after.wakeInSeconds, this.scope);
+    if (after.warn) console.warn(`edda: instance ${this.instance.instanceId} ${after.warn}`);
+    const w = after.workflow;
+    if (w?.kind === "completed") hooks.onWorkflowComplete?.({ ...this.target, output: w.output });
+    else if (w?.kind === "failed") hooks.onWorkflowFailed?.({ ...this.target, error: w.error });
+    else if (w?.kind === "cancelled") hooks.onWorkflowCancelled?.({ ...this.target });
+  }
 }
 
-function compensationRows(regs: ReplayResult["newCompensations"]): NewCompensation[] {
-  return regs.map((c) => ({ activityId: c.activityId, activityName: c.activityName, args: toJson(c.args) }));
-}
+const NOTHING_NEW: StepHistory = { records: [], compensations: [] };

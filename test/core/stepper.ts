@@ -13,14 +13,16 @@
 import { createWorkflowContext } from "../../src/core/operation.ts";
 import { EV, type HistoryEvent, type NewHistoryEvent } from "../../src/core/model.ts";
 import { ReplayRun, ReplayState, type PendingActivity, type ReplayOutcome, type ReplayResult } from "../../src/core/replay.ts";
-import { instanceErrorData, serializeError, toJson, toPayload } from "../../src/core/serialization.ts";
+import { fromJson, instanceErrorData, toJson, toPayload } from "../../src/core/serialization.ts";
 import { TerminalError } from "../../src/core/errors.ts";
 import { startChildActivity, type ChildStart } from "../../src/engine/children.ts";
 import { childOutcomeEvent } from "../../src/engine/lifecycle.ts";
 import { childWorkflow, type ChildInput } from "./programs.ts";
 import { ActivityRegistry } from "../../src/core/registry.ts";
 import type { ActivityContext } from "../../src/core/context.ts";
-import { recordOutcomes, type ActivityOutcome } from "../../src/engine/execute.ts";
+import type { ActivityOutcome } from "../../src/engine/execute.ts";
+import { compensationRows, continueWith, decide, type AfterCommit } from "../../src/engine/decide.ts";
+import type { StepConclusion } from "../../src/storage/types.ts";
 
 export type Mode = "warm" | "cold" | "crash";
 
@@ -167,22 +169,28 @@ function describeOutcome(o: ReplayOutcome): string {
   }
 }
 
-/** What the engine's step would write for this outcome (activities are run here). */
+/**
+ * The engine's own decision (engine/decide.ts) for this outcome, carried out
+ * over the simulated store: activities are run here, waits look at the
+ * simulated queue and children.
+ */
 async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Set<number>, now: number, children: Map<string, SimChild>): Promise<Conclusion> {
   const { outcome } = next;
-  const base = { events: [...next.newEvents], compensations: next.newCompensations };
-  switch (outcome.kind) {
-    case "completed":
-      return { ...base, end: { status: "completed", output: outcome.output } };
-    case "failed":
-      return { ...base, end: { status: "failed", output: serializeError(outcome.error).message, compensate: true } };
-    case "nondeterminism":
-      return { ...base, end: { status: "nondeterminism", output: outcome.error.message } };
+  const history = { records: [...next.newEvents], compensations: compensationRows(next.newCompensations) };
+  const base = { events: history.records, compensations: next.newCompensations };
+  // A failure compensates whatever is registered: the simulation runs the saga itself at the end.
+  const plan = decide(outcome, history, { handoffLeaseSeconds: 30, now: now * 1000, hasStoredCompensations: true });
+  switch (plan.kind) {
+    case "conclude":
+      return fromConclusion(plan.conclusion, plan.after, base, now);
+    case "park":
+      return { ...base, end: { status: "nondeterminism", output: plan.error.message } };
     case "recur":
-      throw new Error("recur is not part of the grammar");
-    case "activities": {
+    case "compensate":
+      throw new Error(`${plan.kind} is not part of the grammar`);
+    case "run": {
       const results: { pending: PendingActivity; outcome: ActivityOutcome }[] = [];
-      for (const p of outcome.activities) {
+      for (const p of plan.activities) {
         const actx = { attempt: p.attempt, activityId: p.activityId, instanceId: "sim", workflowName: "sim" } as unknown as ActivityContext;
         if (p.activity === startChildActivity) {
           // The engine creates the child in this step's transaction; here it is simulated from its input
@@ -199,28 +207,32 @@ async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Se
           results.push({ pending: p, outcome: { ok: false, error } });
         }
       }
-      const rec = recordOutcomes(results, undefined, "activity");
-      const events = [...base.events, ...rec.history];
-      if (rec.retryTimer) return { ...base, events, timer: { id: rec.retryTimer.timerId, at: now + (rec.retryTimer.delaySeconds ?? 0) } };
-      return { ...base, events, settled: outcome.activities };
+      const settled = decide({ kind: "settled", results, as: "activity", currentActivityId: plan.activities[0]!.activityId }, history, { handoffLeaseSeconds: 30, now: now * 1000 });
+      const c = fromConclusion(settled.conclusion, settled.after, base, now);
+      return c.timer ? c : { ...c, settled: plan.activities };
     }
     case "wait": {
-      const w = outcome.wait;
-      if (w.kind === "timer") {
-        const at = w.expiresAt ? w.expiresAt.getTime() / 1000 : now + (w.delaySeconds ?? 0);
-        return { ...base, timer: { id: w.activityId, at } };
-      }
+      const w = plan.wait;
       if (w.kind === "child") {
         const child = children.get(w.childInstanceId)!;
-        if (child.at <= now) return { ...base, events: [...base.events, childEvent(w.activityId, child)] };
+        if (child.at <= now) return { ...base, events: continueWith(w.activityId, history, childEvent(w.activityId, child), { handoffLeaseSeconds: 30 }).conclusion.history! };
         return { ...base, wait: { activityId: w.activityId, channel: "", timeoutAt: null, child: child.id } };
       }
       const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === w.channel && m.at <= now);
-      if (i >= 0) return { ...base, takes: i, events: [...base.events, received(w.activityId, messages[i]!, i)] };
+      if (i >= 0) return { ...base, takes: i, events: continueWith(w.activityId, history, received(w.activityId, messages[i]!, i), { handoffLeaseSeconds: 30 }).conclusion.history! };
       const timeoutAt = w.timeoutAt ? w.timeoutAt.getTime() / 1000 : w.timeoutSeconds === undefined ? null : now + w.timeoutSeconds;
       return { ...base, wait: { activityId: w.activityId, channel: w.channel, timeoutAt } };
     }
   }
+}
+
+/** A concluding plan in the simulation's terms: its records, its timer (due at virtual time), or the end it reached. */
+function fromConclusion(c: StepConclusion, after: AfterCommit, base: Pick<Conclusion, "compensations">, now: number): Conclusion {
+  const out: Conclusion = { ...base, events: c.history ?? [] };
+  if (c.timer) out.timer = { id: c.timer.timerId, at: c.timer.expiresAt ? c.timer.expiresAt.getTime() / 1000 : now + (c.timer.delaySeconds ?? 0) };
+  if (after.workflow?.kind === "completed") out.end = { status: "completed", output: after.workflow.output };
+  if (c.status === "failed" || c.status === "compensating") out.end = { status: "failed", output: (fromJson(c.errorData!) as { error_message: string }).error_message, compensate: true };
+  return out;
 }
 
 interface SimChild {

@@ -1,0 +1,177 @@
+/**
+ * The step's decision, pure: where the replay stopped (or what this tick's
+ * activities returned) plus the facts the step already holds → a plan of what
+ * the fenced conclusion writes and what runs after its commit.
+ *
+ *   lease → replay → decide → conclude → dispatch
+ *
+ * No I/O and no clock of its own (the caller passes `now`): the step
+ * (step.ts) carries a plan out against the database, and the pure stepper of
+ * the property suite (test/core/stepper.ts) carries the same plans out over a
+ * simulated store — so the rule "what a step writes for this outcome" exists
+ * once, and the warm ≡ cold properties run against it.
+ *
+ * A plan either concludes the step, or names the one piece of I/O the step
+ * must do before it can conclude (run activities, register a wait that has to
+ * look at the database first, recur, park with the deployed code's hash).
+ */
+import { NonDeterminismError } from "../core/errors.ts";
+import type { CompensationRegistration, PendingActivity, ReplayOutcome, ReplayResult, WaitRequest } from "../core/replay.ts";
+import type { RetryPolicy } from "../core/retry.ts";
+import { instanceErrorData, toJson } from "../core/serialization.ts";
+import type { NewCompensation, NewHistoryEvent, StepConclusion } from "../storage/types.ts";
+import { recordOutcomes, type ActivityOutcome, type RecordedOutcomes } from "./execute.ts";
+
+/** What a step got to decide on: a keyed union, each kind handled in `decide` (checked by the compiler). */
+export type StepOutcome =
+  | ReplayOutcome
+  /** The activities of a tick ran (workflow activities, or one saga compensation). */
+  | { kind: "settled"; results: { pending: PendingActivity; outcome: ActivityOutcome }[]; as: "activity" | "compensation"; currentActivityId: string }
+  /** An instance in `compensating`: the registered compensations (newest first) and the ids history holds. */
+  | { kind: "compensating"; registered: NewCompensation[]; recorded: ReadonlySet<string>; cancelled: boolean; errorData: string | null };
+
+/** The rows this step produced before deciding: values the run recorded and compensations it registered. */
+export interface StepHistory {
+  records: NewHistoryEvent[];
+  compensations: NewCompensation[];
+}
+
+export interface DecideOptions {
+  /** The lease a follow-up step is handed. */
+  handoffLeaseSeconds: number;
+  retryPolicy?: RetryPolicy | undefined;
+  /** Compensations stored by earlier steps (read only when `needsStoredCompensations` says so). */
+  hasStoredCompensations?: boolean;
+  /** The caller's clock (ms), for wake-ups at an absolute time. */
+  now: number;
+}
+
+/** What runs after the commit: hooks, in-process wake-ups, a log line. Data, so the stepper can read it too. */
+export interface AfterCommit {
+  /** Activity hooks, in order (recordOutcomes' events). */
+  activities?: RecordedOutcomes["events"];
+  wakeInSeconds?: number;
+  workflow?: { kind: "completed"; output: unknown } | { kind: "failed"; error: unknown } | { kind: "cancelled" };
+  warn?: string;
+}
+
+export type StepPlan =
+  | { kind: "conclude"; conclusion: StepConclusion; after: AfterCommit }
+  /** Run these activities, then decide again on `settled`. */
+  | { kind: "run"; activities: PendingActivity[]; as: "activity"; history: StepHistory }
+  /** Run the saga's next compensation (its definition resolved by name), then decide on `settled`. */
+  | { kind: "compensate"; activityId: string; compensation: NewCompensation }
+  /** A wait whose registration looks at the database first (a queued message, a finished child). */
+  | { kind: "wait"; wait: Exclude<WaitRequest, { kind: "timer" }>; history: StepHistory }
+  | { kind: "recur"; input: unknown }
+  /** Replay diverged: park with the deployed code's source hash (`parkConclusion`). */
+  | { kind: "park"; error: NonDeterminismError };
+
+type ConcludePlan = Extract<StepPlan, { kind: "conclude" }>;
+
+/** Settled activities always conclude (a retry timer, or a hand-off to the follow-up). */
+export function decide(outcome: Extract<StepOutcome, { kind: "settled" }>, history: StepHistory, options: DecideOptions): ConcludePlan;
+export function decide(outcome: StepOutcome, history: StepHistory, options: DecideOptions): StepPlan;
+export function decide(outcome: StepOutcome, history: StepHistory, options: DecideOptions): StepPlan {
+  const { records, compensations } = history;
+  switch (outcome.kind) {
+    case "completed":
+      return conclude({ status: "completed", currentActivityId: null, history: records, outputData: toJson(outcome.output) }, { workflow: { kind: "completed", output: outcome.output } });
+    case "failed": {
+      const errorData = instanceErrorData(outcome.error);
+      const compensate = (compensations.length > 0 || options.hasStoredCompensations === true) && !(outcome.error instanceof NonDeterminismError);
+      if (compensate) {
+        return conclude({ status: "compensating", currentActivityId: null, history: records, errorData, compensations, handoff: { leaseSeconds: options.handoffLeaseSeconds } }, {});
+      }
+      return conclude({ status: "failed", currentActivityId: null, history: records, errorData, compensations }, { workflow: { kind: "failed", error: outcome.error } });
+    }
+    case "nondeterminism":
+      // Values recorded before the divergence are dropped with it: the fixed code records its own.
+      return { kind: "park", error: outcome.error };
+    case "recur":
+      return { kind: "recur", input: outcome.input };
+    case "activities":
+      return { kind: "run", activities: outcome.activities, as: "activity", history };
+    case "wait": {
+      const w = outcome.wait;
+      if (w.kind !== "timer") return { kind: "wait", wait: w, history };
+      const seconds = w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - options.now) / 1000) : (w.delaySeconds ?? 0);
+      return conclude(
+        {
+          status: "waiting_for_timer",
+          currentActivityId: w.activityId,
+          history: records,
+          compensations,
+          timer: { timerId: w.activityId, activityId: w.activityId, ...(w.expiresAt ? { expiresAt: w.expiresAt } : { delaySeconds: w.delaySeconds ?? 0 }) },
+        },
+        { wakeInSeconds: seconds },
+      );
+    }
+    case "settled": {
+      const rec = recordOutcomes(outcome.results, options.retryPolicy, outcome.as);
+      const conclusion: StepConclusion = {
+        status: rec.retryTimer ? "waiting_for_timer" : outcome.as === "compensation" ? "compensating" : "running",
+        currentActivityId: outcome.currentActivityId,
+        history: [...records, ...rec.history],
+        compensations: [...compensations, ...rec.compensations],
+        ...(rec.retryTimer ? { timer: rec.retryTimer } : { handoff: { leaseSeconds: options.handoffLeaseSeconds } }),
+      };
+      return conclude(conclusion, { activities: rec.events, ...(rec.retryTimer ? { wakeInSeconds: rec.retryTimer.delaySeconds ?? 0 } : {}) });
+    }
+    case "compensating": {
+      const next = outcome.registered.find((c) => !outcome.recorded.has(`compensate:${c.activityId}`));
+      if (next) return { kind: "compensate", activityId: `compensate:${next.activityId}`, compensation: next };
+      if (outcome.cancelled) return conclude({ status: "cancelled", currentActivityId: null }, { workflow: { kind: "cancelled" } });
+      return conclude({ status: "failed", currentActivityId: null }, { workflow: { kind: "failed", error: outcome.errorData ? JSON.parse(outcome.errorData) : null } });
+    }
+  }
+}
+
+/**
+ * Whether `decide` needs `hasStoredCompensations` for this outcome: only a
+ * failure with no compensation registered in this step (one read, on that path alone).
+ */
+export function needsStoredCompensations(outcome: StepOutcome, history: StepHistory): boolean {
+  return outcome.kind === "failed" && history.compensations.length === 0 && !(outcome.error instanceof NonDeterminismError);
+}
+
+/**
+ * A settled tick whose run went on in memory (the look-ahead): compensations
+ * registered right after the activity are persisted in the same commit as its
+ * result, and a workflow that returned completes in this step instead of the next.
+ */
+export function withLookAhead(plan: ConcludePlan, ahead: ReplayResult | null): ConcludePlan {
+  if (!ahead) return plan;
+  const c = plan.conclusion;
+  let conclusion: StepConclusion = {
+    ...c,
+    history: [...(c.history ?? []), ...ahead.newEvents],
+    compensations: [...(c.compensations ?? []), ...compensationRows(ahead.newCompensations)],
+  };
+  if (ahead.outcome.kind !== "completed") return { ...plan, conclusion };
+  const { output } = ahead.outcome;
+  conclusion = { ...conclusion, status: "completed", currentActivityId: null, outputData: toJson(output) };
+  delete conclusion.handoff;
+  return { kind: "conclude", conclusion, after: { ...plan.after, workflow: { kind: "completed", output } } };
+}
+
+/** The conclusion of a parked instance: nothing recorded, nothing compensated, the diverging code's hash kept. */
+export function parkConclusion(error: NonDeterminismError, currentActivityId: string | null, parkedHash: string): ConcludePlan {
+  return conclude({ status: "parked", currentActivityId, errorData: instanceErrorData(error), parkedHash }, { warn: `parked: ${error.message}` });
+}
+
+/** A wait whose outcome is already recorded (a queued message taken, a finished child): hand the lease to a follow-up. */
+export function continueWith(activityId: string, history: StepHistory, record: NewHistoryEvent, options: Pick<DecideOptions, "handoffLeaseSeconds">): ConcludePlan {
+  return conclude(
+    { status: "running", currentActivityId: activityId, history: [...history.records, record], compensations: history.compensations, handoff: { leaseSeconds: options.handoffLeaseSeconds } },
+    {},
+  );
+}
+
+export function compensationRows(regs: CompensationRegistration[]): NewCompensation[] {
+  return regs.map((c) => ({ activityId: c.activityId, activityName: c.activityName, args: toJson(c.args) }));
+}
+
+function conclude(conclusion: StepConclusion, after: AfterCommit): ConcludePlan {
+  return { kind: "conclude", conclusion, after };
+}
