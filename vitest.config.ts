@@ -1,13 +1,48 @@
-// Vitest config: every test/**/*.test.ts runs in forked workers against one
-// shared Postgres + Neon proxy started by test/global-setup.ts.
-import { defineConfig } from "vitest/config";
+// Vitest config: the tests in four tiers (projects), by what they need.
+//   unit     no database, no other runtime: pure core, the viewer's timeline,
+//            the client's types, platform options. No global set-up, so a test
+//            that needs Postgres fails here at once (nothing is provided).
+//   storage  the storage contract on every driver, migrations, the harness.
+//   engine   the engine, channels, HTTP API, viewer, MCP and client in-process,
+//            on real Postgres or PGlite (every test file not listed elsewhere).
+//   runtime  real processes and other runtimes: wrangler (workerd), Deno,
+//            Chromium, the packed package, the CLI, the chaos run.
+// storage, engine and runtime get one Postgres server + Neon proxy per run,
+// started by test/global-setup.ts. `npm test` runs the tiers in this order and
+// stops at the first that fails; `npm run test:<tier>` runs one.
+import { configDefaults, defineConfig } from "vitest/config";
+
+export const TIERS = {
+  unit: ["test/core/**/*.test.ts", "test/platform/**/*.test.ts", "test/client/types.test.ts", "test/ui/timeline.test.ts"],
+  storage: ["test/storage/**/*.test.ts", "test/harness.test.ts", "test/cli/migrate.test.ts"],
+  runtime: [
+    "test/runtime/**/*.test.ts",
+    "test/package/**/*.test.ts",
+    "test/chaos/**/*.test.ts",
+    "test/mcp/{deno,node,workerd}.test.ts",
+    "test/client/runtimes.test.ts",
+    "test/ui/runtimes.test.ts",
+    "test/ui/*.browser.test.ts",
+    "test/dispatch/limits.test.ts",
+    "test/cli/commands.test.ts",
+  ],
+};
+
+const withDatabase = { globalSetup: ["test/global-setup.ts"] };
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
-    globalSetup: ["test/global-setup.ts"],
     pool: "forks",
     testTimeout: 30_000,
     hookTimeout: 120_000,
+    projects: [
+      { extends: true, test: { name: "unit", include: TIERS.unit } },
+      { extends: true, test: { name: "storage", include: TIERS.storage, ...withDatabase } },
+      {
+        extends: true,
+        test: { name: "engine", include: ["test/**/*.test.ts"], exclude: [...configDefaults.exclude, ...TIERS.unit, ...TIERS.storage, ...TIERS.runtime], ...withDatabase },
+      },
+      { extends: true, test: { name: "runtime", include: TIERS.runtime, ...withDatabase } },
+    ],
   },
 });

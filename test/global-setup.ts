@@ -1,4 +1,5 @@
-// Vitest globalSetup: one Postgres server and one Neon WebSocket proxy for the
+// Vitest globalSetup of the storage, engine and runtime tiers (vitest.config.ts;
+// the unit tier has none): one Postgres server and one Neon WebSocket proxy for the
 // whole run, handed to tests via provide/inject (and process.env for any child
 // processes tests spawn). DATABASE_URL_TEST points at an existing server instead.
 import type { TestProject } from "vitest/node";
