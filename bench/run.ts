@@ -24,6 +24,7 @@ import { runFanout } from "./scenarios/fanout.ts";
 import { runLatency } from "./scenarios/latency.ts";
 import { runReplay } from "./scenarios/replay.ts";
 import { runSweeper } from "./scenarios/sweeper.ts";
+import { runPeers } from "./peers.ts";
 import { pipelineNonTx } from "./workflows.ts";
 
 const args = process.argv.slice(2);
@@ -49,6 +50,8 @@ const config = {
   replay: { histories: [10, 100, 1000], instances: quick ? 2 : 5, probes: quick ? 10 : 20 },
   sweeperTimers: 10_000,
   fanoutSubscribers: 1_000,
+  // The peers on a durable Postgres (a second throwaway cluster, fsync on), loopback and 10 ms away (bench/peers.ts).
+  peers: { passes: quick ? 1 : 3, workflows: 200, steps: 10, pool: POOL, rounds: quick ? 1 : 2, concurrency: 10, ceilingSeconds: quick ? 2 : 4, rttMs: 10 },
   // Postgres a region away: 10 ms round trips through a delaying TCP proxy, 100 concurrent 10-step pipelines.
   latency: { rttMs: 10, workflows: 100, steps: 10, pool: POOL },
 };
@@ -111,6 +114,14 @@ async function main(pg: BenchPostgres): Promise<void> {
   await scenario("sweeper", () => runSweeper(pg, { timers: config.sweeperTimers, pool: POOL, concurrency: config.localConcurrency }));
   await scenario("latency", () => runLatency(pg, config.latency));
   await scenario("fanout", () => runFanout(pg, { subscribers: config.fanoutSubscribers, pool: POOL, concurrency: config.localConcurrency }));
+  await scenario("peers", async () => {
+    const durable = await openBenchPostgres(process.env.DATABASE_URL, { durable: true });
+    try {
+      return await runPeers(durable, config.peers, (line) => process.stderr.write(`\n  ${line}`));
+    } finally {
+      await durable.stop();
+    }
+  });
 
   for (const [k, v] of Object.entries(samples)) figures[k] = round(median(v), k.endsWith("_per_s") ? 0 : 3);
   for (const key of ["ceiling_commits_per_s", "local_steps_per_s", "http_steps_per_s", "dbos_steps_per_s", "statements_per_step", "step_p50_ms", "step_p99_ms", "replay_ms_h10", "replay_ms_h1000", "replay_cold_ms_h10", "replay_cold_ms_h1000", "sweep_10k_timers_s", "fanout_1k_s"]) {
@@ -154,6 +165,15 @@ async function main(pg: BenchPostgres): Promise<void> {
     ["  step latency p50 / p99 (local)", "latency_local_step_p50_ms", "ms"],
     ["", "latency_local_step_p99_ms", "ms"],
     ["  of which delivery (last subscriber dispatched)", "fanout_delivered_s", "s"],
+    ["Durable Postgres (fsync on), loopback: INSERT ceiling", "peers_ceiling_commits_per_s", "commits/s"],
+    ["  Edda Edge, local dispatcher", "peers_local_steps_per_s", "steps/s"],
+    ["  DBOS Transact 5.3.0", "peers_dbos_steps_per_s", "steps/s"],
+    ["  Absurd 0.5.0", "peers_absurd_steps_per_s", "steps/s"],
+    ["  graphile-worker 0.18.0", "peers_graphile_steps_per_s", "steps/s"],
+    ["Durable Postgres 10 ms away: Edda Edge, local", "peers_rtt_local_steps_per_s", "steps/s"],
+    ["  DBOS Transact", "peers_rtt_dbos_steps_per_s", "steps/s"],
+    ["  Absurd", "peers_rtt_absurd_steps_per_s", "steps/s"],
+    ["  graphile-worker", "peers_rtt_graphile_steps_per_s", "steps/s"],
   ]);
   const targets = checkTargets(figures);
   const machine = { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? "?", node: process.version, os: `${platform()} ${release()}`, loadavg_start: load0, loadavg_end: loadavg() };

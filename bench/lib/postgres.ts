@@ -30,8 +30,9 @@ export interface BenchPostgres {
 
 const SETTINGS = ["server_version", "fsync", "synchronous_commit", "full_page_writes", "shared_buffers", "max_connections", "wal_level"];
 
-export async function openBenchPostgres(databaseUrl = process.env.DATABASE_URL): Promise<BenchPostgres> {
-  const cluster: PostgresCluster | null = databaseUrl ? null : await startPostgresCluster();
+/** `durable`: the throwaway cluster keeps Postgres's durable defaults (fsync, synchronous_commit on). */
+export async function openBenchPostgres(databaseUrl = process.env.DATABASE_URL, opts: { durable?: boolean } = {}): Promise<BenchPostgres> {
+  const cluster: PostgresCluster | null = databaseUrl ? null : await startPostgresCluster(opts);
   const adminUrl = databaseUrl ?? cluster!.url;
   const admin = postgres(adminUrl, { max: 2, onnotice: () => {} });
   return {

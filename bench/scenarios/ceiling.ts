@@ -16,9 +16,19 @@ export interface CeilingResult {
   pg_cpu_ms_per_commit: number | null;
 }
 
-export async function runCeiling(pg: BenchPostgres, opts: { connections: number; seconds: number }): Promise<CeilingResult> {
-  const url = await pg.createDatabase("bench_ceiling");
-  const sql = postgres(url, { max: opts.connections, onnotice: () => {} });
+export interface CeilingOptions {
+  connections: number;
+  seconds: number;
+  /** Database name (one per variant). */
+  name?: string;
+  /** Maps the database url to the one the client uses (the latency proxy). */
+  via?: (url: string) => string;
+}
+
+export async function runCeiling(pg: BenchPostgres, opts: CeilingOptions): Promise<CeilingResult> {
+  const name = opts.name ?? "bench_ceiling";
+  const url = await pg.createDatabase(name);
+  const sql = postgres(opts.via ? opts.via(url) : url, { max: opts.connections, onnotice: () => {} });
   try {
     await sql`CREATE TABLE ceiling_rows (id bigserial PRIMARY KEY, worker int NOT NULL, payload text NOT NULL)`;
     const loop = async (worker: number, untilMs: number) => {
@@ -31,7 +41,7 @@ export async function runCeiling(pg: BenchPostgres, opts: { connections: number;
     };
     const workers = (untilMs: number) => Promise.all(Array.from({ length: opts.connections }, (_, w) => loop(w, untilMs)));
     await workers(nowMs() + 500); // warm-up: connections, prepared statement
-    const cpu = cpuMeter("bench_ceiling");
+    const cpu = cpuMeter(name);
     const t0 = nowMs();
     const counts = await workers(t0 + opts.seconds * 1000);
     const elapsed = (nowMs() - t0) / 1000;

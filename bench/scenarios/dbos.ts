@@ -16,6 +16,12 @@ export interface DbosOptions {
   steps: number;
   rounds: number;
   pool: number;
+  /** Database name (one per variant). */
+  name?: string;
+  /** Maps the database url to the one DBOS uses (the latency proxy). */
+  via?: (url: string) => string;
+  /** Round trips counted by the proxy so far; the result then gives them per step. */
+  roundTrips?: () => number;
 }
 
 export interface DbosResult {
@@ -23,6 +29,8 @@ export interface DbosResult {
   dbos_commits_per_step: number;
   dbos_node_cpu_ms_per_step: number;
   dbos_pg_cpu_ms_per_step: number | null;
+  /** Null without `roundTrips`. */
+  dbos_round_trips_per_step: number | null;
   steps: number;
   seconds: number;
 }
@@ -38,9 +46,9 @@ const dbosPipeline = DBOS.registerWorkflow(
 );
 
 export async function runDbos(pg: BenchPostgres, opts: DbosOptions): Promise<DbosResult> {
-  const name = "bench_dbos";
+  const name = opts.name ?? "bench_dbos";
   const url = await pg.createDatabase(name);
-  DBOS.setConfig({ name: "edda-bench", systemDatabaseUrl: url, systemDatabasePoolSize: opts.pool, logLevel: "error" });
+  DBOS.setConfig({ name: "edda-bench", systemDatabaseUrl: opts.via ? opts.via(url) : url, systemDatabasePoolSize: opts.pool, logLevel: "error" });
   await DBOS.launch();
   let launched = true;
   let totalWorkflows = 0;
@@ -61,15 +69,17 @@ export async function runDbos(pg: BenchPostgres, opts: DbosOptions): Promise<Dbo
     launched = true;
     totalWorkflows = 0;
     const cpu = cpuMeter(name);
+    const trips0 = opts.roundTrips?.() ?? 0;
     let seconds = 0;
     for (let r = 0; r < opts.rounds; r++) seconds += await round(opts.workflows);
     const usage = cpu.perUnit(opts.workflows * opts.steps * opts.rounds);
+    const trips = opts.roundTrips ? (opts.roundTrips() - trips0) / (opts.workflows * opts.steps * opts.rounds) : null;
     await DBOS.shutdown();
     launched = false;
     await sleepMs(300);
     const commits = await pg.commits(name);
     const steps = opts.workflows * opts.steps * opts.rounds;
-    return { dbos_steps_per_s: steps / seconds, dbos_commits_per_step: commits / (totalWorkflows * opts.steps), dbos_node_cpu_ms_per_step: usage.node_ms, dbos_pg_cpu_ms_per_step: usage.pg_ms, steps, seconds };
+    return { dbos_steps_per_s: steps / seconds, dbos_commits_per_step: commits / (totalWorkflows * opts.steps), dbos_node_cpu_ms_per_step: usage.node_ms, dbos_pg_cpu_ms_per_step: usage.pg_ms, dbos_round_trips_per_step: trips, steps, seconds };
   } finally {
     if (launched) await DBOS.shutdown().catch(() => undefined);
   }

@@ -28,6 +28,8 @@ export interface EngineLocalOptions {
   name?: string;
   /** The `@opentelemetry/api` module (tracing-cost.ts); default: no tracing. */
   tracing?: TracingApi;
+  /** Round trips counted by a latency proxy so far; the result then gives them per step. */
+  roundTrips?: () => number;
 }
 
 export interface EngineLocalResult {
@@ -42,6 +44,8 @@ export interface EngineLocalResult {
   /** CPU per step: this process, and the Postgres backends (null without /proc). */
   node_cpu_ms_per_step: number;
   pg_cpu_ms_per_step: number | null;
+  /** Over the measured rounds; null without `roundTrips`. */
+  round_trips_per_step: number | null;
 }
 
 export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions): Promise<EngineLocalResult> {
@@ -74,6 +78,7 @@ export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions
     await round(Math.min(20, opts.workflows)); // warm-up: JIT, connections, prepared statements
     dispatcher.resetStats();
     const cpu = cpuMeter(name);
+    const trips0 = opts.roundTrips?.() ?? 0;
     let seconds = 0;
     let statements = 0;
     for (let r = 0; r < opts.rounds; r++) {
@@ -83,6 +88,7 @@ export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions
     }
     const steps = opts.workflows * opts.steps * opts.rounds;
     const usage = cpu.perUnit(steps);
+    const trips = opts.roundTrips ? (opts.roundTrips() - trips0) / steps : null;
     const stepMs = [...dispatcher.stepMs];
     const skipped = dispatcher.skipped;
     await edda.close();
@@ -101,6 +107,7 @@ export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions
       skipped_steps: skipped,
       node_cpu_ms_per_step: usage.node_ms,
       pg_cpu_ms_per_step: usage.pg_ms,
+      round_trips_per_step: trips,
     };
   } finally {
     await edda.close();

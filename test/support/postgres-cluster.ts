@@ -1,5 +1,5 @@
 // Throwaway Postgres server for the test run: initdb into a temp dir, start on a
-// free 127.0.0.1 port with durability turned off for speed, stop and delete on
+// free 127.0.0.1 port with durability turned off for speed (unless `durable`), stop and delete on
 // teardown. Uses the Debian server binaries (/usr/lib/postgresql/<v>/bin); as
 // root they run as the `postgres` user, because Postgres refuses to run as root.
 import { execFile, execFileSync } from "node:child_process";
@@ -60,7 +60,10 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function startPostgresCluster(): Promise<PostgresCluster> {
+/** Postgres's own defaults for durability: every commit waits for its WAL flush (the peer benchmark). */
+const DURABLE = { fsync: "on", synchronous_commit: "on", full_page_writes: "on" };
+
+export async function startPostgresCluster(opts: { durable?: boolean } = {}): Promise<PostgresCluster> {
   const bin = findPostgresBin();
   const asRoot = process.getuid?.() === 0;
   // As root the server runs as `postgres`, which must be able to reach the dir,
@@ -103,7 +106,7 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
 
   try {
     await run("initdb", ["-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"]);
-    const conf = Object.entries({ ...SETTINGS, unix_socket_directories: `'${dir}'` })
+    const conf = Object.entries({ ...SETTINGS, ...(opts.durable ? DURABLE : {}), unix_socket_directories: `'${dir}'` })
       .map(([k, v]) => `${k} = ${v}\n`)
       .join("");
     await appendFile(join(data, "postgresql.conf"), conf);
