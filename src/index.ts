@@ -17,6 +17,7 @@ export type { RetryPolicy } from "./core/retry.ts";
 export {
   EddaError,
   TerminalError,
+  UnserializableValueError,
   RetryExhaustedError,
   NonDeterminismError,
   MessageTimeoutError,

@@ -17,6 +17,25 @@ export class TerminalError extends EddaError {
   override name = "TerminalError";
 }
 
+/**
+ * A value Edda must store cannot be held as JSON (a BigInt, a cycle, a
+ * function or symbol, a `toJSON` that throws): an activity's result, a
+ * workflow's output, the input of a started workflow or child, message or
+ * event data. `slot` says which; `cause` is what the encoder threw. Never
+ * retried — the same value fails the same way — and catchable in workflow
+ * code where the value came from an operation (activity, `invoke`, `publish`).
+ */
+export class UnserializableValueError extends TerminalError {
+  override name = "UnserializableValueError";
+  constructor(
+    message: string,
+    readonly slot: string = "",
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
 /** All retry attempts failed; `cause` is the last error. */
 export class RetryExhaustedError extends EddaError {
   override name = "RetryExhaustedError";
@@ -148,6 +167,7 @@ export const BUILTIN_ERRORS: Record<string, new (message: string) => Error> = {
   URIError,
   EddaError,
   TerminalError,
+  UnserializableValueError,
   NonDeterminismError,
   LeaseLostError,
   MessageTimeoutError,

@@ -21,7 +21,7 @@
  * shows them through `errorView`: no stack unless the deployment asks for it.
  */
 import type { Payload } from "./model.ts";
-import { BUILTIN_ERRORS } from "./errors.ts";
+import { BUILTIN_ERRORS, UnserializableValueError } from "./errors.ts";
 
 const BYTES = "$bytes";
 const DATE = "$date";
@@ -52,14 +52,44 @@ function escapeKeys(o: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.keys(o).map((k) => [k.charCodeAt(0) === DOLLAR ? `$${k}` : k, o[k]]));
 }
 
+/**
+ * JSON text of a value, or a TypeError for what JSON cannot hold. Besides what
+ * `JSON.stringify` refuses (BigInt, cycles, a throwing `toJSON`), a function or
+ * symbol is refused too instead of silently dropped: the running code holds it
+ * and a replay would not, so the two would see different values.
+ */
 export function toJson(value: unknown): string {
   return JSON.stringify(value === undefined ? null : value, function (this: unknown, key, v: unknown) {
     const raw = (this as Record<string, unknown>)[key];
     if (raw instanceof Uint8Array) return { [BYTES]: toBase64(raw) };
     if (raw instanceof Date) return { [DATE]: raw.toISOString() };
+    if (typeof v === "function" || typeof v === "symbol") throw new TypeError(`a ${typeof v} cannot be stored as JSON${key ? ` (at key "${key}")` : ""}`);
     if (isPlainRecord(v) && hasDollarKey(v)) return escapeKeys(v);
     return v;
   });
+}
+
+/** `toJson` for a value Edda stores in `slot`: what cannot be stored is an UnserializableValueError naming the slot. */
+export function toStoredJson(value: unknown, slot: string): string {
+  try {
+    return toJson(value);
+  } catch (cause) {
+    throw unserializable(slot, cause);
+  }
+}
+
+/** `toPayload` for a value Edda stores in `slot` (see `toStoredJson`). */
+export function toStoredPayload(value: unknown, slot: string): Payload {
+  try {
+    return toPayload(value);
+  } catch (cause) {
+    throw unserializable(slot, cause);
+  }
+}
+
+function unserializable(slot: string, cause: unknown): UnserializableValueError {
+  const why = cause instanceof Error ? cause.message : safeString(cause);
+  return new UnserializableValueError(`${slot} cannot be stored as JSON: ${why}`, slot, { cause });
 }
 
 /** A tag object's value, or `undefined` when `o` is not a well-formed tag. */
@@ -146,7 +176,7 @@ export interface SerializedError {
  * carries its request config, Authorization header included), so none but
  * these well-known ones leave the process.
  */
-const ERROR_FIELDS = ["code", "errno", "status", "statusCode", "attempts", "retryable"] as const;
+const ERROR_FIELDS = ["code", "errno", "status", "statusCode", "attempts", "retryable", "slot"] as const;
 /** Causes kept below the error itself. */
 const MAX_CAUSE_DEPTH = 5;
 

@@ -15,10 +15,10 @@
  * must do before it can conclude (run activities, register a wait that has to
  * look at the database first, recur, park with the deployed code's hash).
  */
-import { NonDeterminismError } from "../core/errors.ts";
+import { NonDeterminismError, UnserializableValueError } from "../core/errors.ts";
 import type { CompensationRegistration, PendingActivity, ReplayOutcome, ReplayResult, WaitRequest } from "../core/replay.ts";
 import type { RetryPolicy } from "../core/retry.ts";
-import { instanceErrorData, toJson } from "../core/serialization.ts";
+import { instanceErrorData, toJson, toStoredJson } from "../core/serialization.ts";
 import type { NewCompensation, NewHistoryEvent, StepConclusion } from "../storage/types.ts";
 import { recordOutcomes, type ActivityOutcome, type RecordedOutcomes } from "./execute.ts";
 
@@ -75,8 +75,12 @@ export function decide(outcome: StepOutcome, history: StepHistory, options: Deci
 export function decide(outcome: StepOutcome, history: StepHistory, options: DecideOptions): StepPlan {
   const { records, compensations } = history;
   switch (outcome.kind) {
-    case "completed":
-      return conclude({ status: "completed", currentActivityId: null, history: records, outputData: toJson(outcome.output) }, { workflow: { kind: "completed", output: outcome.output } });
+    case "completed": {
+      // An output that cannot be stored fails the run (once, with the typed error), like any failure.
+      const outputData = storedOutput(outcome);
+      if (typeof outputData !== "string") return decide({ kind: "failed", error: outputData }, history, options);
+      return conclude({ status: "completed", currentActivityId: null, history: records, outputData }, { workflow: { kind: "completed", output: outcome.output } });
+    }
     case "failed": {
       const errorData = instanceErrorData(outcome.error);
       const compensate = (compensations.length > 0 || options.hasStoredCompensations === true) && !(outcome.error instanceof NonDeterminismError);
@@ -132,7 +136,27 @@ export function decide(outcome: StepOutcome, history: StepHistory, options: Deci
  * failure with no compensation registered in this step (one read, on that path alone).
  */
 export function needsStoredCompensations(outcome: StepOutcome, history: StepHistory): boolean {
-  return outcome.kind === "failed" && history.compensations.length === 0 && !(outcome.error instanceof NonDeterminismError);
+  if (history.compensations.length > 0) return false;
+  if (outcome.kind === "completed") return typeof storedOutput(outcome) !== "string";
+  return outcome.kind === "failed" && !(outcome.error instanceof NonDeterminismError);
+}
+
+/** Encoded once per outcome: `needsStoredCompensations` and `decide` both ask. */
+const encodedOutputs = new WeakMap<object, string | UnserializableValueError>();
+
+/** A completed run's output as stored, or the error that fails the run when it cannot be stored. */
+function storedOutput(outcome: { output: unknown }): string | UnserializableValueError {
+  let encoded = encodedOutputs.get(outcome);
+  if (encoded === undefined) {
+    try {
+      encoded = toStoredJson(outcome.output, "the workflow's output");
+    } catch (err) {
+      if (!(err instanceof UnserializableValueError)) throw err;
+      encoded = err;
+    }
+    encodedOutputs.set(outcome, encoded);
+  }
+  return encoded;
 }
 
 /**
@@ -150,7 +174,10 @@ export function withLookAhead(plan: ConcludePlan, ahead: ReplayResult | null): C
   };
   if (ahead.outcome.kind !== "completed") return { ...plan, conclusion };
   const { output } = ahead.outcome;
-  conclusion = { ...conclusion, status: "completed", currentActivityId: null, outputData: toJson(output) };
+  // An output that cannot be stored is left to the follow-up step: it replays to it and fails the run (decide).
+  const outputData = storedOutput(ahead.outcome);
+  if (typeof outputData !== "string") return { ...plan, conclusion };
+  conclusion = { ...conclusion, status: "completed", currentActivityId: null, outputData };
   delete conclusion.handoff;
   return { kind: "conclude", conclusion, after: { ...plan.after, workflow: { kind: "completed", output } } };
 }

@@ -8,7 +8,7 @@ import type { Workflow } from "../core/definitions.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
 import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
-import { fromJson, historyDataView, toJson, toPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
+import { fromJson, historyDataView, toStoredJson, toStoredPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
 import { sha256Hex } from "../core/signature.ts";
 import type { InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
 import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
@@ -179,7 +179,7 @@ export class Engine implements StepRunner {
     const sourceHash = await this.ensureDefinition(wf);
     const instanceId = opts.instanceId ?? crypto.randomUUID();
     const traceContext = this.tracing?.started(wf.workflowName, instanceId, opts.traceparent) ?? null;
-    const inputData = toJson(value ?? null);
+    const inputData = toStoredJson(value ?? null, `the input of workflow "${wf.workflowName}"`);
     const create = (s: Storage, flow: FlowFields = {}) =>
       s.createInstance({
         instanceId,
@@ -215,8 +215,8 @@ export class Engine implements StepRunner {
     }
     const msg = await this.storage.publishMessage({
       channel,
-      data: toPayload(data),
-      metadata: opts.metadata ? toJson(opts.metadata) : null,
+      data: toStoredPayload(data, `message data on channel "${channel}"`),
+      metadata: opts.metadata ? toStoredJson(opts.metadata, `message metadata on channel "${channel}"`) : null,
       targetInstanceId: opts.targetInstanceId ?? null,
     });
     this.notifyPublished(channel, scope);

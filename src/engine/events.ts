@@ -9,7 +9,7 @@
 import type { ActivityContext } from "../core/context.ts";
 import { outgoingEvent, SPEC_VERSION, type CloudEventRecord } from "../core/cloudevent.ts";
 import { InvalidCloudEventError } from "../core/errors.ts";
-import { toJson, toPayload } from "../core/serialization.ts";
+import { toJson, toStoredPayload } from "../core/serialization.ts";
 import { activityInternalsOf } from "./execute.ts";
 import { postEvent, structuredMessage } from "./outbox.ts";
 
@@ -80,7 +80,7 @@ export async function sendEventTransactional(ctx: ActivityContext, event: Outgoi
     eventId: id,
     eventType: type,
     eventSource: source,
-    data: toPayload(event.data ?? null),
+    data: toStoredPayload(event.data ?? null, `the data of event "${type}"`),
     contentType: String(datacontenttype),
     extensions: Object.keys(extensions).length ? toJson(extensions) : null,
   });

@@ -13,14 +13,15 @@
 import type { ActivityContext, Transaction } from "../core/context.ts";
 import type { PendingActivity } from "../core/replay.ts";
 import { attemptId, retryTimerId } from "../core/ids.ts";
-import { EV } from "../core/model.ts";
+import { EV, type Payload } from "../core/model.ts";
 import { ActivityTimeoutError, RetryExhaustedError } from "../core/errors.ts";
 import { backoffSeconds, nextRetry, resolveRetryPolicy, type RetryPolicy } from "../core/retry.ts";
-import { serializeError, toJson, toPayload } from "../core/serialization.ts";
+import { serializeError, toJson, toPayload, toStoredJson, toStoredPayload } from "../core/serialization.ts";
 import type { ChildStart } from "./children.ts";
 import type { NewCompensation, NewHistoryEvent, Storage, TimerRegistration } from "../storage/types.ts";
 
-export type ActivityOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+/** `data`: the result's history payload, encoded inside the attempt (see `settle`). */
+export type ActivityOutcome = { ok: true; value: unknown; data?: Payload } | { ok: false; error: unknown };
 
 export interface ExecutionTarget {
   instanceId: string;
@@ -93,7 +94,7 @@ export async function invoke(pending: PendingActivity, ctx: ActivityContext): Pr
   const limit = pending.activity.options.timeoutSeconds;
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    if (limit === undefined) return { ok: true, value: await pending.activity.fn(ctx, ...pending.args) };
+    if (limit === undefined) return settle(pending, await pending.activity.fn(ctx, ...pending.args));
     // Past the limit the attempt's outcome is a failure at once, its transaction rolls back with it
     // (whatever the function still does commits nothing), and `ctx.signal` aborts so a fetch stops.
     const abort = new AbortController();
@@ -107,12 +108,34 @@ export async function invoke(pending: PendingActivity, ctx: ActivityContext): Pr
         reject(error);
       }, limit * 1000);
     });
-    return { ok: true, value: await Promise.race([run, expired]) };
+    return settle(pending, await Promise.race([run, expired]));
   } catch (error) {
     return { ok: false, error };
   } finally {
     if (timer !== undefined) clearTimeout(timer);
   }
+}
+
+/**
+ * The attempt's result as it will be recorded, encoded while the attempt is still open: a value that
+ * cannot be stored fails this attempt (its transaction rolls back) with an UnserializableValueError,
+ * never retried, which the workflow can catch — instead of escaping the step after the body ran.
+ */
+function settle(pending: PendingActivity, value: unknown): ActivityOutcome {
+  try {
+    return { ok: true, value, data: resultPayload(pending, value) };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+function resultPayload(pending: PendingActivity, value: unknown): Payload {
+  const name = pending.activity.activityName;
+  if (value instanceof Uint8Array) return toPayload(value);
+  const data = toStoredPayload({ name, result: value ?? null, ...(pending.attempt > 1 ? { attempts: pending.attempt } : {}) }, `the result of activity "${name}"`);
+  // onFailure receives the result with the activity's arguments: both are stored with the compensation.
+  if (pending.activity.options.onFailure) toStoredJson([value, ...pending.args], `the onFailure arguments of activity "${name}"`);
+  return data;
 }
 
 export function isTransactional(p: PendingActivity): boolean {
@@ -140,10 +163,7 @@ export function recordOutcomes(
   for (const { pending, outcome } of results) {
     const name = pending.activity.activityName;
     if (outcome.ok) {
-      const data =
-        outcome.value instanceof Uint8Array
-          ? toPayload(outcome.value)
-          : toPayload({ name, result: outcome.value ?? null, ...(pending.attempt > 1 ? { attempts: pending.attempt } : {}) });
+      const data = outcome.data ?? resultPayload(pending, outcome.value);
       out.history.push({ activityId: pending.activityId, eventType: kind === "activity" ? EV.ActivityCompleted : EV.CompensationExecuted, data });
       const onFailure = pending.activity.options.onFailure;
       if (onFailure && kind === "activity") {

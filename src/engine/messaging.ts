@@ -12,7 +12,7 @@ import { activity, type Activity } from "../core/definitions.ts";
 import type { ActivityContext, WorkflowContext } from "../core/context.ts";
 import { encodeIdPart } from "../core/ids.ts";
 import { callActivityAt, isWorkflowContext, operationId } from "../core/operation.ts";
-import { toJson, toPayload } from "../core/serialization.ts";
+import { toStoredJson, toStoredPayload } from "../core/serialization.ts";
 import type { ChannelMode } from "../core/model.ts";
 import { activityInternalsOf, isActivityContext } from "./execute.ts";
 
@@ -31,8 +31,8 @@ async function publishIn(ctx: ActivityContext, channel: string, data: unknown, o
   const rt = internals(ctx);
   const msg = await rt.storage.publishMessage({
     channel,
-    data: toPayload(data),
-    metadata: opts.metadata ? toJson(opts.metadata) : null,
+    data: toStoredPayload(data, `message data on channel "${channel}"`),
+    metadata: opts.metadata ? toStoredJson(opts.metadata, `message metadata on channel "${channel}"`) : null,
     targetInstanceId: opts.targetInstanceId ?? null,
   });
   rt.afterCommit(() => rt.notify.published(channel));

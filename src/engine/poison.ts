@@ -136,18 +136,21 @@ export async function batchOrEach<T>(
 /**
  * A step threw (not a lease loss): give the lease back so the instance is
  * retried soon; a failure that is not transient is counted, and at the limit
- * the instance is quarantined with it. Never throws.
+ * the instance is quarantined with it. Never throws. False when the database
+ * did not answer: the lease is still held (the caller releases it once the
+ * database is back, see `redispatchSoon` in step.ts).
  */
-export async function stepFailed(storage: Storage, fence: Fence, err: unknown, maxFailures: number): Promise<void> {
+export async function stepFailed(storage: Storage, fence: Fence, err: unknown, maxFailures: number): Promise<boolean> {
   try {
     if (isTransientFailure(err)) {
       await storage.releaseLease(fence);
-      return;
+      return true;
     }
     const { errorType, message } = describeFailure(err);
     const after = await storage.recordInstanceFailure(fence.instanceId, { task: "step", errorType, message, maxFailures, fence });
     if (after?.status === "quarantined") console.error(`edda: instance ${fence.instanceId} quarantined after ${after.failureCount} failed steps: ${errorType}: ${message}`);
+    return true;
   } catch {
-    // The database is unreachable: the lease expires and the sweeper resumes the instance.
+    return false;
   }
 }

@@ -25,7 +25,7 @@ import { startChildActivity } from "./children.ts";
 import { slotFreed } from "./flow-control.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { Engine } from "./engine.ts";
-import { isConnectionLost, stepFailed } from "./poison.ts";
+import { isConnectionLost, isTransientFailure, stepFailed } from "./poison.ts";
 import { invoke, isTransactional, makeActivityContext, type ActivityNotify, type ActivityOutcome } from "./execute.ts";
 
 const isTx = (s: Storage): s is TxStorage => typeof (s as Partial<TxStorage>).afterCommit === "function";
@@ -46,8 +46,18 @@ export async function runStep(engine: Engine, req: StepRequest, scope?: Dispatch
   // Checked before any await: a follow-up dispatched in-process may start at once.
   const warm = req.lease ? engine.warmRuns.take(req.instanceId, req.lease) : null;
   if (warm) leased = { instance: warm.instance, fence: { instanceId: req.instanceId, ...req.lease! }, history: [] };
-  if (req.lease && !leased) leased = await storage.loadLeased({ instanceId: req.instanceId, ...req.lease });
-  leased ??= await storage.acquireLease(req.instanceId, engine.workerId, engine.defaultLeaseSeconds, { withHistory: true });
+  try {
+    if (req.lease && !leased) leased = await storage.loadLeased({ instanceId: req.instanceId, ...req.lease });
+    leased ??= await storage.acquireLease(req.instanceId, engine.workerId, engine.defaultLeaseSeconds, { withHistory: true });
+  } catch (err) {
+    // The first statement met a dead connection: try again once the database answers, giving a
+    // handed-off lease back first (else the retry would find it held by this very worker).
+    if (isConnectionLost(err)) {
+      const held = req.lease ? { instanceId: req.instanceId, ...req.lease } : null;
+      redispatchSoon(engine, req.instanceId, held ? () => storage.releaseLease(held) : () => storage.getInstance(req.instanceId), engine.handoffLeaseSeconds, scope);
+    }
+    throw err;
+  }
   if (!leased) return { status: "skipped", reason: "not runnable, finished, or leased by another worker" };
 
   const wf = engine.workflows.get(leased.instance.workflowName);
@@ -66,11 +76,13 @@ export async function runStep(engine: Engine, req: StepRequest, scope?: Dispatch
     if (err instanceof LeaseLostError) return { status: "lease_lost" };
     // Unexpected (database down, a value that cannot be stored…): the lease goes back so the
     // instance is retried soon; a failure that is not transient counts towards quarantine.
-    await stepFailed(storage, leased.fence, err, engine.quarantineAfter);
-    // The connection went away under the step (a killed backend, a server restart): its lease was just
-    // given back, so run it again shortly instead of leaving it to the next sweep. A step that cannot
-    // take the lease (the release failed too) is skipped, and the sweep resumes the instance later.
-    if (isConnectionLost(err)) redispatchSoon(engine, req.instanceId, scope);
+    const settled = await stepFailed(storage, leased.fence, err, engine.quarantineAfter);
+    // The connection went away under the step (a killed backend, a server restart): run it again shortly
+    // instead of leaving it to the next sweep. When the release failed too (the server is still down),
+    // the lease is still ours: a plain re-dispatch would find the instance locked by this very worker
+    // and be skipped until the lease expires, so the lease is given back first, once the database answers.
+    const held = leased.fence;
+    if (isConnectionLost(err)) redispatchSoon(engine, req.instanceId, settled ? null : () => storage.releaseLease(held), leaseSeconds, scope);
     throw err;
   } finally {
     renewal.stop();
@@ -79,16 +91,47 @@ export async function runStep(engine: Engine, req: StepRequest, scope?: Dispatch
 
 /** A short pause first: the pool replaces the dead connection, and a server that is restarting gets a moment. */
 const REDISPATCH_DELAY_MS = 250;
+/** Longest pause between two tries of a statement while the database does not answer. */
+const ANSWER_RETRY_MAX_MS = 2000;
 
-function redispatchSoon(engine: Engine, instanceId: string, scope?: DispatchScope): void {
-  const p = new Promise<void>((resolve) => {
-    const t = setTimeout(() => {
-      engine.dispatcher.dispatch({ instanceId }, scope);
-      resolve();
-    }, REDISPATCH_DELAY_MS);
-    (t as { unref?: () => void }).unref?.();
-  });
+/**
+ * Run the instance's step again soon. `first` is a statement that must get an answer before: giving
+ * back the lease the failed step still holds (its release went to the same dead server), or a read
+ * that tells the server is back. It is retried with backoff while the database does not answer, up
+ * to `giveUpSeconds` (by then the lease has run out anyway and the sweep finds the instance). A
+ * release that matches no row (the conclusion committed after all, or the lease was taken over)
+ * still dispatches: the step then skips, or runs whatever is current.
+ */
+function redispatchSoon(engine: Engine, instanceId: string, first: (() => Promise<unknown>) | null, giveUpSeconds: number, scope?: DispatchScope): void {
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, ms);
+      (t as { unref?: () => void }).unref?.();
+    });
+  const giveUpAt = Date.now() + giveUpSeconds * 1000;
+  const p = (async () => {
+    await pause(REDISPATCH_DELAY_MS);
+    for (let wait = REDISPATCH_DELAY_MS; first; wait = Math.min(wait * 2, ANSWER_RETRY_MAX_MS)) {
+      try {
+        await first();
+        break;
+      } catch (err) {
+        // Not transient (the database was closed by its owner, the statement itself is refused): leave it to the sweep.
+        if (!isTransientFailure(err) || isEnded(err) || Date.now() + wait > giveUpAt) return;
+        await pause(wait);
+      }
+    }
+    engine.dispatcher.dispatch({ instanceId }, scope);
+  })();
   scope?.waitUntil?.(p);
+}
+
+/** The pool was ended on purpose (the app closed its database): no answer will come. */
+function isEnded(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e && typeof e === "object" && depth < 6; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { code?: unknown }).code === "CONNECTION_ENDED") return true;
+  }
+  return false;
 }
 
 interface Renewal {
