@@ -81,7 +81,7 @@ it("after a Postgres restart no instance waits out its lease: all resume within 
     return now === null ? ids : ids.filter((id) => (now.get(id) ?? 0) < STEPS && (now.get(id) ?? 0) <= (before.get(id) ?? 0));
   };
   let waiting = await stalled();
-  while (waiting.length > 0 && Date.now() - back < 20_000) {
+  while (waiting.length > 0 && Date.now() - back < 60_000) {
     await new Promise((r) => setTimeout(r, 100));
     waiting = await stalled();
   }
@@ -91,7 +91,7 @@ it("after a Postgres restart no instance waits out its lease: all resume within 
     : "";
   expect(waiting, `instances that made no progress ${resumedSeconds} s after the restart: ${detail}`).toEqual([]);
   // Seconds, not the 300 s lease (a loaded machine replaces the pool's connections slowly).
-  expect(resumedSeconds).toBeLessThan(20);
+  expect(resumedSeconds).toBeLessThan(30);
 
   for (const id of ids) await app.waitFor(id, ["completed"], 60_000);
   sweeping = false;
