@@ -1,5 +1,6 @@
 // Vitest config: the tests in four tiers (projects), by what they need.
-//   unit     no database, no other runtime: pure core, the viewer's timeline,
+//   unit     no database, no other runtime (and any *.unit.test.ts): pure core,
+//            the OpenAPI document, the viewer's timeline,
 //            the client's types, platform options. No global set-up, so a test
 //            that needs Postgres fails here at once (nothing is provided).
 //   storage  the storage contract on every driver, migrations, the harness.
@@ -13,7 +14,7 @@
 import { configDefaults, defineConfig } from "vitest/config";
 
 export const TIERS = {
-  unit: ["test/core/**/*.test.ts", "test/platform/**/*.test.ts", "test/client/types.test.ts", "test/ui/timeline.test.ts"],
+  unit: ["test/**/*.unit.test.ts", "test/core/**/*.test.ts", "test/platform/**/*.test.ts", "test/client/types.test.ts", "test/ui/timeline.test.ts"],
   storage: ["test/storage/**/*.test.ts", "test/harness.test.ts", "test/cli/migrate.test.ts"],
   runtime: [
     "test/runtime/**/*.test.ts",
