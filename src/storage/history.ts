@@ -27,6 +27,7 @@ import type {
   HistoryEvent,
   NewCompensation,
   NewHistoryEvent,
+  Payload,
   TimerRegistration,
 } from "./records.ts";
 
@@ -36,12 +37,25 @@ export interface HistoryPage {
   nextAfterId: number | null;
 }
 
+/** A history entry for display: `data` is null when the payload is longer than the page asked for; `size` is its length. */
+export interface HistoryPreview extends Omit<HistoryEvent, "data"> {
+  data: Payload | null;
+  size: number;
+}
+
+export interface HistoryPreviewPage {
+  events: HistoryPreview[];
+  nextAfterId: number | null;
+}
+
 /** The current run's history, archived runs, compensations and timers. */
 export interface HistoryArea {
   appendHistory(instanceId: string, events: NewHistoryEvent[]): Promise<void>;
   loadHistory(instanceId: string): Promise<HistoryEvent[]>;
   /** One page of the current run's history, in order, after the row `afterId` (0: from the start). */
   loadHistoryPage(instanceId: string, afterId: number, limit: number): Promise<HistoryPage>;
+  /** A page of history for display, payloads over `maxChars` left in the database (current run, or the archived `run`). */
+  loadHistoryPreview(instanceId: string, opts: { afterId: number; limit: number; maxChars: number; run?: number }): Promise<HistoryPreviewPage>;
   loadArchivedHistory(instanceId: string, run?: number): Promise<ArchivedHistoryEvent[]>;
   addCompensations(instanceId: string, comps: NewCompensation[]): Promise<void>;
   /** Newest first (LIFO order). */
@@ -108,6 +122,36 @@ export async function loadHistoryPage(ex: Executor, instanceId: string, afterId:
   );
   const events = rows.slice(0, limit).map(toHistoryEvent);
   return { events, nextAfterId: rows.length > limit ? (events.at(-1)?.id ?? null) : null };
+}
+
+/**
+ * A page of history for display (the viewer): a payload longer than
+ * `maxChars` stays in the database — the row carries its size and no data —
+ * so a page of huge values costs what a page of small ones does. `run`
+ * reads an archived run instead of the current one.
+ */
+export async function loadHistoryPreview(
+  ex: Executor,
+  instanceId: string,
+  opts: { afterId: number; limit: number; maxChars: number; run?: number },
+): Promise<HistoryPreviewPage> {
+  const from = opts.run === undefined ? sql`workflow_history WHERE instance_id = ${instanceId}` : sql`workflow_history_archive WHERE instance_id = ${instanceId} AND run = ${opts.run}::int`;
+  const max = opts.maxChars;
+  const rows = await queryRows<Row>(
+    ex,
+    sql`SELECT id, activity_id, event_type, data_type, created_at,
+               COALESCE(length(event_data), octet_length(event_data_binary), 0) AS size,
+               CASE WHEN length(event_data) > ${max}::int THEN NULL ELSE event_data END AS event_data,
+               CASE WHEN octet_length(event_data_binary) > ${max}::int THEN NULL ELSE event_data_binary END AS event_data_binary
+        FROM ${from} AND id > ${opts.afterId}::bigint ORDER BY id LIMIT ${opts.limit + 1}::int`,
+  );
+  const events = rows.slice(0, opts.limit).map((r) => {
+    const size = Number(r.size);
+    if (size <= max) return { ...toHistoryEvent(r), size };
+    const { data: _left, ...rest } = toHistoryEvent({ ...r, data_type: "json", event_data: "null" });
+    return { ...rest, data: null, size };
+  });
+  return { events, nextAfterId: rows.length > opts.limit ? (events.at(-1)?.id ?? null) : null };
 }
 
 export async function loadArchivedHistory(ex: Executor, instanceId: string, run?: number): Promise<ArchivedHistoryEvent[]> {

@@ -51,6 +51,7 @@ import type {
   Fence,
   HistoryEvent,
   HistoryPage,
+  HistoryPreviewPage,
   InstanceFailure,
   InstancePage,
   InstanceRecord,
@@ -357,6 +358,9 @@ export class PgStorage implements Storage {
   }
   loadHistoryPage(instanceId: string, afterId: number, limit: number): Promise<HistoryPage> {
     return history.loadHistoryPage(this.executor, instanceId, afterId, limit);
+  }
+  loadHistoryPreview(instanceId: string, opts: { afterId: number; limit: number; maxChars: number; run?: number }): Promise<HistoryPreviewPage> {
+    return history.loadHistoryPreview(this.executor, instanceId, opts);
   }
 
   // --- outbox, dedupe, system locks -----------------------------------------

@@ -7,7 +7,8 @@ import { RetryExhaustedError } from "../../src/core/errors.ts";
 import type { HistoryEvent } from "../../src/storage/types.ts";
 import { buildTimeline, causeChain } from "../../src/http/ui/timeline.ts";
 import { readInput, type Field } from "../../src/http/ui/forms.tsx";
-import { formatDuration } from "../../src/http/ui/format.ts";
+import fc from "fast-check";
+import { boundedJson, formatDuration, Oversized, preview, VALUE_MAX_CHARS } from "../../src/http/ui/format.ts";
 
 const t0 = new Date("2026-01-01T00:00:00.000Z");
 let id = 0;
@@ -91,5 +92,37 @@ describe("start form input", () => {
     expect(readInput(null, { __json: "[1,2]" })).toEqual({ input: [1, 2] });
     expect(readInput(null, { __json: "" })).toEqual({ input: undefined });
     expect(readInput(null, { __json: "nope" })).toEqual({ issues: [{ message: "the input is not valid JSON" }] });
+  });
+});
+
+describe("bounded JSON for pages", () => {
+  it("untruncated, it is exactly JSON.stringify(value, null, 2)", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => {
+        const r = boundedJson(v, { maxChars: 10_000_000, maxDepth: 10_000 });
+        expect(r.truncated).toBe(false);
+        expect(r.text).toBe(JSON.stringify(v, null, 2));
+      }),
+    );
+  });
+
+  it("never exceeds its budget, and says when it cut", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.integer({ min: 1, max: 200 }), fc.integer({ min: 0, max: 5 }), (v, maxChars, maxDepth) => {
+        const r = boundedJson(v, { maxChars, maxDepth });
+        expect(r.text.length).toBeLessThanOrEqual(maxChars + 1);
+        if (!r.truncated) expect(r.text).toBe(JSON.stringify(v, null, 2));
+      }),
+    );
+  });
+
+  it("a value of 500 nested arrays costs its first kilobytes, not hundreds of megabytes", () => {
+    let v: unknown[] = [];
+    for (let i = 0; i < 500; i++) v = [v, ...new Array<number>(900).fill(0)];
+    const r = boundedJson(v);
+    expect(r.truncated).toBe(true);
+    expect(r.text.length).toBeLessThanOrEqual(VALUE_MAX_CHARS + 1);
+    expect(preview(v, 80).length).toBeLessThanOrEqual(80);
+    expect(boundedJson(new Oversized(2_000_000)).text).toContain("too large to show here");
   });
 });

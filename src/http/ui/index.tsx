@@ -16,7 +16,10 @@ import { listAppSchedules } from "../../engine/schedules.ts";
 import { DEAD_LETTER_STATUSES } from "../../engine/records.ts";
 import { ChannelPage, ChannelsPage } from "./channels.tsx";
 import { inputFields, readInput, StartForm } from "./forms.tsx";
-import { InstancePage, type InstancePageProps } from "./instance.tsx";
+import { InstancePage, TIMELINE_PAGE, type InstancePageProps } from "./instance.tsx";
+import { formatSize, Oversized, PARSE_MAX_CHARS } from "./format.ts";
+import { toView, type InstanceView } from "../../engine/views.ts";
+import type { InstanceRecord } from "../../storage/types.ts";
 import { Page, Problem } from "./layout.tsx";
 import { filterOf, ListPage, readListParams } from "./list.tsx";
 import { OutboxPage } from "./outbox.tsx";
@@ -47,6 +50,27 @@ const noticeOf = (c: Context): string | undefined => {
 };
 
 const MAX_JSON_CHARS = 256 * 1024;
+
+/**
+ * The instance as the page shows it: stored values longer than
+ * PARSE_MAX_CHARS are not parsed (the page shows their size and links the
+ * raw JSON), so the page costs the same whatever the instance holds.
+ */
+function boundedView(inst: InstanceRecord, e: Engine): InstanceView {
+  const small = (text: string | null) => (text !== null && text.length > PARSE_MAX_CHARS ? null : text);
+  const view = toView({ ...inst, inputData: small(inst.inputData) ?? "null", outputData: small(inst.outputData), errorData: small(inst.errorData), cancelData: small(inst.cancelData) }, e.errorView);
+  const big = (text: string | null) => (text !== null && text.length > PARSE_MAX_CHARS ? new Oversized(text.length) : undefined);
+  return {
+    ...view,
+    input: big(inst.inputData) ?? view.input,
+    output: big(inst.outputData) ?? view.output,
+    cancellation: big(inst.cancelData) ?? view.cancellation,
+    error: big(inst.errorData) ? { error_type: "Error", error_message: `the stored error is ${formatSize(inst.errorData!.length)}, too large to show here: see the raw JSON` } : view.error,
+  };
+}
+
+/** A stored JSON value as a download-free JSON response (the viewer's CSP and headers still apply). */
+const rawJson = (text: string) => new Response(text, { headers: { "content-type": "application/json; charset=utf-8" } });
 
 async function formValues(c: C): Promise<Record<string, string>> {
   const body = await c.req.parseBody();
@@ -162,29 +186,67 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   const instancePage = async (c: C, id: string, extra: Partial<InstancePageProps> = {}, status = 200) => {
     const e = await opts.engine(c);
     const s = e.storage;
-    const view = await e.getInstance(id);
-    if (!view) return errorPage(c, 404, `instance "${id}" not found`);
+    const inst = await s.getInstance(id);
+    if (!inst) return errorPage(c, 404, `instance "${id}" not found`);
     const runParam = Number(c.req.query("run"));
-    const [history, timers, subscriptions, groups, compensations, runs] = await Promise.all([
-      s.loadHistory(id),
+    const afterParam = Number(c.req.query("after") ?? 0);
+    const historyAfter = Number.isSafeInteger(afterParam) && afterParam > 0 ? afterParam : 0;
+    const [page, timers, subscriptions, groups, compensations, runs, children] = await Promise.all([
+      s.loadHistoryPreview(id, { afterId: historyAfter, limit: TIMELINE_PAGE, maxChars: PARSE_MAX_CHARS }),
       s.listTimers(id),
       s.listSubscriptions(id),
       s.listGroups(id),
       s.listCompensations(id),
       s.listArchivedRuns(id),
+      s.listChildren(id, 100),
     ]);
-    const archived = Number.isInteger(runParam) && runs.some((r) => r.run === runParam) ? { run: runParam, history: await s.loadArchivedHistory(id, runParam) } : null;
+    // Each compensation's state needs only the event rows, never their payloads.
+    const compensationEvents = compensations.length ? (await s.loadHistoryPreview(id, { afterId: 0, limit: 10_000, maxChars: 0 })).events.filter((ev) => ev.activityId.startsWith("compensate:")) : [];
+    const archived = Number.isInteger(runParam) && runs.some((r) => r.run === runParam) ? { run: runParam, history: (await s.loadHistoryPreview(id, { afterId: 0, limit: TIMELINE_PAGE, maxChars: PARSE_MAX_CHARS, run: runParam })).events } : null;
     const notice = noticeOf(c);
     return render(
       c,
       id,
-      <InstancePage view={view} history={history} timers={timers} subscriptions={subscriptions} groups={groups} compensations={compensations} runs={runs} archived={archived} now={new Date()} notice={notice} {...extra} />,
+      <InstancePage
+        view={{ ...boundedView(inst, e), children }}
+        history={page.events}
+        historyAfter={historyAfter}
+        historyNext={page.nextAfterId}
+        compensationEvents={compensationEvents}
+        timers={timers}
+        subscriptions={subscriptions}
+        groups={groups}
+        compensations={compensations}
+        runs={runs}
+        archived={archived}
+        now={new Date()}
+        notice={notice}
+        {...extra}
+      />,
       status,
     );
   };
   const instanceUrl = (id: string, notice: string) => `/ui/instances/${encodeURIComponent(id)}?notice=${notice}`;
 
   ui.get("/instances/:id", (c) => instancePage(c, c.req.param("id")));
+  // All of a stored value, as the JSON it is stored as (the page shows a bounded part of it).
+  ui.get("/instances/:id/raw/:part{input|output|error|cancellation}", async (c) => {
+    const inst = await (await opts.engine(c)).storage.getInstance(c.req.param("id"));
+    if (!inst) return errorPage(c, 404, `instance "${c.req.param("id")}" not found`);
+    const part = c.req.param("part");
+    const text = part === "input" ? inst.inputData : part === "output" ? inst.outputData : part === "error" ? inst.errorData : inst.cancelData;
+    return rawJson(text ?? "null");
+  });
+  ui.get("/instances/:id/raw/history/:eventId{[0-9]{1,15}}", async (c) => {
+    const e = await opts.engine(c);
+    const eventId = Number(c.req.param("eventId"));
+    const runParam = Number(c.req.query("run"));
+    const run = Number.isSafeInteger(runParam) && c.req.query("run") !== undefined ? { run: runParam } : {};
+    const [ev] = (await e.storage.loadHistoryPreview(c.req.param("id"), { afterId: eventId - 1, limit: 1, maxChars: 2_147_483_647, ...run })).events;
+    if (!ev || ev.id !== eventId || !ev.data) return errorPage(c, 404, "no such history entry");
+    if (ev.data.type === "binary") return new Response(ev.data.bytes as Uint8Array<ArrayBuffer>, { headers: { "content-type": "application/octet-stream", "content-disposition": "attachment" } });
+    return rawJson(ev.data.json);
+  });
   /** A form action: redirect on success; a ConflictError re-renders the page it came from with the problem (409). */
   const action =
     (run: (c: C, e: Engine) => Promise<unknown>, done: (c: C) => string, refused: (c: C, message: string) => Promise<Response>) =>

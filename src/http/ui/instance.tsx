@@ -11,21 +11,31 @@ import type { SerializedError } from "../../core/serialization.ts";
 import { CANCELLABLE_STATUSES, TERMINAL_STATUSES, type HistoryEvent } from "../../core/model.ts";
 import type { ArchivedRunSummary, ChildSummary, CompensationRecord, GroupMembership, SubscriptionRecord, TimerRecord } from "../../engine/records.ts";
 import { MessageForm } from "./channels.tsx";
-import { formatDuration, formatTime, parseStored, prettyJson, preview, relative } from "./format.ts";
+import { clip, formatDuration, formatTime, parseStored, prettyJson, preview, relative } from "./format.ts";
 import { Problem, StatusBadge } from "./layout.tsx";
 import { Table, type Column } from "./table.tsx";
-import { buildTimeline, causeChain, type TimelineEntry } from "./timeline.ts";
+import { buildTimeline, causeChain, type TimelineEntry, type TimelineSource } from "./timeline.ts";
+
+/** Rows of a list section shown on the page (timers, subscriptions, groups, compensations, runs). */
+export const LIST_MAX = 100;
+/** History entries per timeline page. */
+export const TIMELINE_PAGE = 100;
 
 export interface InstancePageProps {
   view: InstanceView & { children?: ChildSummary[] };
-  history: HistoryEvent[];
+  /** One page of the timeline (payloads too large to show left out), after the row `historyAfter`. */
+  history: TimelineSource[];
+  historyAfter: number;
+  historyNext: number | null;
+  /** Compensation events of the current run (for each compensation's state). */
+  compensationEvents: Pick<HistoryEvent, "activityId" | "eventType">[];
   timers: TimerRecord[];
   subscriptions: SubscriptionRecord[];
   groups: GroupMembership[];
   compensations: CompensationRecord[];
   runs: ArchivedRunSummary[];
   /** The archived run being shown, with its history. */
-  archived: { run: number; history: HistoryEvent[] } | null;
+  archived: { run: number; history: TimelineSource[] } | null;
   now: Date;
   notice?: string | undefined;
   problem?: { message: string; issues?: { path?: PropertyKey[]; message: string }[] | undefined } | undefined;
@@ -42,8 +52,27 @@ interface StoredError {
 
 const iid = (id: string) => encodeURIComponent(id);
 
-function Json({ value }: { value: unknown }) {
-  return <pre>{prettyJson(value)}</pre>;
+/** A value, bounded; when only part of it fits, a link to all of it as JSON. */
+function Json({ value, raw }: { value: unknown; raw?: string | undefined }) {
+  const shown = prettyJson(value);
+  return (
+    <>
+      <pre>{shown.text}</pre>
+      {shown.truncated && raw ? (
+        <p class="small muted">
+          Shown in part. <a href={raw}>Raw JSON</a>
+        </p>
+      ) : null}
+    </>
+  );
+}
+
+const rawUrl = (instanceId: string, part: string, run?: number) => `/ui/instances/${iid(instanceId)}/raw/${part}${run === undefined ? "" : `?run=${run}`}`;
+
+/** The first `LIST_MAX` rows, and a line saying how many are left out. */
+function capped<T>(rows: T[]): { rows: T[]; more: Child } {
+  if (rows.length <= LIST_MAX) return { rows, more: null };
+  return { rows: rows.slice(0, LIST_MAX), more: <p class="small muted">and {rows.length - LIST_MAX} more (not shown)</p> };
 }
 
 function ErrorChain({ chain }: { chain: SerializedError[] }) {
@@ -52,11 +81,11 @@ function ErrorChain({ chain }: { chain: SerializedError[] }) {
       {chain.map((e, i) => (
         <li>
           {i > 0 ? <span class="muted">caused by </span> : null}
-          <strong>{e.name}</strong>: {e.message}
+          <strong>{clip(String(e.name), 200)}</strong>: {clip(String(e.message))}
           {e.stack ? (
             <details>
               <summary class="muted">stack</summary>
-              <pre>{e.stack}</pre>
+              <pre>{clip(String(e.stack), 8000)}</pre>
             </details>
           ) : null}
         </li>
@@ -73,7 +102,7 @@ function failureChain(error: StoredError, timeline: TimelineEntry[]): Serialized
   return source?.error ? causeChain(source.error) : [top];
 }
 
-function Timeline({ entries, now }: { entries: TimelineEntry[]; now?: Child }) {
+function Timeline({ entries, now, raw }: { entries: TimelineEntry[]; now?: Child; raw: (eventId: number) => string }) {
   return (
     <ol class="timeline">
       {entries.map((e) => (
@@ -83,17 +112,23 @@ function Timeline({ entries, now }: { entries: TimelineEntry[]; now?: Child }) {
             +{formatDuration(e.sinceMs)}
           </div>
           <div>
-            <span class={`badge k-${e.kind}`}>{e.kind.replace("-", " ")}</span> <strong>{e.name}</strong> <code class="muted">{e.activityId}</code>
-            {e.note ? <span class="small"> — {e.note}</span> : null}
+            <span class={`badge k-${e.kind}`}>{e.kind.replace("-", " ")}</span> <strong>{clip(e.name, 200)}</strong> <code class="muted">{clip(e.activityId, 300)}</code>
+            {e.note ? <span class="small"> — {clip(e.note, 300)}</span> : null}
             {e.error ? (
               <div class="small">
-                <strong>{e.error.name}</strong>: {e.error.message}
+                <strong>{clip(String(e.error.name), 200)}</strong>: {clip(String(e.error.message), 1000)}
               </div>
             ) : null}
-            <details>
-              <summary class="small muted">{e.error ? "error record" : `recorded ${preview(e.detail, 80)}`}</summary>
-              <Json value={e.error ?? e.detail} />
-            </details>
+            {e.oversized !== null ? (
+              <div class="small">
+                <a href={raw(e.eventId)}>Raw JSON</a>
+              </div>
+            ) : (
+              <details>
+                <summary class="small muted">{e.error ? "error record" : `recorded ${preview(e.detail, 80)}`}</summary>
+                <Json value={e.error ?? e.detail} raw={raw(e.eventId)} />
+              </details>
+            )}
           </div>
         </li>
       ))}
@@ -105,7 +140,7 @@ function Timeline({ entries, now }: { entries: TimelineEntry[]; now?: Child }) {
 function WaitingNow(p: { view: InstanceView; timers: TimerRecord[]; subscriptions: SubscriptionRecord[]; now: Date }) {
   const waits = p.subscriptions.filter((s) => s.activityId !== null);
   const items: Child[] = [];
-  for (const t of p.timers) {
+  for (const t of p.timers.slice(0, LIST_MAX)) {
     const retry = /#retry(\d+)$/.exec(t.timerId);
     items.push(
       <li>
@@ -114,7 +149,7 @@ function WaitingNow(p: { view: InstanceView; timers: TimerRecord[]; subscription
       </li>,
     );
   }
-  for (const s of waits) {
+  for (const s of waits.slice(0, LIST_MAX)) {
     items.push(
       <li>
         message on channel <a href={`/ui/channels/${encodeURIComponent(s.channel)}`}>{s.channel}</a> <span class="muted">({s.mode}, at {s.activityId})</span>
@@ -149,7 +184,7 @@ function WaitingNow(p: { view: InstanceView; timers: TimerRecord[]; subscription
   );
 }
 
-function compensationState(c: CompensationRecord, history: HistoryEvent[], status: string): string {
+function compensationState(c: CompensationRecord, history: Pick<HistoryEvent, "activityId" | "eventType">[], status: string): string {
   const ev = history.find((h) => h.activityId === `compensate:${c.activityId}`);
   if (ev) return ev.eventType === "CompensationExecuted" ? "done" : "failed";
   if (status === "compensating") return "pending";
@@ -163,9 +198,9 @@ const CHILD_COLUMNS: Column<ChildSummary>[] = [
   { class: "small muted", cell: (ch) => (ch.detached ? "detached" : "") },
 ];
 
-const compensationColumns = (history: HistoryEvent[], status: string): Column<CompensationRecord>[] => [
-  { head: "compensation", cell: (c) => c.activityName },
-  { head: "registered at", cell: (c) => <code>{c.activityId}</code> },
+const compensationColumns = (history: Pick<HistoryEvent, "activityId" | "eventType">[], status: string): Column<CompensationRecord>[] => [
+  { head: "compensation", cell: (c) => clip(c.activityName, 200) },
+  { head: "registered at", cell: (c) => <code>{clip(c.activityId, 300)}</code> },
   { head: "arguments", class: "mono small", cell: (c) => preview(parseStored(c.args), 100) },
   { head: "state", cell: (c) => compensationState(c, history, status) },
 ];
@@ -215,6 +250,8 @@ export function InstancePage(p: InstancePageProps) {
   const cancellable = CANCELLABLE_STATUSES.includes(view.status);
   const error = view.error as StoredError | null;
   const waitingChannel = p.subscriptions.find((s) => s.activityId !== null)?.channel ?? "";
+  const [compensations, subscriptions, groups, runs] = [capped(p.compensations), capped(p.subscriptions), capped(p.groups), capped(p.runs)];
+  const archivedRun = p.archived?.run;
   return (
     <>
       <p class="small">
@@ -279,12 +316,12 @@ export function InstancePage(p: InstancePageProps) {
           </section>
           <section class="card">
             <h2>Input</h2>
-            <Json value={view.input} />
+            <Json value={view.input} raw={rawUrl(view.instanceId, "input")} />
             {view.status === "completed" ? (
               <>
                 <h2>Output</h2>
                 <div id="output">
-                  <Json value={view.output} />
+                  <Json value={view.output} raw={rawUrl(view.instanceId, "output")} />
                 </div>
               </>
             ) : null}
@@ -294,6 +331,9 @@ export function InstancePage(p: InstancePageProps) {
           <section class="card" id="error">
             <h2>Error</h2>
             <ErrorChain chain={failureChain(error, timeline)} />
+            <p class="small">
+              <a href={rawUrl(view.instanceId, "error")}>Raw JSON</a>
+            </p>
           </section>
         ) : null}
         {view.children?.length ? (
@@ -306,7 +346,7 @@ export function InstancePage(p: InstancePageProps) {
           <section class="card" id="failure">
             <h2>{view.status === "quarantined" ? "Quarantined" : "Last failure"}</h2>
             <p>
-              <strong>{view.failure.errorType}</strong>: {view.failure.message}
+              <strong>{clip(view.failure.errorType, 200)}</strong>: {clip(view.failure.message)}
             </p>
             <p class="small muted">
               {view.failure.attempts} failure(s) in a row in {view.failure.task.replace(/_/g, " ")}, last at {view.failure.at}
@@ -317,7 +357,7 @@ export function InstancePage(p: InstancePageProps) {
         {view.cancellation ? (
           <section class="card" id="cancellation">
             <h2>Cancellation</h2>
-            <Json value={view.cancellation} />
+            <Json value={view.cancellation} raw={rawUrl(view.instanceId, "cancellation")} />
           </section>
         ) : null}
       </div>
@@ -325,7 +365,19 @@ export function InstancePage(p: InstancePageProps) {
       <h2>Timeline</h2>
       <div class="card" data-live="timeline" id="timeline">
         {timeline.length === 0 && terminal ? <p class="muted">No history.</p> : null}
-        <Timeline entries={timeline} now={terminal ? null : <WaitingNow view={view} timers={p.timers} subscriptions={p.subscriptions} now={p.now} />} />
+        {p.historyAfter > 0 ? (
+          <p class="small pager">
+            <a href={`/ui/instances/${iid(view.instanceId)}#timeline`}>← first entries</a>
+          </p>
+        ) : null}
+        <Timeline entries={timeline} raw={(eventId) => rawUrl(view.instanceId, `history/${eventId}`)} now={terminal || p.historyNext !== null ? null : <WaitingNow view={view} timers={p.timers} subscriptions={p.subscriptions} now={p.now} />} />
+        {p.historyNext !== null ? (
+          <p class="small pager">
+            <a id="timeline-next" href={`/ui/instances/${iid(view.instanceId)}?after=${p.historyNext}#timeline`}>
+              later entries →
+            </a>
+          </p>
+        ) : null}
       </div>
 
       <div data-live="compensations">
@@ -334,7 +386,8 @@ export function InstancePage(p: InstancePageProps) {
             <h2>Compensations</h2>
             <div class="card" id="compensations">
               <p class="small muted">Newest first: the order they run in.</p>
-              <Table columns={compensationColumns(p.history, view.status)} rows={p.compensations} empty="None." />
+              <Table columns={compensationColumns(p.compensationEvents, view.status)} rows={compensations.rows} empty="None." />
+              {compensations.more}
             </div>
           </>
         ) : null}
@@ -343,13 +396,16 @@ export function InstancePage(p: InstancePageProps) {
       <div class="grid" data-live="links">
         <section class="card" id="subscriptions">
           <h2>Subscriptions</h2>
-          <Table columns={SUBSCRIPTION_COLUMNS} rows={p.subscriptions} empty="None." />
+          <Table columns={SUBSCRIPTION_COLUMNS} rows={subscriptions.rows} empty="None." />
+          {subscriptions.more}
           <h2>Groups</h2>
-          {p.groups.length === 0 ? <p class="muted small">None.</p> : <ul>{p.groups.map((g) => <li>{g.group}</li>)}</ul>}
+          {p.groups.length === 0 ? <p class="muted small">None.</p> : <ul>{groups.rows.map((g) => <li>{clip(g.group, 300)}</li>)}</ul>}
+          {groups.more}
         </section>
         <section class="card" id="runs">
           <h2>Archived runs</h2>
-          <Table columns={runColumns(view.instanceId)} rows={p.runs} empty="None: this instance has not recurred." />
+          <Table columns={runColumns(view.instanceId)} rows={runs.rows} empty="None: this instance has not recurred." />
+          {runs.more}
         </section>
       </div>
 
@@ -357,7 +413,7 @@ export function InstancePage(p: InstancePageProps) {
         <>
           <h2 id="archived">Run {p.archived.run} (archived)</h2>
           <div class="card">
-            <Timeline entries={buildTimeline(p.archived.history, p.archived.history[0]?.createdAt ?? new Date(view.startedAt))} />
+            <Timeline entries={buildTimeline(p.archived.history, p.archived.history[0]?.createdAt ?? new Date(view.startedAt))} raw={(eventId) => rawUrl(view.instanceId, `history/${eventId}`, archivedRun)} />
           </div>
         </>
       ) : null}

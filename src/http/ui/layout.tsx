@@ -6,7 +6,8 @@
  *
  * Live refresh is progressive enhancement: without JavaScript every page is
  * complete and the "auto-refresh" link reloads it with a meta refresh. With
- * JavaScript the script re-fetches the page every 2 s and swaps the regions
+ * JavaScript the script re-fetches the page (every 2 s, less often for a large
+ * or slow page: refreshDelayMs) and swaps the regions
  * marked `data-live` — never one that holds the focus or a field the user has
  * typed into — and stops once the page says it is final.
  */
@@ -65,17 +66,30 @@ ol.timeline details{margin-top:.2rem}
 ol.timeline li{grid-template-columns:1fr;gap:.1rem}header.top .right{margin-left:0}}
 `;
 
-/** Re-fetch the page, swap `data-live` regions, stop when `data-final` appears. */
+/**
+ * The wait before the next live refresh: 2 s for an ordinary page, longer
+ * for a large or slow one (a tenth of a second per 10 KB, ten times the time
+ * the last fetch took), at most a minute — a big instance page is refreshed
+ * rarely, not every 2 s by every open tab. Pure, and sent to the browser as
+ * its source text.
+ */
+export function refreshDelayMs(bytes: number, elapsedMs: number): number {
+  return Math.min(60_000, Math.max(2000, Math.round(bytes / 100), Math.round(elapsedMs * 10)));
+}
+
+/** Re-fetch the page, swap `data-live` regions, stop when `data-final` appears; the next fetch waits refreshDelayMs. */
 const LIVE_JS = `(()=>{const box=document.getElementById("live");if(!box)return;const key="edda-live";
-box.checked=localStorage.getItem(key)!=="off";let busy=false;
+const delayOf=${refreshDelayMs.toString()};
+box.checked=localStorage.getItem(key)!=="off";let wait=delayOf(document.documentElement.outerHTML.length,0);
 const final=()=>document.querySelector("[data-final]")!==null;
 box.addEventListener("change",()=>localStorage.setItem(key,box.checked?"on":"off"));
-setInterval(async()=>{if(!box.checked||busy||document.hidden||final())return;busy=true;
+const tick=async()=>{if(final())return;if(box.checked&&!document.hidden){const t0=performance.now();
 try{const r=await fetch(location.href,{credentials:"same-origin",headers:{"x-edda-live":"1"}});
-if(r.ok&&!r.redirected){const doc=new DOMParser().parseFromString(await r.text(),"text/html");
+if(r.ok&&!r.redirected){const text=await r.text();wait=delayOf(text.length,performance.now()-t0);const doc=new DOMParser().parseFromString(text,"text/html");
 for(const el of document.querySelectorAll("[data-live]")){const next=doc.querySelector('[data-live="'+el.dataset.live+'"]');
 const typed=[...el.querySelectorAll("input,textarea")].some((i)=>i.value!==i.defaultValue);
-if(next&&!typed&&!el.contains(document.activeElement))el.replaceWith(document.importNode(next,true));}}}catch(e){}finally{busy=false}},2000);})();`;
+if(next&&!typed&&!el.contains(document.activeElement))el.replaceWith(document.importNode(next,true));}}}catch(e){}}
+setTimeout(tick,wait);};setTimeout(tick,wait);})();`;
 
 export interface PageProps {
   title: string;

@@ -10,12 +10,20 @@
  */
 import { EV } from "../../core/model.ts";
 import { fromPayload, historyDataView, type SerializedError } from "../../core/serialization.ts";
-import type { HistoryEvent } from "../../core/model.ts";
+import type { HistoryEvent, Payload } from "../../core/model.ts";
+import { formatSize, Oversized } from "./format.ts";
+
+/** A history entry as the viewer loads it: `data` null when the payload was too large to load (`size` says how large). */
+export type TimelineSource = Omit<HistoryEvent, "data"> & { data: Payload | null; size?: number };
 
 export type EntryKind = "activity" | "attempt" | "retry" | "failed" | "timer" | "message" | "timeout" | "compensation" | "compensation-failed" | "other";
 
 export interface TimelineEntry {
   kind: EntryKind;
+  /** The history row (for the raw JSON link). */
+  eventId: number;
+  /** The recorded value was too large to show: its length. */
+  oversized: number | null;
   activityId: string;
   /** Activity (or compensation) name, channel for messages. */
   name: string;
@@ -52,17 +60,24 @@ function nameFromId(activityId: string): string {
   return base.replace(/:\d+$/, "");
 }
 
-export function buildTimeline(history: HistoryEvent[], startedAt: Date): TimelineEntry[] {
+const BAD_EVENTS = new Set<string>([EV.ActivityAttemptFailed, EV.ActivityFailed, EV.MessageTimeout, EV.CompensationFailed]);
+
+export function buildTimeline(history: TimelineSource[], startedAt: Date): TimelineEntry[] {
   let prev = startedAt.getTime();
   return history.map((ev) => {
-    // Recorded errors as the API shows them: allow-listed fields, no stack.
-    const value = historyDataView(fromPayload(ev.data));
-    const r = asRecord(value);
     const at = ev.createdAt;
     const sinceMs = Math.max(0, at.getTime() - prev);
     prev = at.getTime();
+    if (ev.data === null) {
+      // Too large to load for a page: what the row says without its payload, and a link to it.
+      const size = ev.size ?? 0;
+      return { kind: "other", eventId: ev.id, oversized: size, activityId: ev.activityId, name: nameFromId(ev.activityId), at, sinceMs, note: `${ev.eventType}, ${formatSize(size)} recorded (too large to show here)`, error: null, detail: new Oversized(size), bad: BAD_EVENTS.has(ev.eventType) };
+    }
+    // Recorded errors as the API shows them: allow-listed fields, no stack.
+    const value = historyDataView(fromPayload(ev.data));
+    const r = asRecord(value);
     const name = typeof r.name === "string" ? r.name : nameFromId(ev.activityId);
-    const base = { activityId: ev.activityId, name, at, sinceMs, detail: value, error: null, bad: false };
+    const base = { eventId: ev.id, oversized: null, activityId: ev.activityId, name, at, sinceMs, detail: value, error: null, bad: false };
     const attempts = typeof r.attempts === "number" && r.attempts > 1 ? `after ${r.attempts} attempts` : "";
     switch (ev.eventType) {
       case EV.ActivityCompleted:
