@@ -9,8 +9,8 @@
 // The latency bound is behavioural, not a benchmark: before the bound a render
 // took tens of seconds and stalled every request (/healthz answered in 31.9 s);
 // the assertion is a p99 under 100 ms plus three times the p99 the same server
-// shows with no viewer at all (next to nothing on a quiet machine; on a loaded
-// shared one, what the load alone costs).
+// shows while two viewers render an ordinary page (next to nothing on a quiet
+// machine; on a loaded shared one, what the load alone costs).
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { activity, receive, registerCompensation, subscribe, joinGroup, workflow } from "../../src/index.ts";
@@ -49,6 +49,7 @@ const waiting = workflow("vb_waiting", async (ctx, _input: unknown) => {
 });
 const completes = workflow("vb_completes", async (ctx, _input: unknown) => bigStep(ctx, 0));
 const fails = workflow("vb_fails", async (ctx) => failing(ctx));
+const ordinary = workflow("vb_ordinary", async (ctx, input: { n: number }) => smallStep(ctx, input.n));
 
 let server: NodeServer;
 const base = () => `http://127.0.0.1:${server.port}`;
@@ -65,14 +66,16 @@ async function waitStatus(id: string, statuses: string[], received = false): Pro
 
 beforeAll(async () => {
   const db = await freshPostgres("viewer_bounded");
-  server = await serveNode({ workflows: [waiting, completes, fails], env: { DATABASE_URL: db.url, EDDA_SWEEP_INTERVAL_MS: "60000" }, port: 0 });
+  server = await serveNode({ workflows: [waiting, completes, fails, ordinary], env: { DATABASE_URL: db.url, EDDA_SWEEP_INTERVAL_MS: "60000" }, port: 0 });
   await server.edda.start(waiting, HOSTILE, { instanceId: "vb-wait" });
   await server.edda.start(completes, HOSTILE, { instanceId: "vb-done" });
   await server.edda.start(fails, HOSTILE, { instanceId: "vb-fail" });
+  await server.edda.start(ordinary, { n: 1 }, { instanceId: "vb-small" });
   await waitStatus("vb-wait", ["waiting_for_message"]);
   await server.edda.publish("vb-feed", HOSTILE);
   await waitStatus("vb-done", ["completed"]);
   await waitStatus("vb-fail", ["failed"]);
+  await waitStatus("vb-small", ["completed"]);
   await waitStatus("vb-wait", ["waiting_for_message"], true); // settled: no step runs while the viewers are measured
 }, 120_000);
 
@@ -132,35 +135,39 @@ describe("viewer pages under hostile payloads", () => {
         await new Promise((r) => setTimeout(r, 10));
       }
     };
-    const baseline: number[] = [];
-    const quietUntil = Date.now() + 2000;
-    await sample(() => Date.now() > quietUntil, baseline);
-
     let rendering = true;
     const renders: number[] = [];
-    const viewer = async () => {
+    const viewer = async (pages: string[]) => {
       for (let i = 0; rendering; i++) {
-        const page = await timed(PAGES[i % PAGES.length]!);
+        const page = await timed(pages[i % pages.length]!);
         expect(page.status).toBe(200);
         renders.push(page.ms);
       }
     };
-    const loaded: number[] = [];
+    /** /healthz latencies for `ms` while two viewers render `pages` in a loop. */
+    const phase = async (pages: string[], ms: number) => {
+      rendering = true;
+      renders.length = 0;
+      const samples: number[] = [];
+      const viewers = [viewer(pages), viewer(pages)];
+      const until = Date.now() + ms;
+      await sample(() => Date.now() > until, samples);
+      rendering = false;
+      await Promise.all(viewers);
+      return samples;
+    };
+    // The same load with ordinary pages first: what the machine alone costs right now.
+    const baseline = await phase(["/ui/instances/vb-small"], 4000);
     const lag = monitorEventLoopDelay({ resolution: 10 });
     lag.enable();
-    const viewers = [viewer(), viewer()];
-    const loadUntil = Date.now() + 6000;
-    await sample(() => Date.now() > loadUntil, loaded);
-    rendering = false;
-    await Promise.all(viewers);
+    const loaded = await phase(PAGES, 6000);
     lag.disable();
-    console.log(`healthz p99 ${p99(loaded).toFixed(1)} ms (quiet ${p99(baseline).toFixed(1)}), loop lag p99 ${(lag.percentile(99) / 1e6).toFixed(1)} max ${(lag.max / 1e6).toFixed(1)}, ${renders.length} pages`);
-
+    console.log(`healthz p99 ${p99(loaded).toFixed(1)} ms (ordinary pages ${p99(baseline).toFixed(1)}), loop lag p99 ${(lag.percentile(99) / 1e6).toFixed(1)} max ${(lag.max / 1e6).toFixed(1)}, ${renders.length} pages`);
     expect(renders.length).toBeGreaterThanOrEqual(4);
     expect(loaded.length).toBeGreaterThan(20);
-    // 100 ms on a quiet machine, plus three times what the same server shows with no viewer (a loaded machine).
+    // 100 ms, plus three times what two viewers of ordinary pages cost (next to nothing on a quiet machine).
     const bound = 100 + 3 * p99(baseline);
-    expect(p99(loaded), `healthz p99 ${p99(loaded).toFixed(1)} ms under load vs ${p99(baseline).toFixed(1)} ms quiet; ${renders.length} pages rendered`).toBeLessThan(bound);
+    expect(p99(loaded), `healthz p99 ${p99(loaded).toFixed(1)} ms with hostile pages vs ${p99(baseline).toFixed(1)} ms with ordinary ones; ${renders.length} pages rendered`).toBeLessThan(bound);
   }, 60_000);
 
   it("live refresh backs off for large and slow pages", () => {
