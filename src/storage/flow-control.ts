@@ -56,51 +56,6 @@ export interface FlowControlArea {
 const lockKey = (key: string) => sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:concurrency:${key}`}::text, 0))`;
 const HOLDING = sql`status NOT IN ('completed', 'failed', 'cancelled', 'queued')`;
 
-export async function admitConcurrency(tx: Executor, key: string, limit: number): Promise<"running" | "queued"> {
-  await tx.execute(lockKey(key));
-  const [row] = await queryRows<{ holders: number; queued: number }>(
-    tx,
-    sql`SELECT (SELECT count(*)::int FROM workflow_instances WHERE concurrency_key = ${key} AND ${HOLDING}) AS holders,
-               (SELECT count(*)::int FROM workflow_instances WHERE concurrency_key = ${key} AND status = 'queued') AS queued`,
-  );
-  return row && row.holders < limit && row.queued === 0 ? "running" : "queued";
-}
-
-export async function promoteQueued(tx: Executor, key: string, limit: number): Promise<string[]> {
-  await tx.execute(lockKey(key));
-  const rows = await queryRows<{ instance_id: string }>(
-    tx,
-    sql`WITH free AS (
-          SELECT greatest(${limit}::int - (SELECT count(*)::int FROM workflow_instances WHERE concurrency_key = ${key} AND ${HOLDING}), 0) AS n
-        ), next AS (
-          SELECT instance_id FROM workflow_instances WHERE concurrency_key = ${key} AND status = 'queued'
-          ORDER BY started_at, instance_id LIMIT (SELECT n FROM free)
-          FOR UPDATE
-        )
-        UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-        WHERE instance_id IN (SELECT instance_id FROM next) AND status = 'queued'
-        RETURNING instance_id`,
-  );
-  return rows.map((r) => r.instance_id);
-}
-
-export async function queuedConcurrencyKeys(ex: Executor, workflowNames: string[], limit: number): Promise<string[]> {
-  if (workflowNames.length === 0) return [];
-  const rows = await queryRows<{ concurrency_key: string }>(
-    ex,
-    sql`SELECT DISTINCT concurrency_key FROM workflow_instances
-        WHERE status = 'queued' AND concurrency_key IS NOT NULL
-          AND workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
-        LIMIT ${limit}::int`,
-  );
-  return rows.map((r) => r.concurrency_key);
-}
-
-export async function concurrencyKeyOf(ex: Executor, instanceId: string): Promise<string | null> {
-  const [row] = await queryRows<{ concurrency_key: string | null }>(ex, sql`SELECT concurrency_key FROM workflow_instances WHERE instance_id = ${instanceId}`);
-  return row?.concurrency_key ?? null;
-}
-
 /*
  * Rate limits (`rateLimit: { key, limit, periodSeconds }`): an admission is
  * the instant an instance of the key leaves the queue (`admitted_at`, the
@@ -119,98 +74,148 @@ function nextRoom(key: string, limit: number, periodSeconds: number) {
               ORDER BY admitted_at DESC OFFSET ${limit - 1}::int LIMIT 1)`;
 }
 
-export async function admitRate(tx: Executor, key: string, limit: number, periodSeconds: number): Promise<{ status: "running" | "queued"; nextInSeconds: number }> {
-  await tx.execute(rateLock(key));
-  const [row] = await queryRows<{ next: number | null; queued: boolean }>(
-    tx,
-    sql`SELECT ${nextRoom(key, limit, periodSeconds)} AS next,
-               EXISTS (SELECT 1 FROM workflow_instances WHERE rate_key = ${key} AND ${RATE_QUEUED}) AS queued`,
-  );
-  const next = row?.next ?? 0;
-  return { status: next === 0 && !row?.queued ? "running" : "queued", nextInSeconds: next };
-}
 
-export async function promoteRateQueued(tx: Executor, key: string, limit: number, periodSeconds: number): Promise<{ ids: string[]; nextInSeconds: number | null }> {
-  await tx.execute(rateLock(key));
-  const rows = await queryRows<{ instance_id: string }>(
-    tx,
-    sql`WITH free AS (
-          SELECT greatest(${limit}::int - (SELECT count(*)::int FROM workflow_instances WHERE rate_key = ${key} AND admitted_at > ${windowOf(periodSeconds)}), 0) AS n
-        ), next AS (
-          SELECT instance_id FROM workflow_instances WHERE rate_key = ${key} AND ${RATE_QUEUED}
-          ORDER BY started_at, instance_id LIMIT (SELECT n FROM free)
-          FOR UPDATE
-        )
-        UPDATE workflow_instances SET status = 'running', admitted_at = ${DB_NOW}, updated_at = ${DB_NOW}
-        WHERE instance_id IN (SELECT instance_id FROM next) AND status = 'queued'
-        RETURNING instance_id`,
-  );
-  const [rest] = await queryRows<{ next: number | null; queued: boolean }>(
-    tx,
-    sql`SELECT ${nextRoom(key, limit, periodSeconds)} AS next,
-               EXISTS (SELECT 1 FROM workflow_instances WHERE rate_key = ${key} AND ${RATE_QUEUED}) AS queued`,
-  );
-  return { ids: rows.map((r) => r.instance_id), nextInSeconds: rest?.queued ? (rest.next ?? 0) : null };
-}
+export function flowControlArea(ex: Executor): FlowControlArea {
+  return {
+    async admitConcurrency(key, limit) {
+      await ex.execute(lockKey(key));
+      const [row] = await queryRows<{ holders: number; queued: number }>(
+        ex,
+        sql`SELECT (SELECT count(*)::int FROM workflow_instances WHERE concurrency_key = ${key} AND ${HOLDING}) AS holders,
+                   (SELECT count(*)::int FROM workflow_instances WHERE concurrency_key = ${key} AND status = 'queued') AS queued`,
+      );
+      return row && row.holders < limit && row.queued === 0 ? "running" : "queued";
+    },
 
-export async function queuedRateKeys(ex: Executor, workflowNames: string[], limit: number): Promise<string[]> {
-  if (workflowNames.length === 0) return [];
-  const rows = await queryRows<{ rate_key: string }>(
-    ex,
-    sql`SELECT DISTINCT rate_key FROM workflow_instances
-        WHERE ${RATE_QUEUED} AND rate_key IS NOT NULL
-          AND workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
-        LIMIT ${limit}::int`,
-  );
-  return rows.map((r) => r.rate_key);
-}
+    async promoteQueued(key, limit) {
+      await ex.execute(lockKey(key));
+      const rows = await queryRows<{ instance_id: string }>(
+        ex,
+        sql`WITH free AS (
+              SELECT greatest(${limit}::int - (SELECT count(*)::int FROM workflow_instances WHERE concurrency_key = ${key} AND ${HOLDING}), 0) AS n
+            ), next AS (
+              SELECT instance_id FROM workflow_instances WHERE concurrency_key = ${key} AND status = 'queued'
+              ORDER BY started_at, instance_id LIMIT (SELECT n FROM free)
+              FOR UPDATE
+            )
+            UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
+            WHERE instance_id IN (SELECT instance_id FROM next) AND status = 'queued'
+            RETURNING instance_id`,
+      );
+      return rows.map((r) => r.instance_id);
+    },
 
-/* Singletons: the key's lock serializes starts; the holder is any unfinished instance of the key. */
-export async function singletonHolder(tx: Executor, key: string): Promise<{ instanceId: string; status: InstanceStatus } | null> {
-  await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:singleton:${key}`}::text, 0))`);
-  const [row] = await queryRows<{ instance_id: string; status: InstanceStatus }>(
-    tx,
-    sql`SELECT instance_id, status FROM workflow_instances
-        WHERE singleton_key = ${key} AND status NOT IN ('completed', 'failed', 'cancelled')
-        ORDER BY started_at, instance_id LIMIT 1`,
-  );
-  return row ? { instanceId: row.instance_id, status: row.status } : null;
-}
+    async queuedConcurrencyKeys(workflowNames, limit) {
+      if (workflowNames.length === 0) return [];
+      const rows = await queryRows<{ concurrency_key: string }>(
+        ex,
+        sql`SELECT DISTINCT concurrency_key FROM workflow_instances
+            WHERE status = 'queued' AND concurrency_key IS NOT NULL
+              AND workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
+            LIMIT ${limit}::int`,
+      );
+      return rows.map((r) => r.concurrency_key);
+    },
 
-/*
- * Debounce: a key's pending instance is its row still `queued`. A start
- * collapses into it (row lock) or, under the key's lock, creates it; the
- * start of a due one skips rows a collapse holds (SKIP LOCKED) and re-checks
- * `queued`, so a start either lands in the instance before it runs or makes
- * the next one — never both, never neither.
- */
-export async function debounceInto(tx: Executor, key: string, inputData: string, periodSeconds: number, maxWaitSeconds: number | null): Promise<{ instanceId: string; dueInSeconds: number } | null> {
-  await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:debounce:${key}`}::text, 0))`);
-  const due = sql`(${DB_NOW} + make_interval(secs => ${periodSeconds}::float8))`;
-  const capped = maxWaitSeconds === null ? due : sql`least(${due}, started_at + make_interval(secs => ${maxWaitSeconds}::float8))`;
-  const [row] = await queryRows<{ instance_id: string; due_in: number }>(
-    tx,
-    sql`UPDATE workflow_instances SET input_data = ${inputData}, not_before = ${capped}, updated_at = ${DB_NOW}
-        WHERE instance_id = (SELECT instance_id FROM workflow_instances WHERE debounce_key = ${key} AND status = 'queued' ORDER BY started_at LIMIT 1)
-          AND status = 'queued'
-        RETURNING instance_id, greatest(0, extract(epoch FROM (not_before - ${DB_NOW})))::float8 AS due_in`,
-  );
-  return row ? { instanceId: row.instance_id, dueInSeconds: row.due_in } : null;
-}
+    async concurrencyKeyOf(instanceId) {
+      const [row] = await queryRows<{ concurrency_key: string | null }>(ex, sql`SELECT concurrency_key FROM workflow_instances WHERE instance_id = ${instanceId}`);
+      return row?.concurrency_key ?? null;
+    },
 
-export async function startDueDebounced(ex: Executor, workflowNames: string[], limit: number): Promise<string[]> {
-  if (workflowNames.length === 0) return [];
-  const rows = await queryRows<{ instance_id: string }>(
-    ex,
-    sql`UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-        WHERE instance_id IN (
-          SELECT instance_id FROM workflow_instances
-          WHERE debounce_key IS NOT NULL AND status = 'queued' AND not_before <= ${DB_NOW}
-            AND workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
-          ORDER BY not_before LIMIT ${limit}::int
-          FOR UPDATE SKIP LOCKED
-        ) AND status = 'queued'
-        RETURNING instance_id`,
-  );
-  return rows.map((r) => r.instance_id);
+    async admitRate(key, limit, periodSeconds) {
+      await ex.execute(rateLock(key));
+      const [row] = await queryRows<{ next: number | null; queued: boolean }>(
+        ex,
+        sql`SELECT ${nextRoom(key, limit, periodSeconds)} AS next,
+                   EXISTS (SELECT 1 FROM workflow_instances WHERE rate_key = ${key} AND ${RATE_QUEUED}) AS queued`,
+      );
+      const next = row?.next ?? 0;
+      return { status: next === 0 && !row?.queued ? "running" : "queued", nextInSeconds: next };
+    },
+
+    async promoteRateQueued(key, limit, periodSeconds) {
+      await ex.execute(rateLock(key));
+      const rows = await queryRows<{ instance_id: string }>(
+        ex,
+        sql`WITH free AS (
+              SELECT greatest(${limit}::int - (SELECT count(*)::int FROM workflow_instances WHERE rate_key = ${key} AND admitted_at > ${windowOf(periodSeconds)}), 0) AS n
+            ), next AS (
+              SELECT instance_id FROM workflow_instances WHERE rate_key = ${key} AND ${RATE_QUEUED}
+              ORDER BY started_at, instance_id LIMIT (SELECT n FROM free)
+              FOR UPDATE
+            )
+            UPDATE workflow_instances SET status = 'running', admitted_at = ${DB_NOW}, updated_at = ${DB_NOW}
+            WHERE instance_id IN (SELECT instance_id FROM next) AND status = 'queued'
+            RETURNING instance_id`,
+      );
+      const [rest] = await queryRows<{ next: number | null; queued: boolean }>(
+        ex,
+        sql`SELECT ${nextRoom(key, limit, periodSeconds)} AS next,
+                   EXISTS (SELECT 1 FROM workflow_instances WHERE rate_key = ${key} AND ${RATE_QUEUED}) AS queued`,
+      );
+      return { ids: rows.map((r) => r.instance_id), nextInSeconds: rest?.queued ? (rest.next ?? 0) : null };
+    },
+
+    async queuedRateKeys(workflowNames, limit) {
+      if (workflowNames.length === 0) return [];
+      const rows = await queryRows<{ rate_key: string }>(
+        ex,
+        sql`SELECT DISTINCT rate_key FROM workflow_instances
+            WHERE ${RATE_QUEUED} AND rate_key IS NOT NULL
+              AND workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
+            LIMIT ${limit}::int`,
+      );
+      return rows.map((r) => r.rate_key);
+    },
+
+    /* Singletons: the key's lock serializes starts; the holder is any unfinished instance of the key. */
+    async singletonHolder(key) {
+      await ex.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:singleton:${key}`}::text, 0))`);
+      const [row] = await queryRows<{ instance_id: string; status: InstanceStatus }>(
+        ex,
+        sql`SELECT instance_id, status FROM workflow_instances
+            WHERE singleton_key = ${key} AND status NOT IN ('completed', 'failed', 'cancelled')
+            ORDER BY started_at, instance_id LIMIT 1`,
+      );
+      return row ? { instanceId: row.instance_id, status: row.status } : null;
+    },
+
+    /*
+     * Debounce: a key's pending instance is its row still `queued`. A start
+     * collapses into it (row lock) or, under the key's lock, creates it; the
+     * start of a due one skips rows a collapse holds (SKIP LOCKED) and re-checks
+     * `queued`, so a start either lands in the instance before it runs or makes
+     * the next one — never both, never neither.
+     */
+    async debounceInto(key, inputData, periodSeconds, maxWaitSeconds) {
+      await ex.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:debounce:${key}`}::text, 0))`);
+      const due = sql`(${DB_NOW} + make_interval(secs => ${periodSeconds}::float8))`;
+      const capped = maxWaitSeconds === null ? due : sql`least(${due}, started_at + make_interval(secs => ${maxWaitSeconds}::float8))`;
+      const [row] = await queryRows<{ instance_id: string; due_in: number }>(
+        ex,
+        sql`UPDATE workflow_instances SET input_data = ${inputData}, not_before = ${capped}, updated_at = ${DB_NOW}
+            WHERE instance_id = (SELECT instance_id FROM workflow_instances WHERE debounce_key = ${key} AND status = 'queued' ORDER BY started_at LIMIT 1)
+              AND status = 'queued'
+            RETURNING instance_id, greatest(0, extract(epoch FROM (not_before - ${DB_NOW})))::float8 AS due_in`,
+      );
+      return row ? { instanceId: row.instance_id, dueInSeconds: row.due_in } : null;
+    },
+
+    async startDueDebounced(workflowNames, limit) {
+      if (workflowNames.length === 0) return [];
+      const rows = await queryRows<{ instance_id: string }>(
+        ex,
+        sql`UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
+            WHERE instance_id IN (
+              SELECT instance_id FROM workflow_instances
+              WHERE debounce_key IS NOT NULL AND status = 'queued' AND not_before <= ${DB_NOW}
+                AND workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
+              ORDER BY not_before LIMIT ${limit}::int
+              FOR UPDATE SKIP LOCKED
+            ) AND status = 'queued'
+            RETURNING instance_id`,
+      );
+      return rows.map((r) => r.instance_id);
+    },
+  };
 }

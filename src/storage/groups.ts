@@ -14,21 +14,25 @@ export interface GroupsArea {
   groupMembers(group: string): Promise<string[]>;
 }
 
-export async function joinGroup(ex: Executor, instanceId: string, group: string): Promise<void> {
-  await ex.insert(workflowGroupMemberships).values({ instanceId, groupName: group }).onConflictDoNothing();
-}
+export function groupsArea(ex: Executor): GroupsArea {
+  return {
+    async joinGroup(instanceId, group) {
+      await ex.insert(workflowGroupMemberships).values({ instanceId, groupName: group }).onConflictDoNothing();
+    },
 
-export async function leaveGroup(ex: Executor, instanceId: string, group: string): Promise<void> {
-  await ex
-    .delete(workflowGroupMemberships)
-    .where(and(eq(workflowGroupMemberships.instanceId, instanceId), eq(workflowGroupMemberships.groupName, group)));
-}
+    async leaveGroup(instanceId, group) {
+      await ex
+        .delete(workflowGroupMemberships)
+        .where(and(eq(workflowGroupMemberships.instanceId, instanceId), eq(workflowGroupMemberships.groupName, group)));
+    },
 
-export async function groupMembers(ex: Executor, group: string): Promise<string[]> {
-  const rows = await ex
-    .select({ instanceId: workflowGroupMemberships.instanceId })
-    .from(workflowGroupMemberships)
-    .where(eq(workflowGroupMemberships.groupName, group))
-    .orderBy(asc(workflowGroupMemberships.id));
-  return rows.map((r) => r.instanceId);
+    async groupMembers(group) {
+      const rows = await ex
+        .select({ instanceId: workflowGroupMemberships.instanceId })
+        .from(workflowGroupMemberships)
+        .where(eq(workflowGroupMemberships.groupName, group))
+        .orderBy(asc(workflowGroupMemberships.id));
+      return rows.map((r) => r.instanceId);
+    },
+  };
 }

@@ -97,137 +97,137 @@ export function timerExpiry(timer: TimerRegistration): SQL {
   throw new TypeError(`timer ${timer.timerId}: expiresAt or delaySeconds is required`);
 }
 
-export async function appendHistory(ex: Executor, instanceId: string, events: NewHistoryEvent[]): Promise<void> {
-  if (events.length === 0) return;
-  await ex.execute(sql`
-    INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
-    SELECT ${instanceId}::text, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
-    FROM ${historyValues(events)} ORDER BY v.ord`);
-}
+export function historyArea(ex: Executor): HistoryArea {
+  return {
+    async appendHistory(instanceId, events) {
+      if (events.length === 0) return;
+      await ex.execute(sql`
+        INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
+        SELECT ${instanceId}::text, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
+        FROM ${historyValues(events)} ORDER BY v.ord`);
+    },
 
-export async function loadHistory(ex: Executor, instanceId: string): Promise<HistoryEvent[]> {
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT id, activity_id, event_type, data_type, event_data, event_data_binary, created_at
-        FROM workflow_history WHERE instance_id = ${instanceId} ORDER BY id`,
-  );
-  return rows.map(toHistoryEvent);
-}
+    async loadHistory(instanceId) {
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT id, activity_id, event_type, data_type, event_data, event_data_binary, created_at
+            FROM workflow_history WHERE instance_id = ${instanceId} ORDER BY id`,
+      );
+      return rows.map(toHistoryEvent);
+    },
 
-export async function loadHistoryPage(ex: Executor, instanceId: string, afterId: number, limit: number): Promise<HistoryPage> {
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT id, activity_id, event_type, data_type, event_data, event_data_binary, created_at
-        FROM workflow_history WHERE instance_id = ${instanceId} AND id > ${afterId}::bigint ORDER BY id LIMIT ${limit + 1}::int`,
-  );
-  const events = rows.slice(0, limit).map(toHistoryEvent);
-  return { events, nextAfterId: rows.length > limit ? (events.at(-1)?.id ?? null) : null };
-}
+    async loadHistoryPage(instanceId, afterId, limit) {
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT id, activity_id, event_type, data_type, event_data, event_data_binary, created_at
+            FROM workflow_history WHERE instance_id = ${instanceId} AND id > ${afterId}::bigint ORDER BY id LIMIT ${limit + 1}::int`,
+      );
+      const events = rows.slice(0, limit).map(toHistoryEvent);
+      return { events, nextAfterId: rows.length > limit ? (events.at(-1)?.id ?? null) : null };
+    },
 
-/**
- * A page of history for display (the viewer): a payload longer than
- * `maxChars` stays in the database — the row carries its size and no data —
- * so a page of huge values costs what a page of small ones does. `run`
- * reads an archived run instead of the current one.
- */
-export async function loadHistoryPreview(
-  ex: Executor,
-  instanceId: string,
-  opts: { afterId: number; limit: number; maxChars: number; run?: number },
-): Promise<HistoryPreviewPage> {
-  const from = opts.run === undefined ? sql`workflow_history WHERE instance_id = ${instanceId}` : sql`workflow_history_archive WHERE instance_id = ${instanceId} AND run = ${opts.run}::int`;
-  const max = opts.maxChars;
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT id, activity_id, event_type, data_type, created_at,
-               COALESCE(length(event_data), octet_length(event_data_binary), 0) AS size,
-               CASE WHEN length(event_data) > ${max}::int THEN NULL ELSE event_data END AS event_data,
-               CASE WHEN octet_length(event_data_binary) > ${max}::int THEN NULL ELSE event_data_binary END AS event_data_binary
-        FROM ${from} AND id > ${opts.afterId}::bigint ORDER BY id LIMIT ${opts.limit + 1}::int`,
-  );
-  const events = rows.slice(0, opts.limit).map((r) => {
-    const size = Number(r.size);
-    if (size <= max) return { ...toHistoryEvent(r), size };
-    const { data: _left, ...rest } = toHistoryEvent({ ...r, data_type: "json", event_data: "null" });
-    return { ...rest, data: null, size };
-  });
-  return { events, nextAfterId: rows.length > opts.limit ? (events.at(-1)?.id ?? null) : null };
-}
+    /**
+     * A page of history for display (the viewer): a payload longer than
+     * `maxChars` stays in the database — the row carries its size and no data —
+     * so a page of huge values costs what a page of small ones does. `run`
+     * reads an archived run instead of the current one.
+     */
+    async loadHistoryPreview(instanceId, opts) {
+      const from = opts.run === undefined ? sql`workflow_history WHERE instance_id = ${instanceId}` : sql`workflow_history_archive WHERE instance_id = ${instanceId} AND run = ${opts.run}::int`;
+      const max = opts.maxChars;
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT id, activity_id, event_type, data_type, created_at,
+                   COALESCE(length(event_data), octet_length(event_data_binary), 0) AS size,
+                   CASE WHEN length(event_data) > ${max}::int THEN NULL ELSE event_data END AS event_data,
+                   CASE WHEN octet_length(event_data_binary) > ${max}::int THEN NULL ELSE event_data_binary END AS event_data_binary
+            FROM ${from} AND id > ${opts.afterId}::bigint ORDER BY id LIMIT ${opts.limit + 1}::int`,
+      );
+      const events = rows.slice(0, opts.limit).map((r) => {
+        const size = Number(r.size);
+        if (size <= max) return { ...toHistoryEvent(r), size };
+        const { data: _left, ...rest } = toHistoryEvent({ ...r, data_type: "json", event_data: "null" });
+        return { ...rest, data: null, size };
+      });
+      return { events, nextAfterId: rows.length > opts.limit ? (events.at(-1)?.id ?? null) : null };
+    },
 
-export async function loadArchivedHistory(ex: Executor, instanceId: string, run?: number): Promise<ArchivedHistoryEvent[]> {
-  const runFilter = run === undefined ? sql`` : sql`AND run = ${run}::int`;
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT id, run, activity_id, event_type, data_type, event_data, event_data_binary, created_at, archived_at
-        FROM workflow_history_archive WHERE instance_id = ${instanceId} ${runFilter} ORDER BY run, id`,
-  );
-  return rows.map(toArchivedEvent);
-}
+    async loadArchivedHistory(instanceId, run) {
+      const runFilter = run === undefined ? sql`` : sql`AND run = ${run}::int`;
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT id, run, activity_id, event_type, data_type, event_data, event_data_binary, created_at, archived_at
+            FROM workflow_history_archive WHERE instance_id = ${instanceId} ${runFilter} ORDER BY run, id`,
+      );
+      return rows.map(toArchivedEvent);
+    },
 
-export async function addCompensations(ex: Executor, instanceId: string, comps: NewCompensation[]): Promise<void> {
-  if (comps.length === 0) return;
-  // Unique per activity id: a registration replayed after a crash is recorded once.
-  await ex.execute(sql`
-    INSERT INTO workflow_compensations (instance_id, activity_id, activity_name, args)
-    SELECT ${instanceId}::text, c.activity_id, c.activity_name, c.args FROM ${compensationValues(comps)} ORDER BY c.ord
-    ON CONFLICT (instance_id, activity_id) DO NOTHING`);
-}
+    async addCompensations(instanceId, comps) {
+      if (comps.length === 0) return;
+      // Unique per activity id: a registration replayed after a crash is recorded once.
+      await ex.execute(sql`
+        INSERT INTO workflow_compensations (instance_id, activity_id, activity_name, args)
+        SELECT ${instanceId}::text, c.activity_id, c.activity_name, c.args FROM ${compensationValues(comps)} ORDER BY c.ord
+        ON CONFLICT (instance_id, activity_id) DO NOTHING`);
+    },
 
-export async function listCompensations(ex: Executor, instanceId: string): Promise<CompensationRecord[]> {
-  // id, not created_at: several registrations in one transaction share now().
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT id, activity_id, activity_name, args, created_at
-        FROM workflow_compensations WHERE instance_id = ${instanceId} ORDER BY id DESC`,
-  );
-  return rows.map(toCompensation);
-}
+    async listCompensations(instanceId) {
+      // id, not created_at: several registrations in one transaction share now().
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT id, activity_id, activity_name, args, created_at
+            FROM workflow_compensations WHERE instance_id = ${instanceId} ORDER BY id DESC`,
+      );
+      return rows.map(toCompensation);
+    },
 
-export async function registerTimer(ex: Executor, instanceId: string, timer: TimerRegistration): Promise<void> {
-  await ex.execute(sql`
-    INSERT INTO workflow_timer_subscriptions (instance_id, timer_id, expires_at, activity_id)
-    VALUES (${instanceId}, ${timer.timerId}, ${timerExpiry(timer)}, ${timer.activityId})
-    ON CONFLICT (instance_id, timer_id) DO NOTHING`);
-}
+    async registerTimer(instanceId, timer) {
+      await ex.execute(sql`
+        INSERT INTO workflow_timer_subscriptions (instance_id, timer_id, expires_at, activity_id)
+        VALUES (${instanceId}, ${timer.timerId}, ${timerExpiry(timer)}, ${timer.activityId})
+        ON CONFLICT (instance_id, timer_id) DO NOTHING`);
+    },
 
-/**
- * One statement: lock a batch of due timers with their instance rows (SKIP
- * LOCKED, so a concurrent sweeper takes a disjoint batch, a timer deleted by
- * one is skipped by the other, and a timer whose instance a cancel or a step
- * holds waits for the next sweep instead of deadlocking with it: instance
- * rows are locked before timer rows everywhere), delete them, record
- * `TimerExpired` and make waiting instances runnable.
- */
-export async function fireExpiredTimers(ex: Executor, limit: number, onlyInstanceId?: string): Promise<string[]> {
-  const only = onlyInstanceId === undefined ? sql`` : sql`AND t.instance_id = ${onlyInstanceId}`;
-  const rows = await queryRows<{ instance_id: string }>(
-    ex,
-    sql`
-    WITH due AS (
-      SELECT t.id, t.instance_id, t.timer_id, coalesce(t.activity_id, t.timer_id) AS activity_id, t.expires_at
-      FROM workflow_timer_subscriptions t JOIN workflow_instances i ON i.instance_id = t.instance_id
-      WHERE t.expires_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
-      ORDER BY t.expires_at, t.id
-      LIMIT ${limit}::int
-      FOR UPDATE OF i, t SKIP LOCKED
-    ), del AS (
-      DELETE FROM workflow_timer_subscriptions t USING due WHERE t.id = due.id
-    ), h AS (
-      INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
-      SELECT instance_id, activity_id, 'TimerExpired', 'json',
-             json_build_object('timer_id', timer_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text
-      FROM due ORDER BY expires_at, id
-      ON CONFLICT (instance_id, activity_id) DO NOTHING
-    ), upd AS (
-      UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-      WHERE instance_id IN (SELECT instance_id FROM due) AND status = 'waiting_for_timer'
-    )
-    SELECT DISTINCT instance_id FROM due`,
-  );
-  return rows.map((r) => r.instance_id);
-}
+    /**
+     * One statement: lock a batch of due timers with their instance rows (SKIP
+     * LOCKED, so a concurrent sweeper takes a disjoint batch, a timer deleted by
+     * one is skipped by the other, and a timer whose instance a cancel or a step
+     * holds waits for the next sweep instead of deadlocking with it: instance
+     * rows are locked before timer rows everywhere), delete them, record
+     * `TimerExpired` and make waiting instances runnable.
+     */
+    async fireExpiredTimers(limit, onlyInstanceId) {
+      const only = onlyInstanceId === undefined ? sql`` : sql`AND t.instance_id = ${onlyInstanceId}`;
+      const rows = await queryRows<{ instance_id: string }>(
+        ex,
+        sql`
+        WITH due AS (
+          SELECT t.id, t.instance_id, t.timer_id, coalesce(t.activity_id, t.timer_id) AS activity_id, t.expires_at
+          FROM workflow_timer_subscriptions t JOIN workflow_instances i ON i.instance_id = t.instance_id
+          WHERE t.expires_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
+          ORDER BY t.expires_at, t.id
+          LIMIT ${limit}::int
+          FOR UPDATE OF i, t SKIP LOCKED
+        ), del AS (
+          DELETE FROM workflow_timer_subscriptions t USING due WHERE t.id = due.id
+        ), h AS (
+          INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
+          SELECT instance_id, activity_id, 'TimerExpired', 'json',
+                 json_build_object('timer_id', timer_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text
+          FROM due ORDER BY expires_at, id
+          ON CONFLICT (instance_id, activity_id) DO NOTHING
+        ), upd AS (
+          UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
+          WHERE instance_id IN (SELECT instance_id FROM due) AND status = 'waiting_for_timer'
+        )
+        SELECT DISTINCT instance_id FROM due`,
+      );
+      return rows.map((r) => r.instance_id);
+    },
 
-export async function nextTimerExpiry(ex: Executor): Promise<Date | null> {
-  const [row] = await queryRows<Row>(ex, sql`SELECT min(expires_at) AS next FROM workflow_timer_subscriptions t WHERE ${NOT_QUARANTINED("t")}`);
-  return toNullableDate(row?.next);
+    async nextTimerExpiry() {
+      const [row] = await queryRows<Row>(ex, sql`SELECT min(expires_at) AS next FROM workflow_timer_subscriptions t WHERE ${NOT_QUARANTINED("t")}`);
+      return toNullableDate(row?.next);
+    },
+  };
 }

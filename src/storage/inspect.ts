@@ -7,10 +7,10 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { INSTANCE_STATUSES } from "./schema.ts";
-import { availableTo, MESSAGE_COLUMNS } from "./channels.ts";
+import { availableTo } from "./channels.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { instanceFilter } from "./instances.ts";
-import { toChannelMessage, toDate, toJsonValue, toNullableDate, toNumber, toSubscription, type Row } from "./rows.ts";
+import { MESSAGE_COLUMNS, SUBSCRIPTION_COLUMNS, toChannelMessage, toDate, toJsonValue, toNullableDate, toNumber, toSubscription, type Row } from "./rows.ts";
 import type { ChannelMessageRecord, ChannelMode, InstanceFilter, InstanceStatus, SubscriptionRecord } from "./records.ts";
 
 export interface TimerRecord {
@@ -74,50 +74,6 @@ export interface InspectArea {
   pendingMessages(channel: string, limit: number): Promise<ChannelMessageRecord[]>;
 }
 
-export async function countInstancesByStatus(ex: Executor, filter: InstanceFilter): Promise<Record<InstanceStatus, number>> {
-  const where = instanceFilter(filter);
-  const whereSql = where.length ? sql`WHERE ${sql.join(where, sql` AND `)}` : sql``;
-  const rows = await queryRows<{ status: string; n: unknown }>(ex, sql`SELECT status, count(*)::int AS n FROM workflow_instances ${whereSql} GROUP BY status`);
-  const counts = Object.fromEntries(INSTANCE_STATUSES.map((s) => [s, 0])) as Record<InstanceStatus, number>;
-  for (const r of rows) counts[r.status as InstanceStatus] = toNumber(r.n);
-  return counts;
-}
-
-export async function listSubscriptions(ex: Executor, instanceId: string): Promise<SubscriptionRecord[]> {
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT instance_id, channel, mode, activity_id, cursor_message_id, timeout_at, subscribed_at
-        FROM channel_subscriptions WHERE instance_id = ${instanceId} ORDER BY subscribed_at, id`,
-  );
-  return rows.map(toSubscription);
-}
-
-export async function listTimers(ex: Executor, instanceId: string): Promise<TimerRecord[]> {
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT timer_id, coalesce(activity_id, timer_id) AS activity_id, expires_at
-        FROM workflow_timer_subscriptions WHERE instance_id = ${instanceId} ORDER BY expires_at, id`,
-  );
-  return rows.map((r) => ({ timerId: String(r.timer_id), activityId: String(r.activity_id), expiresAt: toDate(r.expires_at) }));
-}
-
-export async function listGroups(ex: Executor, instanceId: string): Promise<GroupMembership[]> {
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT group_name, joined_at FROM workflow_group_memberships WHERE instance_id = ${instanceId} ORDER BY joined_at, id`,
-  );
-  return rows.map((r) => ({ group: String(r.group_name), joinedAt: toDate(r.joined_at) }));
-}
-
-export async function listArchivedRuns(ex: Executor, instanceId: string): Promise<ArchivedRunSummary[]> {
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT run, count(*)::int AS events, min(created_at) AS first_at, max(archived_at) AS archived_at
-        FROM workflow_history_archive WHERE instance_id = ${instanceId} GROUP BY run ORDER BY run DESC`,
-  );
-  return rows.map((r) => ({ run: toNumber(r.run), events: toNumber(r.events), firstEventAt: toDate(r.first_at), archivedAt: toDate(r.archived_at) }));
-}
-
 /** Whether message `m` has not been received yet (ChannelSummary.pending). */
 function pending(m: string): SQL {
   const msg = sql.raw(m);
@@ -128,56 +84,104 @@ function pending(m: string): SQL {
         OR (NOT EXISTS (SELECT 1 FROM ${broadcastSubs}) AND ${unclaimed}) END)`;
 }
 
-export async function channelOverview(ex: Executor, limit: number): Promise<ChannelSummary[]> {
-  const rows = await queryRows<Row>(
-    ex,
-    sql`
-    WITH chans AS (
-      SELECT channel FROM channel_messages GROUP BY channel
-      UNION SELECT channel FROM channel_subscriptions GROUP BY channel
-    )
-    SELECT c.channel,
-      (SELECT coalesce(json_agg(DISTINCT s.mode), '[]'::json) FROM channel_subscriptions s WHERE s.channel = c.channel) AS modes,
-      (SELECT count(*)::int FROM channel_subscriptions s WHERE s.channel = c.channel) AS subscribers,
-      (SELECT count(*)::int FROM channel_subscriptions s WHERE s.channel = c.channel AND s.activity_id IS NOT NULL) AS waiting,
-      (SELECT count(*)::int FROM channel_messages m WHERE m.channel = c.channel) AS messages,
-      (SELECT count(*)::int FROM channel_messages m WHERE m.channel = c.channel AND ${pending("m")}) AS pending,
-      (SELECT max(m.published_at) FROM channel_messages m WHERE m.channel = c.channel) AS last_published_at
-    FROM chans c
-    ORDER BY last_published_at DESC NULLS LAST, c.channel
-    LIMIT ${Math.max(1, Math.trunc(limit))}::int`,
-  );
-  return rows.map((r) => ({
-    channel: String(r.channel),
-    modes: toJsonValue<ChannelMode[]>(r.modes).sort(),
-    subscribers: toNumber(r.subscribers),
-    waiting: toNumber(r.waiting),
-    messages: toNumber(r.messages),
-    pending: toNumber(r.pending),
-    lastPublishedAt: toNullableDate(r.last_published_at),
-  }));
-}
+export function inspectArea(ex: Executor): InspectArea {
+  return {
+    async countInstancesByStatus(filter) {
+      const where = instanceFilter(filter);
+      const whereSql = where.length ? sql`WHERE ${sql.join(where, sql` AND `)}` : sql``;
+      const rows = await queryRows<{ status: string; n: unknown }>(ex, sql`SELECT status, count(*)::int AS n FROM workflow_instances ${whereSql} GROUP BY status`);
+      const counts = Object.fromEntries(INSTANCE_STATUSES.map((s) => [s, 0])) as Record<InstanceStatus, number>;
+      for (const r of rows) counts[r.status as InstanceStatus] = toNumber(r.n);
+      return counts;
+    },
 
-export async function channelSubscribers(ex: Executor, channel: string, limit: number): Promise<ChannelSubscriber[]> {
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT s.instance_id, s.channel, s.mode, s.activity_id, s.cursor_message_id, s.timeout_at, s.subscribed_at,
-               i.workflow_name, i.status,
-               (SELECT count(*)::int FROM channel_messages m WHERE ${availableTo("m", "s")}) AS available
-        FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
-        WHERE s.channel = ${channel}
-        ORDER BY s.subscribed_at, s.id
+    async listSubscriptions(instanceId) {
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT ${SUBSCRIPTION_COLUMNS}
+            FROM channel_subscriptions WHERE instance_id = ${instanceId} ORDER BY subscribed_at, id`,
+      );
+      return rows.map(toSubscription);
+    },
+
+    async listTimers(instanceId) {
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT timer_id, coalesce(activity_id, timer_id) AS activity_id, expires_at
+            FROM workflow_timer_subscriptions WHERE instance_id = ${instanceId} ORDER BY expires_at, id`,
+      );
+      return rows.map((r) => ({ timerId: String(r.timer_id), activityId: String(r.activity_id), expiresAt: toDate(r.expires_at) }));
+    },
+
+    async listGroups(instanceId) {
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT group_name, joined_at FROM workflow_group_memberships WHERE instance_id = ${instanceId} ORDER BY joined_at, id`,
+      );
+      return rows.map((r) => ({ group: String(r.group_name), joinedAt: toDate(r.joined_at) }));
+    },
+
+    async listArchivedRuns(instanceId) {
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT run, count(*)::int AS events, min(created_at) AS first_at, max(archived_at) AS archived_at
+            FROM workflow_history_archive WHERE instance_id = ${instanceId} GROUP BY run ORDER BY run DESC`,
+      );
+      return rows.map((r) => ({ run: toNumber(r.run), events: toNumber(r.events), firstEventAt: toDate(r.first_at), archivedAt: toDate(r.archived_at) }));
+    },
+
+    async channelOverview(limit) {
+      const rows = await queryRows<Row>(
+        ex,
+        sql`
+        WITH chans AS (
+          SELECT channel FROM channel_messages GROUP BY channel
+          UNION SELECT channel FROM channel_subscriptions GROUP BY channel
+        )
+        SELECT c.channel,
+          (SELECT coalesce(json_agg(DISTINCT s.mode), '[]'::json) FROM channel_subscriptions s WHERE s.channel = c.channel) AS modes,
+          (SELECT count(*)::int FROM channel_subscriptions s WHERE s.channel = c.channel) AS subscribers,
+          (SELECT count(*)::int FROM channel_subscriptions s WHERE s.channel = c.channel AND s.activity_id IS NOT NULL) AS waiting,
+          (SELECT count(*)::int FROM channel_messages m WHERE m.channel = c.channel) AS messages,
+          (SELECT count(*)::int FROM channel_messages m WHERE m.channel = c.channel AND ${pending("m")}) AS pending,
+          (SELECT max(m.published_at) FROM channel_messages m WHERE m.channel = c.channel) AS last_published_at
+        FROM chans c
+        ORDER BY last_published_at DESC NULLS LAST, c.channel
         LIMIT ${Math.max(1, Math.trunc(limit))}::int`,
-  );
-  return rows.map((r) => ({ ...toSubscription(r), workflowName: String(r.workflow_name), status: String(r.status) as InstanceStatus, available: toNumber(r.available) }));
-}
+      );
+      return rows.map((r) => ({
+        channel: String(r.channel),
+        modes: toJsonValue<ChannelMode[]>(r.modes).sort(),
+        subscribers: toNumber(r.subscribers),
+        waiting: toNumber(r.waiting),
+        messages: toNumber(r.messages),
+        pending: toNumber(r.pending),
+        lastPublishedAt: toNullableDate(r.last_published_at),
+      }));
+    },
 
-export async function pendingMessages(ex: Executor, channel: string, limit: number): Promise<ChannelMessageRecord[]> {
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT ${MESSAGE_COLUMNS} FROM channel_messages m
-        WHERE m.channel = ${channel} AND ${pending("m")}
-        ORDER BY m.id LIMIT ${Math.max(1, Math.trunc(limit))}::int`,
-  );
-  return rows.map(toChannelMessage);
+    async channelSubscribers(channel, limit) {
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT s.instance_id, s.channel, s.mode, s.activity_id, s.cursor_message_id, s.timeout_at, s.subscribed_at,
+                   i.workflow_name, i.status,
+                   (SELECT count(*)::int FROM channel_messages m WHERE ${availableTo("m", "s")}) AS available
+            FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
+            WHERE s.channel = ${channel}
+            ORDER BY s.subscribed_at, s.id
+            LIMIT ${Math.max(1, Math.trunc(limit))}::int`,
+      );
+      return rows.map((r) => ({ ...toSubscription(r), workflowName: String(r.workflow_name), status: String(r.status) as InstanceStatus, available: toNumber(r.available) }));
+    },
+
+    async pendingMessages(channel, limit) {
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT ${MESSAGE_COLUMNS} FROM channel_messages m
+            WHERE m.channel = ${channel} AND ${pending("m")}
+            ORDER BY m.id LIMIT ${Math.max(1, Math.trunc(limit))}::int`,
+      );
+      return rows.map(toChannelMessage);
+    },
+  };
 }

@@ -80,55 +80,6 @@ export interface InstancesArea {
   endInstance(instanceId: string, end: InstanceEnd): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null>;
 }
 
-export async function upsertWorkflowDefinition(ex: Executor, workflowName: string, sourceHash: string, sourceCode: string): Promise<void> {
-  await ex
-    .insert(workflowDefinitions)
-    .values({ workflowName, sourceHash, sourceCode })
-    .onConflictDoNothing({ target: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] });
-}
-
-export async function createInstance(ex: Executor, input: NewInstance): Promise<{ created: boolean; instance: InstanceRecord }> {
-  const rows = await queryRows<Row>(
-    ex,
-    sql`
-    WITH ins AS (
-      INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds, trace_context,
-                                      parent_instance_id, parent_activity_id, detached, deadline_at, concurrency_key, status,
-                                      rate_key, admitted_at, singleton_key, debounce_key, not_before)
-      VALUES (${input.instanceId}, ${input.workflowName}, ${input.sourceHash}, ${input.ownerService}, ${input.inputData},
-              ${input.lockTimeoutSeconds ?? null}::int, ${input.traceContext ?? null},
-              ${input.parentInstanceId ?? null}::text, ${input.parentActivityId ?? null}::text, ${input.detached ?? false}::boolean,
-              ${input.timeoutSeconds != null ? dbNowPlus(input.timeoutSeconds) : sql`NULL::timestamptz`},
-              ${input.concurrencyKey ?? null}::text, ${input.status ?? "running"}::text,
-              ${input.rateKey ?? null}::text, ${input.rateKey && input.status !== "queued" ? DB_NOW : sql`NULL::timestamptz`},
-              ${input.singletonKey ?? null}::text, ${input.debounceKey ?? null}::text,
-              ${input.notBeforeSeconds != null ? dbNowPlus(input.notBeforeSeconds) : sql`NULL::timestamptz`})
-      ON CONFLICT (instance_id) DO NOTHING
-      RETURNING ${INSTANCE_COLUMNS}
-    )
-    SELECT ${INSTANCE_COLUMNS}, true AS created FROM ins
-    UNION ALL
-    SELECT ${INSTANCE_COLUMNS}, false AS created FROM workflow_instances
-    WHERE instance_id = ${input.instanceId} AND NOT EXISTS (SELECT 1 FROM ins)`,
-  );
-  const row = rows[0];
-  if (row) return { created: row.created === true, instance: toInstance(row) };
-  // A concurrent insert committed after this statement's snapshot: read it now.
-  const existing = await getInstance(ex, input.instanceId);
-  if (!existing) throw new Error(`createInstance(${input.instanceId}): neither inserted nor found`);
-  return { created: false, instance: existing };
-}
-
-export async function getTraceContext(ex: Executor, instanceId: string): Promise<string | null> {
-  const [row] = await queryRows<{ trace_context: string | null }>(ex, sql`SELECT trace_context FROM workflow_instances WHERE instance_id = ${instanceId}`);
-  return row?.trace_context ?? null;
-}
-
-export async function getInstance(ex: Executor, instanceId: string): Promise<InstanceRecord | null> {
-  const [row] = await queryRows<Row>(ex, sql`SELECT ${INSTANCE_COLUMNS} FROM workflow_instances WHERE instance_id = ${instanceId}`);
-  return row ? toInstance(row) : null;
-}
-
 /** The WHERE conditions of a list query's filters (not its status, cursor or limit). */
 export function instanceFilter(query: InstanceFilter): SQL[] {
   const where: SQL[] = [];
@@ -140,98 +91,144 @@ export function instanceFilter(query: InstanceFilter): SQL[] {
   return where;
 }
 
-export async function listInstances(ex: Executor, query: ListInstancesQuery): Promise<InstancePage> {
-  const limit = Math.min(1000, Math.max(1, Math.trunc(query.limit ?? 50)));
-  const where: SQL[] = [];
-  if (query.status !== undefined) {
-    const statuses = Array.isArray(query.status) ? query.status : [query.status];
-    if (statuses.length === 0) return { instances: [], nextCursor: null };
-    where.push(sql`status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})`);
-  }
-  where.push(...instanceFilter(query));
-  const { rows, nextCursor } = await newestFirstPage(ex, {
-    select: sql`${INSTANCE_COLUMNS} FROM workflow_instances`,
-    where,
-    time: "started_at",
-    id: "instance_id",
-    cursor: query.cursor,
-    limit,
-    what: "instance list",
-  });
-  return { instances: rows.map(toInstance), nextCursor };
-}
-
 const CANCELLABLE = sql.raw(CANCELLABLE_STATUSES.map((s) => `'${s}'`).join(", "));
 
-/**
- * One statement. The UPDATE is guarded by the status (no read-then-write
- * race); bumping the token fences off a step that is in flight. An instance
- * with compensations goes to `compensating` (its subscriptions stay until the
- * compensations conclude it, only the wait is cleared); otherwise it ends at
- * once (`cancelled`, or `failed` for a deadline, which must have passed by the
- * database's clock) and leaves its subscriptions and groups here.
- */
-export async function cancelInstance(
-  ex: Executor,
-  instanceId: string,
-  cancelledBy: string,
-): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null> {
-  return endInstance(ex, instanceId, { kind: "cancel", cancelledBy });
-}
+export function instancesArea(ex: Executor): InstancesArea {
+  const area: InstancesArea = {
+    async upsertWorkflowDefinition(workflowName, sourceHash, sourceCode) {
+      await ex
+        .insert(workflowDefinitions)
+        .values({ workflowName, sourceHash, sourceCode })
+        .onConflictDoNothing({ target: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] });
+    },
 
-export async function endInstance(
-  ex: Executor,
-  instanceId: string,
-  end: InstanceEnd,
-): Promise<{ ok: boolean; status: InstanceStatus; previousStatus: InstanceStatus } | null> {
-  const detail =
-    end.kind === "cancel"
-      ? sql`cancel_data = json_build_object('cancelled_by', ${end.cancelledBy}::text,
-                                            'cancelled_at', ${isoUtc(DB_NOW)},
-                                            'previous_status', w.status)::text`
-      : sql`error_data = ${end.errorData}::text`;
-  const finalStatus = end.kind === "cancel" ? sql`'cancelled'` : sql`'failed'`;
-  const guard = end.kind === "timeout" ? sql`AND w.deadline_at <= ${DB_NOW}` : sql``;
-  const rows = await queryRows<{ current: string; new_status: string | null; previous: string | null }>(
-    ex,
-    sql`
-    WITH cur AS (
-      SELECT status FROM workflow_instances WHERE instance_id = ${instanceId}
-    ), upd AS (
-      UPDATE workflow_instances w SET
-        status = CASE WHEN EXISTS (SELECT 1 FROM workflow_compensations c WHERE c.instance_id = w.instance_id)
-                      THEN 'compensating' ELSE ${finalStatus} END,
-        ${detail},
-        lock_token = w.lock_token + 1,
-        locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
-        updated_at = ${DB_NOW}
-      WHERE w.instance_id = ${instanceId} AND w.status IN (${CANCELLABLE}) ${guard}
-      RETURNING w.instance_id, w.status, ${end.kind === "cancel" ? sql`(w.cancel_data::json ->> 'previous_status')` : sql`NULL::text`} AS previous
-    ), timers AS (
-      DELETE FROM workflow_timer_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd)
-    ), waits AS (
-      UPDATE channel_subscriptions SET activity_id = NULL, timeout_at = NULL
-      WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'compensating') AND activity_id IS NOT NULL
-    ), subs AS (
-      DELETE FROM channel_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
-    ), cursors AS (
-      DELETE FROM channel_delivery_cursors WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
-    ), groups AS (
-      DELETE FROM workflow_group_memberships WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
-    )
-    SELECT cur.status AS current, upd.status AS new_status, upd.previous FROM cur LEFT JOIN upd ON true`,
-  );
-  const row = rows[0];
-  if (!row) return null;
-  const current = row.current as InstanceStatus;
-  // The status the UPDATE saw (it may have waited for the row's lock), else the snapshot's.
-  if (row.new_status !== null) return { ok: true, status: row.new_status as InstanceStatus, previousStatus: (row.previous ?? current) as InstanceStatus };
-  let status = current;
-  if (CANCELLABLE_STATUSES.includes(status)) {
-    // The statement's snapshot saw a cancellable status, but the row changed while the UPDATE waited
-    // for its lock (a step completed it): report what it is now, not what the snapshot said.
-    const [now] = await queryRows<{ status: string }>(ex, sql`SELECT status FROM workflow_instances WHERE instance_id = ${instanceId}`);
-    status = (now?.status ?? status) as InstanceStatus;
-  }
-  return { ok: false, status, previousStatus: status };
+    async createInstance(input) {
+      const rows = await queryRows<Row>(
+        ex,
+        sql`
+        WITH ins AS (
+          INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds, trace_context,
+                                          parent_instance_id, parent_activity_id, detached, deadline_at, concurrency_key, status,
+                                          rate_key, admitted_at, singleton_key, debounce_key, not_before)
+          VALUES (${input.instanceId}, ${input.workflowName}, ${input.sourceHash}, ${input.ownerService}, ${input.inputData},
+                  ${input.lockTimeoutSeconds ?? null}::int, ${input.traceContext ?? null},
+                  ${input.parentInstanceId ?? null}::text, ${input.parentActivityId ?? null}::text, ${input.detached ?? false}::boolean,
+                  ${input.timeoutSeconds != null ? dbNowPlus(input.timeoutSeconds) : sql`NULL::timestamptz`},
+                  ${input.concurrencyKey ?? null}::text, ${input.status ?? "running"}::text,
+                  ${input.rateKey ?? null}::text, ${input.rateKey && input.status !== "queued" ? DB_NOW : sql`NULL::timestamptz`},
+                  ${input.singletonKey ?? null}::text, ${input.debounceKey ?? null}::text,
+                  ${input.notBeforeSeconds != null ? dbNowPlus(input.notBeforeSeconds) : sql`NULL::timestamptz`})
+          ON CONFLICT (instance_id) DO NOTHING
+          RETURNING ${INSTANCE_COLUMNS}
+        )
+        SELECT ${INSTANCE_COLUMNS}, true AS created FROM ins
+        UNION ALL
+        SELECT ${INSTANCE_COLUMNS}, false AS created FROM workflow_instances
+        WHERE instance_id = ${input.instanceId} AND NOT EXISTS (SELECT 1 FROM ins)`,
+      );
+      const row = rows[0];
+      if (row) return { created: row.created === true, instance: toInstance(row) };
+      // A concurrent insert committed after this statement's snapshot: read it now.
+      const existing = await area.getInstance(input.instanceId);
+      if (!existing) throw new Error(`createInstance(${input.instanceId}): neither inserted nor found`);
+      return { created: false, instance: existing };
+    },
+
+    async getTraceContext(instanceId) {
+      const [row] = await queryRows<{ trace_context: string | null }>(ex, sql`SELECT trace_context FROM workflow_instances WHERE instance_id = ${instanceId}`);
+      return row?.trace_context ?? null;
+    },
+
+    async getInstance(instanceId) {
+      const [row] = await queryRows<Row>(ex, sql`SELECT ${INSTANCE_COLUMNS} FROM workflow_instances WHERE instance_id = ${instanceId}`);
+      return row ? toInstance(row) : null;
+    },
+
+    async listInstances(query) {
+      const limit = Math.min(1000, Math.max(1, Math.trunc(query.limit ?? 50)));
+      const where: SQL[] = [];
+      if (query.status !== undefined) {
+        const statuses = Array.isArray(query.status) ? query.status : [query.status];
+        if (statuses.length === 0) return { instances: [], nextCursor: null };
+        where.push(sql`status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})`);
+      }
+      where.push(...instanceFilter(query));
+      const { rows, nextCursor } = await newestFirstPage(ex, {
+        select: sql`${INSTANCE_COLUMNS} FROM workflow_instances`,
+        where,
+        time: "started_at",
+        id: "instance_id",
+        cursor: query.cursor,
+        limit,
+        what: "instance list",
+      });
+      return { instances: rows.map(toInstance), nextCursor };
+    },
+
+    /**
+     * One statement. The UPDATE is guarded by the status (no read-then-write
+     * race); bumping the token fences off a step that is in flight. An instance
+     * with compensations goes to `compensating` (its subscriptions stay until the
+     * compensations conclude it, only the wait is cleared); otherwise it ends at
+     * once (`cancelled`, or `failed` for a deadline, which must have passed by the
+     * database's clock) and leaves its subscriptions and groups here.
+     */
+    async cancelInstance(instanceId, cancelledBy) {
+      return area.endInstance(instanceId, { kind: "cancel", cancelledBy });
+    },
+
+    async endInstance(instanceId, end) {
+      const detail =
+        end.kind === "cancel"
+          ? sql`cancel_data = json_build_object('cancelled_by', ${end.cancelledBy}::text,
+                                                'cancelled_at', ${isoUtc(DB_NOW)},
+                                                'previous_status', w.status)::text`
+          : sql`error_data = ${end.errorData}::text`;
+      const finalStatus = end.kind === "cancel" ? sql`'cancelled'` : sql`'failed'`;
+      const guard = end.kind === "timeout" ? sql`AND w.deadline_at <= ${DB_NOW}` : sql``;
+      const rows = await queryRows<{ current: string; new_status: string | null; previous: string | null }>(
+        ex,
+        sql`
+        WITH cur AS (
+          SELECT status FROM workflow_instances WHERE instance_id = ${instanceId}
+        ), upd AS (
+          UPDATE workflow_instances w SET
+            status = CASE WHEN EXISTS (SELECT 1 FROM workflow_compensations c WHERE c.instance_id = w.instance_id)
+                          THEN 'compensating' ELSE ${finalStatus} END,
+            ${detail},
+            lock_token = w.lock_token + 1,
+            locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
+            updated_at = ${DB_NOW}
+          WHERE w.instance_id = ${instanceId} AND w.status IN (${CANCELLABLE}) ${guard}
+          RETURNING w.instance_id, w.status, ${end.kind === "cancel" ? sql`(w.cancel_data::json ->> 'previous_status')` : sql`NULL::text`} AS previous
+        ), timers AS (
+          DELETE FROM workflow_timer_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd)
+        ), waits AS (
+          UPDATE channel_subscriptions SET activity_id = NULL, timeout_at = NULL
+          WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'compensating') AND activity_id IS NOT NULL
+        ), subs AS (
+          DELETE FROM channel_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
+        ), cursors AS (
+          DELETE FROM channel_delivery_cursors WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
+        ), groups AS (
+          DELETE FROM workflow_group_memberships WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
+        )
+        SELECT cur.status AS current, upd.status AS new_status, upd.previous FROM cur LEFT JOIN upd ON true`,
+      );
+      const row = rows[0];
+      if (!row) return null;
+      const current = row.current as InstanceStatus;
+      // The status the UPDATE saw (it may have waited for the row's lock), else the snapshot's.
+      if (row.new_status !== null) return { ok: true, status: row.new_status as InstanceStatus, previousStatus: (row.previous ?? current) as InstanceStatus };
+      let status = current;
+      if (CANCELLABLE_STATUSES.includes(status)) {
+        // The statement's snapshot saw a cancellable status, but the row changed while the UPDATE waited
+        // for its lock (a step completed it): report what it is now, not what the snapshot said.
+        const [now] = await queryRows<{ status: string }>(ex, sql`SELECT status FROM workflow_instances WHERE instance_id = ${instanceId}`);
+        status = (now?.status ?? status) as InstanceStatus;
+      }
+      return { ok: false, status, previousStatus: status };
+    },
+  };
+  return area;
 }

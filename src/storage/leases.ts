@@ -105,188 +105,187 @@ function toLeased(row: Row, withHistory: boolean): LeasedInstance {
   };
 }
 
-/** One statement; with `withHistory` the history comes back in the same round-trip. */
-export async function acquireLease(
-  ex: Executor,
-  instanceId: string,
-  workerId: string,
-  leaseSeconds: number,
-  withHistory: boolean,
-): Promise<LeasedInstance | null> {
-  const history = withHistory ? sql`, ${historyJson(sql`upd.instance_id`)} AS history` : sql``;
-  const [row] = await queryRows<Row>(
-    ex,
-    sql`
-    WITH upd AS (
-      UPDATE workflow_instances SET
-        locked_by = ${workerId}, locked_at = ${DB_NOW}, lock_token = lock_token + 1,
-        lock_expires_at = ${dbNowPlus(leaseSeconds)}
-      WHERE instance_id = ${instanceId} AND status IN (${RUNNABLE})
-        AND (locked_by IS NULL OR lock_expires_at IS NULL OR lock_expires_at < ${DB_NOW})
-      RETURNING ${INSTANCE_COLUMNS}
-    )
-    SELECT upd.*${history} FROM upd`,
-  );
-  return row ? toLeased(row, withHistory) : null;
-}
+export function leasesArea(ex: Executor): LeasesArea {
+  return {
+    /** One statement; with `withHistory` the history comes back in the same round-trip. */
+    async acquireLease(instanceId, workerId, leaseSeconds, opts) {
+      const withHistory = opts?.withHistory ?? false;
+      const history = withHistory ? sql`, ${historyJson(sql`upd.instance_id`)} AS history` : sql``;
+      const [row] = await queryRows<Row>(
+        ex,
+        sql`
+        WITH upd AS (
+          UPDATE workflow_instances SET
+            locked_by = ${workerId}, locked_at = ${DB_NOW}, lock_token = lock_token + 1,
+            lock_expires_at = ${dbNowPlus(leaseSeconds)}
+          WHERE instance_id = ${instanceId} AND status IN (${RUNNABLE})
+            AND (locked_by IS NULL OR lock_expires_at IS NULL OR lock_expires_at < ${DB_NOW})
+          RETURNING ${INSTANCE_COLUMNS}
+        )
+        SELECT upd.*${history} FROM upd`,
+      );
+      return row ? toLeased(row, withHistory) : null;
+    },
 
-/** The instance and its history, when `fence` still holds an unexpired lease. One statement. */
-export async function loadLeased(ex: Executor, fence: Fence): Promise<LeasedInstance | null> {
-  const [row] = await queryRows<Row>(
-    ex,
-    sql`SELECT ${INSTANCE_COLUMNS}, ${historyJson(sql`w.instance_id`)} AS history
-        FROM workflow_instances w
-        WHERE ${fenceWhere(fence)} AND lock_expires_at > ${DB_NOW}`,
-  );
-  return row ? toLeased(row, true) : null;
-}
+    /** The instance and its history, when `fence` still holds an unexpired lease. One statement. */
+    async loadLeased(fence) {
+      const [row] = await queryRows<Row>(
+        ex,
+        sql`SELECT ${INSTANCE_COLUMNS}, ${historyJson(sql`w.instance_id`)} AS history
+            FROM workflow_instances w
+            WHERE ${fenceWhere(fence)} AND lock_expires_at > ${DB_NOW}`,
+      );
+      return row ? toLeased(row, true) : null;
+    },
 
-export async function renewLease(ex: Executor, fence: Fence, leaseSeconds: number): Promise<boolean> {
-  const rows = await queryRows(
-    ex,
-    sql`UPDATE workflow_instances SET lock_expires_at = ${dbNowPlus(leaseSeconds)}
-        WHERE ${fenceWhere(fence)} RETURNING 1 AS ok`,
-  );
-  return rows.length > 0;
-}
+    async renewLease(fence, leaseSeconds) {
+      const rows = await queryRows(
+        ex,
+        sql`UPDATE workflow_instances SET lock_expires_at = ${dbNowPlus(leaseSeconds)}
+            WHERE ${fenceWhere(fence)} RETURNING 1 AS ok`,
+      );
+      return rows.length > 0;
+    },
 
-export async function releaseLease(ex: Executor, fence: Fence): Promise<boolean> {
-  const rows = await queryRows(
-    ex,
-    sql`UPDATE workflow_instances SET locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
-               lock_token = lock_token + 1, updated_at = ${DB_NOW}
-        WHERE ${fenceWhere(fence)} RETURNING 1 AS ok`,
-  );
-  return rows.length > 0;
-}
+    async releaseLease(fence) {
+      const rows = await queryRows(
+        ex,
+        sql`UPDATE workflow_instances SET locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
+                   lock_token = lock_token + 1, updated_at = ${DB_NOW}
+            WHERE ${fenceWhere(fence)} RETURNING 1 AS ok`,
+      );
+      return rows.length > 0;
+    },
 
-/** Bounded, SKIP LOCKED; the token is bumped so the former holder is fenced off for good. */
-export async function releaseStaleLeases(ex: Executor, limit: number): Promise<string[]> {
-  const rows = await queryRows<{ instance_id: string; status: string }>(
-    ex,
-    sql`
-    WITH stale AS (
-      SELECT instance_id FROM workflow_instances
-      WHERE locked_by IS NOT NULL AND lock_expires_at < ${DB_NOW}
-      ORDER BY lock_expires_at
-      LIMIT ${limit}::int
-      FOR UPDATE SKIP LOCKED
-    )
-    UPDATE workflow_instances w SET locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
-           lock_token = w.lock_token + 1, updated_at = ${DB_NOW}
-    FROM stale WHERE w.instance_id = stale.instance_id
-    RETURNING w.instance_id, w.status`,
-  );
-  return rows.filter((r) => (RUNNABLE_STATUSES as readonly string[]).includes(r.status)).map((r) => r.instance_id);
-}
+    /** Bounded, SKIP LOCKED; the token is bumped so the former holder is fenced off for good. */
+    async releaseStaleLeases(limit) {
+      const rows = await queryRows<{ instance_id: string; status: string }>(
+        ex,
+        sql`
+        WITH stale AS (
+          SELECT instance_id FROM workflow_instances
+          WHERE locked_by IS NOT NULL AND lock_expires_at < ${DB_NOW}
+          ORDER BY lock_expires_at
+          LIMIT ${limit}::int
+          FOR UPDATE SKIP LOCKED
+        )
+        UPDATE workflow_instances w SET locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
+               lock_token = w.lock_token + 1, updated_at = ${DB_NOW}
+        FROM stale WHERE w.instance_id = stale.instance_id
+        RETURNING w.instance_id, w.status`,
+      );
+      return rows.filter((r) => (RUNNABLE_STATUSES as readonly string[]).includes(r.status)).map((r) => r.instance_id);
+    },
 
-export async function findResumableInstances(ex: Executor, limit: number, minIdleSeconds = 0): Promise<string[]> {
-  const idle = minIdleSeconds > 0 ? sql`AND updated_at < ${DB_NOW} - make_interval(secs => ${minIdleSeconds}::float8)` : sql``;
-  const rows = await queryRows<{ instance_id: string }>(
-    ex,
-    sql`SELECT instance_id FROM workflow_instances
-        WHERE status IN (${RUNNABLE}) AND locked_by IS NULL ${idle}
-        ORDER BY updated_at, instance_id LIMIT ${limit}::int`,
-  );
-  return rows.map((r) => r.instance_id);
-}
+    async findResumableInstances(limit, minIdleSeconds = 0) {
+      const idle = minIdleSeconds > 0 ? sql`AND updated_at < ${DB_NOW} - make_interval(secs => ${minIdleSeconds}::float8)` : sql``;
+      const rows = await queryRows<{ instance_id: string }>(
+        ex,
+        sql`SELECT instance_id FROM workflow_instances
+            WHERE status IN (${RUNNABLE}) AND locked_by IS NULL ${idle}
+            ORDER BY updated_at, instance_id LIMIT ${limit}::int`,
+      );
+      return rows.map((r) => r.instance_id);
+    },
 
-/**
- * The whole conclusion of a step as ONE statement of data-modifying CTEs, all
- * hanging off the fenced UPDATE: when the fence fails, `upd` is empty and every
- * other CTE inserts/deletes nothing. Only the CTEs the conclusion needs are sent.
- * A hand-off is only honoured for a runnable status (a waiting or finished
- * instance must not stay locked).
- */
-export async function concludeStep(ex: Executor, fence: Fence, c: StepConclusion): Promise<ConcludeResult> {
-  const terminal = TERMINAL_STATUSES.includes(c.status);
-  const handoff = c.handoff && RUNNABLE_STATUSES.includes(c.status) ? c.handoff : undefined;
+    /**
+     * The whole conclusion of a step as ONE statement of data-modifying CTEs, all
+     * hanging off the fenced UPDATE: when the fence fails, `upd` is empty and every
+     * other CTE inserts/deletes nothing. Only the CTEs the conclusion needs are sent.
+     * A hand-off is only honoured for a runnable status (a waiting or finished
+     * instance must not stay locked).
+     */
+    async concludeStep(fence, c) {
+      const terminal = TERMINAL_STATUSES.includes(c.status);
+      const handoff = c.handoff && RUNNABLE_STATUSES.includes(c.status) ? c.handoff : undefined;
 
-  // A concluded step ends a run of failures (poison isolation counts only failures in a row).
-  const sets: SQL[] = [sql`status = ${c.status}`, sql`updated_at = ${DB_NOW}`, sql`lock_token = lock_token + 1`, sql`failure_count = 0`, sql`failure_data = NULL`];
-  if (c.currentActivityId !== undefined) sets.push(sql`current_activity_id = ${c.currentActivityId}`);
-  if (c.outputData !== undefined) sets.push(sql`output_data = ${c.outputData}`);
-  if (c.errorData !== undefined) sets.push(sql`error_data = ${c.errorData}`);
-  if (c.parkedHash !== undefined) sets.push(sql`parked_hash = ${c.parkedHash}`);
-  if (handoff) {
-    sets.push(sql`locked_at = ${DB_NOW}`, sql`lock_expires_at = ${dbNowPlus(handoff.leaseSeconds)}`);
-  } else {
-    sets.push(sql`locked_by = NULL`, sql`locked_at = NULL`, sql`lock_expires_at = NULL`);
-  }
+      // A concluded step ends a run of failures (poison isolation counts only failures in a row).
+      const sets: SQL[] = [sql`status = ${c.status}`, sql`updated_at = ${DB_NOW}`, sql`lock_token = lock_token + 1`, sql`failure_count = 0`, sql`failure_data = NULL`];
+      if (c.currentActivityId !== undefined) sets.push(sql`current_activity_id = ${c.currentActivityId}`);
+      if (c.outputData !== undefined) sets.push(sql`output_data = ${c.outputData}`);
+      if (c.errorData !== undefined) sets.push(sql`error_data = ${c.errorData}`);
+      if (c.parkedHash !== undefined) sets.push(sql`parked_hash = ${c.parkedHash}`);
+      if (handoff) {
+        sets.push(sql`locked_at = ${DB_NOW}`, sql`lock_expires_at = ${dbNowPlus(handoff.leaseSeconds)}`);
+      } else {
+        sets.push(sql`locked_by = NULL`, sql`locked_at = NULL`, sql`lock_expires_at = NULL`);
+      }
 
-  const ctes: SQL[] = [
-    sql`upd AS (UPDATE workflow_instances SET ${sql.join(sets, sql`, `)} WHERE ${fenceWhere(fence)} RETURNING instance_id, lock_token)`,
-  ];
-  if (c.history?.length) {
-    ctes.push(sql`hist AS (
-      INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
-      SELECT upd.instance_id, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
-      FROM upd, ${historyValues(c.history)} ORDER BY v.ord)`);
-  }
-  if (c.compensations?.length) {
-    ctes.push(sql`comp AS (
-      INSERT INTO workflow_compensations (instance_id, activity_id, activity_name, args)
-      SELECT upd.instance_id, c.activity_id, c.activity_name, c.args FROM upd, ${compensationValues(c.compensations)} ORDER BY c.ord
-      ON CONFLICT (instance_id, activity_id) DO NOTHING)`);
-  }
-  if (c.timer && !terminal) {
-    // ON CONFLICT DO NOTHING: a timer keeps the expiry it was first registered with.
-    ctes.push(sql`timer AS (
-      INSERT INTO workflow_timer_subscriptions (instance_id, timer_id, expires_at, activity_id)
-      SELECT upd.instance_id, ${c.timer.timerId}::text, ${timerExpiry(c.timer)}, ${c.timer.activityId}::text FROM upd
-      ON CONFLICT (instance_id, timer_id) DO NOTHING)`);
-  }
-  if (terminal) {
-    // A finished instance leaves everything that could still wake or address it.
-    for (const [name, table] of [
-      ["d_subs", "channel_subscriptions"],
-      ["d_groups", "workflow_group_memberships"],
-      ["d_timers", "workflow_timer_subscriptions"],
-      ["d_cursors", "channel_delivery_cursors"],
-    ] as const) {
-      ctes.push(sql`${sql.raw(name)} AS (DELETE FROM ${sql.raw(table)} WHERE instance_id IN (SELECT instance_id FROM upd))`);
-    }
-  }
+      const ctes: SQL[] = [
+        sql`upd AS (UPDATE workflow_instances SET ${sql.join(sets, sql`, `)} WHERE ${fenceWhere(fence)} RETURNING instance_id, lock_token)`,
+      ];
+      if (c.history?.length) {
+        ctes.push(sql`hist AS (
+          INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
+          SELECT upd.instance_id, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
+          FROM upd, ${historyValues(c.history)} ORDER BY v.ord)`);
+      }
+      if (c.compensations?.length) {
+        ctes.push(sql`comp AS (
+          INSERT INTO workflow_compensations (instance_id, activity_id, activity_name, args)
+          SELECT upd.instance_id, c.activity_id, c.activity_name, c.args FROM upd, ${compensationValues(c.compensations)} ORDER BY c.ord
+          ON CONFLICT (instance_id, activity_id) DO NOTHING)`);
+      }
+      if (c.timer && !terminal) {
+        // ON CONFLICT DO NOTHING: a timer keeps the expiry it was first registered with.
+        ctes.push(sql`timer AS (
+          INSERT INTO workflow_timer_subscriptions (instance_id, timer_id, expires_at, activity_id)
+          SELECT upd.instance_id, ${c.timer.timerId}::text, ${timerExpiry(c.timer)}, ${c.timer.activityId}::text FROM upd
+          ON CONFLICT (instance_id, timer_id) DO NOTHING)`);
+      }
+      if (terminal) {
+        // A finished instance leaves everything that could still wake or address it.
+        for (const [name, table] of [
+          ["d_subs", "channel_subscriptions"],
+          ["d_groups", "workflow_group_memberships"],
+          ["d_timers", "workflow_timer_subscriptions"],
+          ["d_cursors", "channel_delivery_cursors"],
+        ] as const) {
+          ctes.push(sql`${sql.raw(name)} AS (DELETE FROM ${sql.raw(table)} WHERE instance_id IN (SELECT instance_id FROM upd))`);
+        }
+      }
 
-  const [row] = await queryRows<{ lock_token: unknown }>(ex, sql`WITH ${sql.join(ctes, sql`, `)} SELECT lock_token FROM upd`);
-  if (!row) return { ok: false };
-  return handoff ? { ok: true, token: toNumber(row.lock_token) } : { ok: true };
-}
+      const [row] = await queryRows<{ lock_token: unknown }>(ex, sql`WITH ${sql.join(ctes, sql`, `)} SELECT lock_token FROM upd`);
+      if (!row) return { ok: false };
+      return handoff ? { ok: true, token: toNumber(row.lock_token) } : { ok: true };
+    },
 
-/**
- * Fenced, one statement: archive the current run's history under its run
- * number, clear it, and start run + 1 with the new input, keeping the lease.
- * Channel subscriptions (with their cursors) and group memberships are kept;
- * what belongs to the finished run goes: its compensations (the run completed,
- * and the next run registers its own at the same activity ids), its pending
- * timers and its wait markers (they would record outcomes into the new run's
- * history under reused activity ids).
- */
-export async function recurInstance(ex: Executor, fence: Fence, newInputData: string): Promise<boolean> {
-  const rows = await queryRows(
-    ex,
-    sql`
-    WITH upd AS (
-      UPDATE workflow_instances SET run = run + 1, input_data = ${newInputData}, status = 'running',
-             output_data = NULL, error_data = NULL, current_activity_id = NULL, updated_at = ${DB_NOW}
-      WHERE ${fenceWhere(fence)}
-      RETURNING instance_id, run - 1 AS prev_run
-    ), arch AS (
-      INSERT INTO workflow_history_archive
-        (instance_id, run, activity_id, event_type, data_type, event_data, event_data_binary, created_at)
-      SELECT h.instance_id, upd.prev_run, h.activity_id, h.event_type, h.data_type, h.event_data, h.event_data_binary, h.created_at
-      FROM workflow_history h JOIN upd ON h.instance_id = upd.instance_id ORDER BY h.id
-    ), del AS (
-      DELETE FROM workflow_history h USING upd WHERE h.instance_id = upd.instance_id
-    ), comps AS (
-      DELETE FROM workflow_compensations c USING upd WHERE c.instance_id = upd.instance_id
-    ), timers AS (
-      DELETE FROM workflow_timer_subscriptions t USING upd WHERE t.instance_id = upd.instance_id
-    ), waits AS (
-      UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL
-      FROM upd WHERE s.instance_id = upd.instance_id AND s.activity_id IS NOT NULL
-    )
-    SELECT instance_id FROM upd`,
-  );
-  return rows.length > 0;
+    /**
+     * Fenced, one statement: archive the current run's history under its run
+     * number, clear it, and start run + 1 with the new input, keeping the lease.
+     * Channel subscriptions (with their cursors) and group memberships are kept;
+     * what belongs to the finished run goes: its compensations (the run completed,
+     * and the next run registers its own at the same activity ids), its pending
+     * timers and its wait markers (they would record outcomes into the new run's
+     * history under reused activity ids).
+     */
+    async recurInstance(fence, newInputData) {
+      const rows = await queryRows(
+        ex,
+        sql`
+        WITH upd AS (
+          UPDATE workflow_instances SET run = run + 1, input_data = ${newInputData}, status = 'running',
+                 output_data = NULL, error_data = NULL, current_activity_id = NULL, updated_at = ${DB_NOW}
+          WHERE ${fenceWhere(fence)}
+          RETURNING instance_id, run - 1 AS prev_run
+        ), arch AS (
+          INSERT INTO workflow_history_archive
+            (instance_id, run, activity_id, event_type, data_type, event_data, event_data_binary, created_at)
+          SELECT h.instance_id, upd.prev_run, h.activity_id, h.event_type, h.data_type, h.event_data, h.event_data_binary, h.created_at
+          FROM workflow_history h JOIN upd ON h.instance_id = upd.instance_id ORDER BY h.id
+        ), del AS (
+          DELETE FROM workflow_history h USING upd WHERE h.instance_id = upd.instance_id
+        ), comps AS (
+          DELETE FROM workflow_compensations c USING upd WHERE c.instance_id = upd.instance_id
+        ), timers AS (
+          DELETE FROM workflow_timer_subscriptions t USING upd WHERE t.instance_id = upd.instance_id
+        ), waits AS (
+          UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL
+          FROM upd WHERE s.instance_id = upd.instance_id AND s.activity_id IS NOT NULL
+        )
+        SELECT instance_id FROM upd`,
+      );
+      return rows.length > 0;
+    },
+  };
 }

@@ -41,103 +41,103 @@ export interface LifecycleArea {
 
 const CANCELLABLE = sql.raw(CANCELLABLE_STATUSES.map((s) => `'${s}'`).join(", "));
 
-/** `SELECT … FOR UPDATE` of one instance row: its status and current activity, or null when it does not exist. */
-export async function lockInstanceRow(ex: Executor, instanceId: string): Promise<{ status: InstanceStatus; currentActivityId: string | null } | null> {
-  const [row] = await queryRows<{ status: string; current_activity_id: string | null }>(
-    ex,
-    sql`SELECT status, current_activity_id FROM workflow_instances WHERE instance_id = ${instanceId} FOR UPDATE`,
-  );
-  return row ? { status: row.status as InstanceStatus, currentActivityId: row.current_activity_id } : null;
-}
+export function lifecycleArea(ex: Executor): LifecycleArea {
+  return {
+    /** `SELECT … FOR UPDATE` of one instance row: its status and current activity, or null when it does not exist. */
+    async lockInstanceRow(instanceId) {
+      const [row] = await queryRows<{ status: string; current_activity_id: string | null }>(
+        ex,
+        sql`SELECT status, current_activity_id FROM workflow_instances WHERE instance_id = ${instanceId} FOR UPDATE`,
+      );
+      return row ? { status: row.status as InstanceStatus, currentActivityId: row.current_activity_id } : null;
+    },
 
-/**
- * Record a child's outcome in its parent when the parent waits for exactly
- * that child (`waiting_for_child` at `activityId`): the history row and
- * `running` in one statement. False when the parent does not wait for it
- * (its own wait registration will read the child's row instead).
- */
-export async function recordChildOutcome(ex: Executor, parentId: string, activityId: string, event: NewHistoryEvent): Promise<boolean> {
-  const rows = await queryRows(
-    ex,
-    sql`
-    WITH upd AS (
-      UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-      WHERE instance_id = ${parentId} AND status = 'waiting_for_child' AND current_activity_id = ${activityId}
-      RETURNING instance_id
-    ), hist AS (
-      INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
-      SELECT upd.instance_id, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
-      FROM upd, ${historyValues([event])}
-    )
-    SELECT instance_id FROM upd`,
-  );
-  return rows.length > 0;
-}
+    /**
+     * Record a child's outcome in its parent when the parent waits for exactly
+     * that child (`waiting_for_child` at `activityId`): the history row and
+     * `running` in one statement. False when the parent does not wait for it
+     * (its own wait registration will read the child's row instead).
+     */
+    async recordChildOutcome(parentId, activityId, event) {
+      const rows = await queryRows(
+        ex,
+        sql`
+        WITH upd AS (
+          UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
+          WHERE instance_id = ${parentId} AND status = 'waiting_for_child' AND current_activity_id = ${activityId}
+          RETURNING instance_id
+        ), hist AS (
+          INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
+          SELECT upd.instance_id, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
+          FROM upd, ${historyValues([event])}
+        )
+        SELECT instance_id FROM upd`,
+      );
+      return rows.length > 0;
+    },
 
-/** Children of `parentId` that its cancellation takes along: not detached, still cancellable. */
-export async function listCancellableChildren(ex: Executor, parentId: string): Promise<string[]> {
-  const rows = await queryRows<{ instance_id: string }>(
-    ex,
-    sql`SELECT instance_id FROM workflow_instances
-        WHERE parent_instance_id = ${parentId} AND NOT detached AND status IN (${CANCELLABLE})
-        ORDER BY started_at, instance_id`,
-  );
-  return rows.map((r) => r.instance_id);
-}
+    /** Children of `parentId` that its cancellation takes along: not detached, still cancellable. */
+    async listCancellableChildren(parentId) {
+      const rows = await queryRows<{ instance_id: string }>(
+        ex,
+        sql`SELECT instance_id FROM workflow_instances
+            WHERE parent_instance_id = ${parentId} AND NOT detached AND status IN (${CANCELLABLE})
+            ORDER BY started_at, instance_id`,
+      );
+      return rows.map((r) => r.instance_id);
+    },
 
-/** Every child of `parentId`, oldest first (for views): id, workflow, status, detached. */
-export async function listChildren(
-  ex: Executor,
-  parentId: string,
-  limit: number,
-): Promise<{ instanceId: string; workflowName: string; status: InstanceStatus; detached: boolean }[]> {
-  const rows = await queryRows<{ instance_id: string; workflow_name: string; status: string; detached: unknown }>(
-    ex,
-    sql`SELECT instance_id, workflow_name, status, detached FROM workflow_instances
-        WHERE parent_instance_id = ${parentId} ORDER BY started_at, instance_id LIMIT ${limit}::int`,
-  );
-  return rows.map((r) => ({ instanceId: r.instance_id, workflowName: r.workflow_name, status: r.status as InstanceStatus, detached: r.detached === true || r.detached === "t" }));
-}
+    /** Every child of `parentId`, oldest first (for views): id, workflow, status, detached. */
+    async listChildren(parentId, limit) {
+      const rows = await queryRows<{ instance_id: string; workflow_name: string; status: string; detached: unknown }>(
+        ex,
+        sql`SELECT instance_id, workflow_name, status, detached FROM workflow_instances
+            WHERE parent_instance_id = ${parentId} ORDER BY started_at, instance_id LIMIT ${limit}::int`,
+      );
+      return rows.map((r) => ({ instanceId: r.instance_id, workflowName: r.workflow_name, status: r.status as InstanceStatus, detached: r.detached === true || r.detached === "t" }));
+    },
 
-/** Instances whose deadline passed and that can still be ended (oldest deadline first, bounded). */
-export async function findExpiredDeadlines(ex: Executor, limit: number): Promise<string[]> {
-  const rows = await queryRows<{ instance_id: string }>(
-    ex,
-    sql`SELECT instance_id FROM workflow_instances
-        WHERE deadline_at IS NOT NULL AND deadline_at <= ${DB_NOW} AND status IN (${CANCELLABLE})
-        ORDER BY deadline_at LIMIT ${limit}::int`,
-  );
-  return rows.map((r) => r.instance_id);
-}
+    /** Instances whose deadline passed and that can still be ended (oldest deadline first, bounded). */
+    async findExpiredDeadlines(limit) {
+      const rows = await queryRows<{ instance_id: string }>(
+        ex,
+        sql`SELECT instance_id FROM workflow_instances
+            WHERE deadline_at IS NOT NULL AND deadline_at <= ${DB_NOW} AND status IN (${CANCELLABLE})
+            ORDER BY deadline_at LIMIT ${limit}::int`,
+      );
+      return rows.map((r) => r.instance_id);
+    },
 
-/**
- * Parked instances of `workflowName` that diverged from code other than
- * `currentHash` go back to `running` (the deployed code may replay them now);
- * returns their ids. One that still diverges is parked again under the new hash.
- */
-export async function unparkInstances(ex: Executor, workflowName: string, currentHash: string, limit: number): Promise<string[]> {
-  const rows = await queryRows<{ instance_id: string }>(
-    ex,
-    sql`
-    WITH due AS (
-      SELECT instance_id FROM workflow_instances
-      WHERE status = 'parked' AND workflow_name = ${workflowName} AND parked_hash IS DISTINCT FROM ${currentHash}
-      ORDER BY updated_at LIMIT ${limit}::int
-      FOR UPDATE SKIP LOCKED
-    )
-    UPDATE workflow_instances w SET status = 'running', parked_hash = NULL, error_data = NULL, updated_at = ${DB_NOW}
-    FROM due WHERE w.instance_id = due.instance_id AND w.status = 'parked'
-    RETURNING w.instance_id`,
-  );
-  return rows.map((r) => r.instance_id);
-}
+    /**
+     * Parked instances of `workflowName` that diverged from code other than
+     * `currentHash` go back to `running` (the deployed code may replay them now);
+     * returns their ids. One that still diverges is parked again under the new hash.
+     */
+    async unparkInstances(workflowName, currentHash, limit) {
+      const rows = await queryRows<{ instance_id: string }>(
+        ex,
+        sql`
+        WITH due AS (
+          SELECT instance_id FROM workflow_instances
+          WHERE status = 'parked' AND workflow_name = ${workflowName} AND parked_hash IS DISTINCT FROM ${currentHash}
+          ORDER BY updated_at LIMIT ${limit}::int
+          FOR UPDATE SKIP LOCKED
+        )
+        UPDATE workflow_instances w SET status = 'running', parked_hash = NULL, error_data = NULL, updated_at = ${DB_NOW}
+        FROM due WHERE w.instance_id = due.instance_id AND w.status = 'parked'
+        RETURNING w.instance_id`,
+      );
+      return rows.map((r) => r.instance_id);
+    },
 
-/** Explicit resume of one parked instance (an operator's decision); false when it is not parked. */
-export async function resumeParked(ex: Executor, instanceId: string): Promise<boolean> {
-  const rows = await queryRows(
-    ex,
-    sql`UPDATE workflow_instances SET status = 'running', parked_hash = NULL, error_data = NULL, updated_at = ${DB_NOW}
-        WHERE instance_id = ${instanceId} AND status = 'parked' RETURNING 1 AS ok`,
-  );
-  return rows.length > 0;
+    /** Explicit resume of one parked instance (an operator's decision); false when it is not parked. */
+    async resumeParked(instanceId) {
+      const rows = await queryRows(
+        ex,
+        sql`UPDATE workflow_instances SET status = 'running', parked_hash = NULL, error_data = NULL, updated_at = ${DB_NOW}
+            WHERE instance_id = ${instanceId} AND status = 'parked' RETURNING 1 AS ok`,
+      );
+      return rows.length > 0;
+    },
+  };
 }

@@ -69,83 +69,6 @@ export interface OutboxArea {
 /** How long a claim protects a row before another relay may take it over. */
 export const OUTBOX_CLAIM_TIMEOUT_SECONDS = 60;
 
-/** Idempotent by event id: adding the same event twice records it once. */
-export async function addOutboxEvent(ex: Executor, e: NewOutboxEvent): Promise<void> {
-  const p = payloadParams(e.data);
-  await ex.execute(sql`
-    INSERT INTO outbox_events (event_id, event_type, event_source, data_type, event_data, event_data_binary, content_type, extensions)
-    VALUES (${e.eventId}, ${e.eventType}, ${e.eventSource}, ${p.dataType}, ${p.text}, ${p.binary},
-            ${e.contentType ?? "application/json"}, ${e.extensions ?? null}::text)
-    ON CONFLICT (event_id) DO NOTHING`);
-}
-
-export async function claimOutboxEvents(ex: Executor, limit: number, eventIds?: string[]): Promise<OutboxRecord[]> {
-  if (eventIds && eventIds.length === 0) return [];
-  const only: SQL = eventIds ? sql`AND event_id IN (${sql.join(eventIds.map((id) => sql`${id}`), sql`, `)})` : sql``;
-  const rows = await queryRows<Row>(
-    ex,
-    sql`
-    WITH due AS (
-      SELECT event_id FROM outbox_events
-      WHERE status IN ('pending', 'failed', 'processing') AND next_attempt_at <= ${DB_NOW} ${only}
-      ORDER BY created_at, event_id
-      LIMIT ${limit}::int
-      FOR UPDATE SKIP LOCKED
-    )
-    UPDATE outbox_events o SET status = 'processing', next_attempt_at = ${dbNowPlus(OUTBOX_CLAIM_TIMEOUT_SECONDS)}
-    FROM due WHERE o.event_id = due.event_id
-    RETURNING o.*`,
-  );
-  return rows.map(toOutbox).sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.eventId < b.eventId ? -1 : 1));
-}
-
-export async function markOutboxPublished(ex: Executor, eventId: string): Promise<void> {
-  await ex.execute(sql`
-    UPDATE outbox_events SET status = 'published', published_at = ${DB_NOW}, last_error = NULL
-    WHERE event_id = ${eventId} AND status <> 'published'`);
-}
-
-export async function markOutboxInvalid(ex: Executor, eventId: string, error: string): Promise<void> {
-  await ex.execute(sql`
-    UPDATE outbox_events SET status = 'invalid', last_error = ${error}
-    WHERE event_id = ${eventId} AND status = 'processing'`);
-}
-
-export async function markOutboxFailed(ex: Executor, eventId: string, error: string, retryInSeconds: number): Promise<void> {
-  await ex.execute(sql`
-    UPDATE outbox_events SET status = 'failed', retry_count = retry_count + 1, last_error = ${error},
-           next_attempt_at = ${dbNowPlus(retryInSeconds)}
-    WHERE event_id = ${eventId} AND status = 'processing'`);
-}
-
-/** Undo a claim whose send never left (subrequest limit): no attempt counted, due again at once. */
-export async function releaseOutboxClaim(ex: Executor, eventId: string): Promise<void> {
-  await ex.execute(sql`
-    UPDATE outbox_events SET status = CASE WHEN retry_count = 0 THEN 'pending' ELSE 'failed' END, next_attempt_at = ${DB_NOW}
-    WHERE event_id = ${eventId} AND status = 'processing'`);
-}
-
-export async function expireOutboxEvents(ex: Executor, olderThanSeconds: number, maxRetries: number): Promise<number> {
-  const rows = await queryRows(
-    ex,
-    sql`UPDATE outbox_events SET status = 'expired'
-        WHERE status IN ('pending', 'failed')
-          AND (coalesce(rearmed_at, created_at) < ${DB_NOW} - make_interval(secs => ${olderThanSeconds}::float8) OR retry_count >= ${maxRetries}::int)
-        RETURNING 1 AS ok`,
-  );
-  return rows.length;
-}
-
-export async function listDeadLetters(ex: Executor, query: DeadLetterQuery): Promise<DeadLetterPage> {
-  const limit = Math.min(1000, Math.max(1, Math.trunc(query.limit ?? 50)));
-  const statuses = (query.status ?? DEAD_LETTER_STATUSES).filter((s) => (DEAD_LETTER_STATUSES as readonly string[]).includes(s));
-  if (statuses.length === 0) return { events: [], nextCursor: null };
-  const where: SQL[] = [sql`status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})`];
-  if (query.eventType !== undefined) where.push(sql`event_type = ${query.eventType}`);
-  const { rows, nextCursor } = await newestFirstPage(ex, { select: sql`* FROM outbox_events`, where, time: "created_at", id: "event_id", cursor: query.cursor, limit, what: "dead-letter list" });
-  return { events: rows.map(toOutbox), nextCursor };
-}
-
 const DEAD = sql.raw(DEAD_LETTER_STATUSES.map((s) => `'${s}'`).join(", "));
 
 /** Run a status-guarded `action` on one row and report what it found (one statement). */
@@ -159,25 +82,106 @@ async function onDeadLetter(ex: Executor, eventId: string, action: SQL): Promise
   return { previousStatus: (row?.previous ?? null) as OutboxStatus | null, done: row?.done === true };
 }
 
-export function rearmOutboxEvent(ex: Executor, eventId: string): Promise<DeadLetterAction> {
-  return onDeadLetter(
-    ex,
-    eventId,
-    sql`UPDATE outbox_events SET status = 'pending', retry_count = 0, next_attempt_at = ${DB_NOW}, rearmed_at = ${DB_NOW}
-        WHERE event_id = ${eventId} AND status IN (${DEAD})`,
-  );
-}
+export function outboxArea(ex: Executor): OutboxArea {
+  return {
+    /** Idempotent by event id: adding the same event twice records it once. */
+    async addOutboxEvent(e) {
+      const p = payloadParams(e.data);
+      await ex.execute(sql`
+        INSERT INTO outbox_events (event_id, event_type, event_source, data_type, event_data, event_data_binary, content_type, extensions)
+        VALUES (${e.eventId}, ${e.eventType}, ${e.eventSource}, ${p.dataType}, ${p.text}, ${p.binary},
+                ${e.contentType ?? "application/json"}, ${e.extensions ?? null}::text)
+        ON CONFLICT (event_id) DO NOTHING`);
+    },
 
-export function discardOutboxEvent(ex: Executor, eventId: string): Promise<DeadLetterAction> {
-  return onDeadLetter(ex, eventId, sql`DELETE FROM outbox_events WHERE event_id = ${eventId} AND status IN (${DEAD})`);
-}
+    async claimOutboxEvents(limit, eventIds) {
+      if (eventIds && eventIds.length === 0) return [];
+      const only: SQL = eventIds ? sql`AND event_id IN (${sql.join(eventIds.map((id) => sql`${id}`), sql`, `)})` : sql``;
+      const rows = await queryRows<Row>(
+        ex,
+        sql`
+        WITH due AS (
+          SELECT event_id FROM outbox_events
+          WHERE status IN ('pending', 'failed', 'processing') AND next_attempt_at <= ${DB_NOW} ${only}
+          ORDER BY created_at, event_id
+          LIMIT ${limit}::int
+          FOR UPDATE SKIP LOCKED
+        )
+        UPDATE outbox_events o SET status = 'processing', next_attempt_at = ${dbNowPlus(OUTBOX_CLAIM_TIMEOUT_SECONDS)}
+        FROM due WHERE o.event_id = due.event_id
+        RETURNING o.*`,
+      );
+      return rows.map(toOutbox).sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.eventId < b.eventId ? -1 : 1));
+    },
 
-/** True the first time `(source, id)` is seen. */
-export async function recordCloudEvent(ex: Executor, source: string, id: string): Promise<boolean> {
-  const rows = await queryRows(
-    ex,
-    sql`INSERT INTO cloudevent_dedupe (source, event_id) VALUES (${source}, ${id})
-        ON CONFLICT (source, event_id) DO NOTHING RETURNING 1 AS ok`,
-  );
-  return rows.length > 0;
+    async markOutboxPublished(eventId) {
+      await ex.execute(sql`
+        UPDATE outbox_events SET status = 'published', published_at = ${DB_NOW}, last_error = NULL
+        WHERE event_id = ${eventId} AND status <> 'published'`);
+    },
+
+    async markOutboxInvalid(eventId, error) {
+      await ex.execute(sql`
+        UPDATE outbox_events SET status = 'invalid', last_error = ${error}
+        WHERE event_id = ${eventId} AND status = 'processing'`);
+    },
+
+    async markOutboxFailed(eventId, error, retryInSeconds) {
+      await ex.execute(sql`
+        UPDATE outbox_events SET status = 'failed', retry_count = retry_count + 1, last_error = ${error},
+               next_attempt_at = ${dbNowPlus(retryInSeconds)}
+        WHERE event_id = ${eventId} AND status = 'processing'`);
+    },
+
+    /** Undo a claim whose send never left (subrequest limit): no attempt counted, due again at once. */
+    async releaseOutboxClaim(eventId) {
+      await ex.execute(sql`
+        UPDATE outbox_events SET status = CASE WHEN retry_count = 0 THEN 'pending' ELSE 'failed' END, next_attempt_at = ${DB_NOW}
+        WHERE event_id = ${eventId} AND status = 'processing'`);
+    },
+
+    async expireOutboxEvents(olderThanSeconds, maxRetries) {
+      const rows = await queryRows(
+        ex,
+        sql`UPDATE outbox_events SET status = 'expired'
+            WHERE status IN ('pending', 'failed')
+              AND (coalesce(rearmed_at, created_at) < ${DB_NOW} - make_interval(secs => ${olderThanSeconds}::float8) OR retry_count >= ${maxRetries}::int)
+            RETURNING 1 AS ok`,
+      );
+      return rows.length;
+    },
+
+    async listDeadLetters(query) {
+      const limit = Math.min(1000, Math.max(1, Math.trunc(query.limit ?? 50)));
+      const statuses = (query.status ?? DEAD_LETTER_STATUSES).filter((s) => (DEAD_LETTER_STATUSES as readonly string[]).includes(s));
+      if (statuses.length === 0) return { events: [], nextCursor: null };
+      const where: SQL[] = [sql`status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})`];
+      if (query.eventType !== undefined) where.push(sql`event_type = ${query.eventType}`);
+      const { rows, nextCursor } = await newestFirstPage(ex, { select: sql`* FROM outbox_events`, where, time: "created_at", id: "event_id", cursor: query.cursor, limit, what: "dead-letter list" });
+      return { events: rows.map(toOutbox), nextCursor };
+    },
+
+    rearmOutboxEvent(eventId) {
+      return onDeadLetter(
+        ex,
+        eventId,
+        sql`UPDATE outbox_events SET status = 'pending', retry_count = 0, next_attempt_at = ${DB_NOW}, rearmed_at = ${DB_NOW}
+            WHERE event_id = ${eventId} AND status IN (${DEAD})`,
+      );
+    },
+
+    discardOutboxEvent(eventId) {
+      return onDeadLetter(ex, eventId, sql`DELETE FROM outbox_events WHERE event_id = ${eventId} AND status IN (${DEAD})`);
+    },
+
+    /** True the first time `(source, id)` is seen. */
+    async recordCloudEvent(source, id) {
+      const rows = await queryRows(
+        ex,
+        sql`INSERT INTO cloudevent_dedupe (source, event_id) VALUES (${source}, ${id})
+            ON CONFLICT (source, event_id) DO NOTHING RETURNING 1 AS ok`,
+      );
+      return rows.length > 0;
+    },
+  };
 }

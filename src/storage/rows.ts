@@ -11,7 +11,8 @@
  * explicit `::timestamptz` cast (drizzle's postgres.js setup passes Date
  * objects through unserialized), bytes as a Uint8Array with `::bytea`.
  */
-import { sql, type SQL } from "drizzle-orm";
+import { getTableColumns, sql, type SQL } from "drizzle-orm";
+import { channelMessages, channelSubscriptions, workflowInstances } from "./schema.ts";
 import type {
   ArchivedHistoryEvent,
   ChannelMessageRecord,
@@ -144,40 +145,31 @@ export function payloadParams(p: Payload): { dataType: SQL; text: SQL; binary: S
     : { dataType: sql`'json'::text`, text: sql`${p.json}::text`, binary: sql`NULL::bytea` };
 }
 
-export const INSTANCE_COLUMNS = sql.raw(
-  [
-    "instance_id",
-    "workflow_name",
-    "source_hash",
-    "owner_service",
-    "status",
-    "current_activity_id",
-    "run",
-    "started_at",
-    "updated_at",
-    "input_data",
-    "output_data",
-    "error_data",
-    "cancel_data",
-    "locked_by",
-    "lock_token",
-    "lock_expires_at",
-    "lock_timeout_seconds",
-    "parent_instance_id",
-    "parent_activity_id",
-    "detached",
-    "deadline_at",
-    "parked_hash",
-    "failure_count",
-    "failure_data",
-    "concurrency_key",
-    "rate_key",
-    "admitted_at",
-    "singleton_key",
-    "debounce_key",
-    "not_before",
-  ].join(", "),
-);
+/** A select list of these columns by their SQL names (`c.name` of the drizzle column). */
+function columnList(columns: Record<string, { name: string }>): SQL {
+  return sql.raw(Object.values(columns).map((c) => c.name).join(", "));
+}
+
+/**
+ * The columns an InstanceRecord carries: the table's (schema.ts, the one
+ * definition of its shape) but three — `trace_context` is read on its own
+ * (getTraceContext), `continued_from` and `locked_at` are never read.
+ */
+const { continuedFrom: _continuedFrom, lockedAt: _lockedAt, traceContext: _traceContext, ...instanceRecordColumns } = getTableColumns(workflowInstances);
+export const INSTANCE_COLUMNS = columnList(instanceRecordColumns);
+
+// A column added to the table fails to compile here until InstanceRecord (and toInstance) carry it, or it is left out above.
+type InstanceRecordColumn = keyof typeof instanceRecordColumns;
+const _instanceRecordMatchesTable: [InstanceRecordColumn, keyof InstanceRecord] extends [keyof InstanceRecord, InstanceRecordColumn] ? true : never = true;
+
+/** Every column of channel_messages: what a ChannelMessageRecord is read from. */
+export const MESSAGE_COLUMNS = columnList(getTableColumns(channelMessages));
+
+/** The columns a SubscriptionRecord carries (the wait's match and lookback stay in SQL). */
+const { id: _subscriptionId, match: _match, lookbackFrom: _lookbackFrom, ...subscriptionRecordColumns } = getTableColumns(channelSubscriptions);
+export const SUBSCRIPTION_COLUMNS = columnList(subscriptionRecordColumns);
+type SubscriptionRecordColumn = keyof typeof subscriptionRecordColumns;
+const _subscriptionRecordMatchesTable: [SubscriptionRecordColumn, keyof SubscriptionRecord] extends [keyof SubscriptionRecord, SubscriptionRecordColumn] ? true : never = true;
 
 export function toInstance(r: Row): InstanceRecord {
   return {

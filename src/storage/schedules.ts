@@ -44,62 +44,66 @@ export interface SchedulesArea {
   listSchedules(workflowNames: string[]): Promise<ScheduleRecord[]>;
 }
 
-/**
- * Upsert the registered schedules in one statement. A row whose cron,
- * time zone or policy changed gets the new next run; an unchanged row is not
- * written (so its next run and history stay).
- */
-export async function registerSchedules(ex: Executor, regs: ScheduleRegistration[]): Promise<void> {
-  if (regs.length === 0) return;
-  const rows = regs.map((r) => ({ name: r.workflowName, cron: r.cron, timezone: r.timezone, missed: r.missed, next: r.nextRunAt?.toISOString() ?? null }));
-  await ex.execute(sql`
-    INSERT INTO workflow_schedules AS s (workflow_name, cron, timezone, missed, next_run_at)
-    SELECT name, cron, timezone, missed, next::timestamptz
-    FROM json_to_recordset(${JSON.stringify(rows)}::json) AS r(name text, cron text, timezone text, missed text, next text)
-    ON CONFLICT (workflow_name) DO UPDATE
-      SET cron = excluded.cron, timezone = excluded.timezone, missed = excluded.missed,
-          next_run_at = excluded.next_run_at, updated_at = ${DB_NOW}
-      WHERE (s.cron, s.timezone, s.missed) IS DISTINCT FROM (excluded.cron, excluded.timezone, excluded.missed)`);
-}
+export function schedulesArea(ex: Executor): SchedulesArea {
+  return {
+    /**
+     * Upsert the registered schedules in one statement. A row whose cron,
+     * time zone or policy changed gets the new next run; an unchanged row is not
+     * written (so its next run and history stay).
+     */
+    async registerSchedules(regs) {
+      if (regs.length === 0) return;
+      const rows = regs.map((r) => ({ name: r.workflowName, cron: r.cron, timezone: r.timezone, missed: r.missed, next: r.nextRunAt?.toISOString() ?? null }));
+      await ex.execute(sql`
+        INSERT INTO workflow_schedules AS s (workflow_name, cron, timezone, missed, next_run_at)
+        SELECT name, cron, timezone, missed, next::timestamptz
+        FROM json_to_recordset(${JSON.stringify(rows)}::json) AS r(name text, cron text, timezone text, missed text, next text)
+        ON CONFLICT (workflow_name) DO UPDATE
+          SET cron = excluded.cron, timezone = excluded.timezone, missed = excluded.missed,
+              next_run_at = excluded.next_run_at, updated_at = ${DB_NOW}
+          WHERE (s.cron, s.timezone, s.missed) IS DISTINCT FROM (excluded.cron, excluded.timezone, excluded.missed)`);
+    },
 
-/** Due rows of these workflows, locked for the caller's transaction (others are skipped), with the database's now. */
-export async function claimDueSchedules(ex: Executor, workflowNames: string[], limit: number): Promise<DueSchedule[]> {
-  if (workflowNames.length === 0) return [];
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT workflow_name, next_run_at, ${DB_NOW} AS db_now FROM workflow_schedules
-        WHERE workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
-          AND next_run_at <= ${DB_NOW}
-        ORDER BY next_run_at
-        LIMIT ${limit}::int
-        FOR UPDATE SKIP LOCKED`,
-  );
-  return rows.map((r) => ({ workflowName: String(r.workflow_name), nextRunAt: toDate(r.next_run_at), now: toDate(r.db_now) }));
-}
+    /** Due rows of these workflows, locked for the caller's transaction (others are skipped), with the database's now. */
+    async claimDueSchedules(workflowNames, limit) {
+      if (workflowNames.length === 0) return [];
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT workflow_name, next_run_at, ${DB_NOW} AS db_now FROM workflow_schedules
+            WHERE workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
+              AND next_run_at <= ${DB_NOW}
+            ORDER BY next_run_at
+            LIMIT ${limit}::int
+            FOR UPDATE SKIP LOCKED`,
+      );
+      return rows.map((r) => ({ workflowName: String(r.workflow_name), nextRunAt: toDate(r.next_run_at), now: toDate(r.db_now) }));
+    },
 
-/** Move a claimed row on; `ran` when an instance was started for a tick. */
-export async function advanceSchedule(ex: Executor, workflowName: string, next: Date | null, ran: { at: Date; instanceId: string } | null): Promise<void> {
-  await ex.execute(sql`
-    UPDATE workflow_schedules SET next_run_at = ${next ? tsParam(next) : sql`NULL`}, updated_at = ${DB_NOW}
-      ${ran ? sql`, last_run_at = ${tsParam(ran.at)}, last_instance_id = ${ran.instanceId}` : sql``}
-    WHERE workflow_name = ${workflowName}`);
-}
+    /** Move a claimed row on; `ran` when an instance was started for a tick. */
+    async advanceSchedule(workflowName, next, ran) {
+      await ex.execute(sql`
+        UPDATE workflow_schedules SET next_run_at = ${next ? tsParam(next) : sql`NULL`}, updated_at = ${DB_NOW}
+          ${ran ? sql`, last_run_at = ${tsParam(ran.at)}, last_instance_id = ${ran.instanceId}` : sql``}
+        WHERE workflow_name = ${workflowName}`);
+    },
 
-export async function listSchedules(ex: Executor, workflowNames: string[]): Promise<ScheduleRecord[]> {
-  if (workflowNames.length === 0) return [];
-  const rows = await queryRows<Row>(
-    ex,
-    sql`SELECT workflow_name, cron, timezone, missed, next_run_at, last_run_at, last_instance_id FROM workflow_schedules
-        WHERE workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
-        ORDER BY workflow_name`,
-  );
-  return rows.map((r) => ({
-    workflowName: String(r.workflow_name),
-    cron: String(r.cron),
-    timezone: String(r.timezone),
-    missed: String(r.missed) as ScheduleRecord["missed"],
-    nextRunAt: toNullableDate(r.next_run_at),
-    lastRunAt: toNullableDate(r.last_run_at),
-    lastInstanceId: r.last_instance_id === null || r.last_instance_id === undefined ? null : String(r.last_instance_id),
-  }));
+    async listSchedules(workflowNames) {
+      if (workflowNames.length === 0) return [];
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT workflow_name, cron, timezone, missed, next_run_at, last_run_at, last_instance_id FROM workflow_schedules
+            WHERE workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
+            ORDER BY workflow_name`,
+      );
+      return rows.map((r) => ({
+        workflowName: String(r.workflow_name),
+        cron: String(r.cron),
+        timezone: String(r.timezone),
+        missed: String(r.missed) as ScheduleRecord["missed"],
+        nextRunAt: toNullableDate(r.next_run_at),
+        lastRunAt: toNullableDate(r.last_run_at),
+        lastInstanceId: r.last_instance_id === null || r.last_instance_id === undefined ? null : String(r.last_instance_id),
+      }));
+    },
+  };
 }

@@ -1,6 +1,6 @@
 // transaction(): atomicity, savepoints, and the post-commit callback rules.
 import { describe, expect, it, vi } from "vitest";
-import { PgStorage } from "../../../src/storage/pg-storage.ts";
+import { storageOn } from "../../../src/storage/pg-storage.ts";
 import type { TxStorage } from "../../../src/storage/types.ts";
 import { newInstance, uid, type ContractContext } from "./helpers.ts";
 
@@ -101,7 +101,7 @@ export function transactionCases(ctx: ContractContext): void {
       expect(() => leaked!.afterCommit(() => undefined)).toThrow(/already ended/);
 
       await ctx.database.db.transaction(async (raw) => {
-        const foreign = new PgStorage(raw);
+        const foreign = storageOn(raw);
         await foreign.transaction(async (sp) => {
           expect(() => sp.afterCommit(() => undefined)).toThrow(/did not start/);
         });
