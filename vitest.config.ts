@@ -38,12 +38,13 @@ export default defineConfig({
     hookTimeout: 120_000,
     projects: [
       { extends: true, test: { name: "unit", include: TIERS.unit } },
-      { extends: true, test: { name: "storage", include: TIERS.storage, ...withDatabase } },
+      // Each tier excludes the ones above it, and engine takes the rest: every file runs in exactly one.
+      { extends: true, test: { name: "storage", include: TIERS.storage, exclude: [...configDefaults.exclude, ...TIERS.unit], ...withDatabase } },
       {
         extends: true,
         test: { name: "engine", include: ["test/**/*.test.ts"], exclude: [...configDefaults.exclude, ...TIERS.unit, ...TIERS.storage, ...TIERS.runtime], ...withDatabase },
       },
-      { extends: true, test: { name: "runtime", include: TIERS.runtime, ...withDatabase } },
+      { extends: true, test: { name: "runtime", include: TIERS.runtime, exclude: [...configDefaults.exclude, ...TIERS.unit, ...TIERS.storage], ...withDatabase } },
     ],
   },
 });
