@@ -16,6 +16,7 @@ export default defineConfig({
     "drivers/postgres-js": "src/storage/drivers/postgres-js.ts",
     "drivers/neon-serverless": "src/storage/drivers/neon-serverless.ts",
     client: "src/client/index.ts",
+    mcp: "src/mcp.ts",
     cli: "src/platform/cli.ts",
   },
   format: "esm",
@@ -27,4 +28,8 @@ export default defineConfig({
   sourcemap: true,
   clean: true,
   outDir: "dist",
+  // No JSDoc in the JavaScript (the .d.ts files keep it): the viewer's
+  // `/** @jsxImportSource hono/jsx */` pragmas, already compiled away, made
+  // esbuild (wrangler) warn in every consumer's build.
+  outputOptions: { comments: { legal: true, annotation: true, jsdoc: false } },
 });

@@ -9,10 +9,11 @@
  */
 import { createDenoApp } from "../src/platform/deno.ts";
 import { workflows } from "./workflows/index.ts";
+import { mcp } from "../src/mcp.ts";
 
 const useKv = typeof Deno.openKv === "function" && Deno.env.get("EDDA_KV") !== "off";
 const kv = useKv ? await Deno.openKv(Deno.env.get("EDDA_KV_PATH")) : undefined;
-const app = createDenoApp({ workflows, mcp: true, ...(kv ? { kv } : {}) });
+const app = createDenoApp({ workflows, mcp: mcp(), ...(kv ? { kv } : {}) });
 
 // Deno Deploy registers cron jobs and the queue listener only from the module's top level, before the server starts.
 Deno.cron("edda-sweep", "* * * * *", async () => {

@@ -4,8 +4,9 @@
  */
 import { serveNode } from "../src/platform/node.ts";
 import { workflows } from "./workflows/index.ts";
+import { mcp } from "../src/mcp.ts";
 
-const node = await serveNode({ workflows, mcp: true });
+const node = await serveNode({ workflows, mcp: mcp() });
 const db = node.config.databaseUrl ? `Postgres (${node.database.driver})` : "embedded PGlite (.data/pglite)";
 console.log(`edda-edge listening on http://127.0.0.1:${node.port} — ${db}`);
 

@@ -7,5 +7,6 @@
  */
 import { createWorker } from "../src/platform/cloudflare.ts";
 import { workflows } from "./workflows/index.ts";
+import { mcp } from "../src/mcp.ts";
 
-export default createWorker({ workflows, mcp: true });
+export default createWorker({ workflows, mcp: mcp() });

@@ -28,7 +28,7 @@ import { migrate } from "./storage/migrate.ts";
 import { createStorage } from "./storage/pg-storage.ts";
 import type { InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
 import { createApp } from "./http/app.ts";
-import { checkMcpExposure, type McpExposure } from "./http/mcp/index.ts";
+import { surfaceParts, type ApiSurface } from "./http/routes.ts";
 
 export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
@@ -88,8 +88,12 @@ export interface EddaOptions {
   autoMigrate?: boolean;
   /** Your own routes on the public API (behind its bearer token, before the fallback). */
   routes?: (api: Hono) => void;
-  /** Serve workflows as MCP tools at /mcp (Streamable HTTP, stateless): all of them (`true`) or those named. */
-  mcp?: McpExposure;
+  /**
+   * Serve workflows as MCP tools at /mcp (Streamable HTTP, stateless):
+   * `mcp()` (all of them) or `mcp(["order_saga"])` from `edda-edge/mcp`. A
+   * separate entry, so an app without MCP does not bundle the MCP SDK.
+   */
+  mcp?: ApiSurface;
 }
 
 export interface StartResult {
@@ -193,7 +197,8 @@ function executionCtxOf(c: Context): ExecutionContextLike | undefined {
 
 export function createEdda(opts: EddaOptions): Edda {
   checkScheduledInputs(opts.workflows);
-  if (opts.mcp) checkMcpExposure(opts.workflows, opts.mcp);
+  // `mcp: true` or a list was the option before MCP moved to its own entry: the error says how to write it now.
+  if (opts.mcp !== undefined) surfaceParts(opts.mcp, "mcp", 'pass mcp() or mcp(["name", …]) from "edda-edge/mcp" (a separate entry, so bundles without MCP do not carry the SDK)').check(opts.workflows);
   const dispatcher = makeDispatcher(opts.dispatcher, opts.secret);
   for (const [name, value] of [["apiToken", opts.apiToken], ["eventsToken", opts.eventsToken]] as const) {
     const list = value === undefined ? [] : Array.isArray(value) ? value : [value];

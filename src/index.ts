@@ -61,7 +61,7 @@ export type { SweepOptions, SweepReport, SweepTask, SweepFailure } from "./engin
 export type { ChildSummary, FailureTask, InstanceFilter, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
 export { INSTANCE_STATUSES } from "./core/model.ts";
 export type { ChannelMode } from "./core/model.ts";
-export type { McpExposure } from "./http/mcp/index.ts";
+export type { ApiSurface } from "./http/routes.ts";
 export type { Database, DriverName, Db, QueryStats } from "./storage/database.ts";
 export { migrate } from "./storage/migrate.ts";
 export type { MigrationResult } from "./storage/migrate.ts";

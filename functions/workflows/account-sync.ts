@@ -3,7 +3,7 @@
  * time (others wait in status `queued` and start in order); different
  * accounts run side by side. The sync holds its slot while it sleeps.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, sleep, workflow } from "../../src/index.ts";
 
 const pull = activity("pull_account", async (_ctx, account: string) => ({ account, records: 3 }));

@@ -4,7 +4,7 @@
  * the relay POSTs it to EDDA_BROKER_URL right after the commit, and the cron
  * sweep retries it until the broker takes it.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, sendEventTransactional, workflow } from "../../src/index.ts";
 
 export const recordAnnouncement = activity("record_announcement", async (ctx, type: string, data: unknown) => {

@@ -2,7 +2,7 @@
  * Example: wait for a human decision sent to this instance
  * (`POST /instances/:id/messages` with channel "approval"), or time out.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { MessageTimeoutError, waitMessage, workflow } from "../../src/index.ts";
 
 const decision = z.object({ approved: z.boolean(), approver: z.string() });

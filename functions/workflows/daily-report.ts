@@ -4,7 +4,7 @@
  * sweeper) under the id `schedule:daily_report:<tick>`, exactly once however
  * many sweeps run. After downtime only the latest missed tick runs.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, workflow } from "../../src/index.ts";
 
 const compile = activity("compile_report", async (_ctx, day: string) => ({ day, lines: 3 }));

@@ -3,7 +3,7 @@
  * start for that environment returns the running deploy's id instead of a
  * second deploy (HTTP 200, not 201); another environment deploys alongside.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, sleep, workflow } from "../../src/index.ts";
 
 const roll = activity("roll_out", async (_ctx, env: string, version: string) => ({ env, version }));

@@ -7,7 +7,7 @@
  * (`ActivityTimeoutError`); after the second, the run fails with
  * `RetryExhaustedError` and the draft is discarded too.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, registerCompensation, sleep, workflow } from "../../src/index.ts";
 
 const createDraft = activity("create_draft", async (ctx, name: string) => ({ draftId: `draft-${name}-${ctx.instanceId}` }));

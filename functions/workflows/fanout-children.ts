@@ -5,7 +5,7 @@
  * once with the step that reaches it; each child's completion wakes this
  * instance at once. Cancelling this instance cancels the children still running.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { invoke, workflow } from "../../src/index.ts";
 import { pipeline } from "./pipeline.ts";
 

@@ -6,7 +6,7 @@
  * reply that arrives after the timer won stays in the channel (nothing reads
  * it here, nothing loses it).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { onMessage, onTimer, race, workflow } from "../../src/index.ts";
 
 export const firstResponse = workflow(

@@ -3,7 +3,7 @@
  * processes it, and recurs with fresh history under the same instance id; the
  * subscription survives `recur`, so no job published between runs is missed.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, receive, subscribe, workflow } from "../../src/index.ts";
 
 export const processJob = activity("process_job", async (_ctx, job: unknown) => ({ done: true, job }));

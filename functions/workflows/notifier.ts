@@ -1,5 +1,5 @@
 /** Example: every broadcast subscriber receives every later message, in order. */
-import { z } from "zod";
+import * as z from "zod";
 import { receive, subscribe, workflow } from "../../src/index.ts";
 
 export const notifier = workflow("notifier", { input: z.object({ count: z.number().int().min(1).max(1000) }) }, async (ctx, { count }) => {

@@ -3,7 +3,7 @@
  * registers its undo. `failAt` makes that activity fail for good so the
  * compensations run (newest first): refund, then release.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, registerCompensation, TerminalError, workflow } from "../../src/index.ts";
 
 type FailAt = "payment" | "shipping" | undefined;

@@ -3,7 +3,7 @@
  * partner start in any 10 s window; a start over the limit is accepted with
  * status `queued` and starts, in order, as soon as the window has room.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, workflow } from "../../src/index.ts";
 
 const callPartner = activity("call_partner", async (_ctx, partner: string, payload: string) => ({ partner, accepted: payload.length }));

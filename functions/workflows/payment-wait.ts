@@ -4,7 +4,7 @@
  * never wakes this instance, and a payment that arrived after the instance
  * started but before it waited is still found (lookback).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { waitEvent, workflow } from "../../src/index.ts";
 
 export const paymentWait = workflow("payment_wait", { input: z.object({ orderId: z.string().min(1) }) }, async (ctx, { orderId }) => {

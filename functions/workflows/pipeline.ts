@@ -1,5 +1,5 @@
 /** Example: `steps` sequential activities, one durable step each. */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, workflow } from "../../src/index.ts";
 
 export const pipelineStep = activity("pipeline_step", async (ctx, n: number) => ({ n, at: ctx.activityId }));

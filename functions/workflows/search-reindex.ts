@@ -3,7 +3,7 @@
  * one `search_reindex` run, with the last input, once the index was quiet for
  * 3 s — and at the latest 30 s after the first edit of a burst.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, workflow } from "../../src/index.ts";
 
 const rebuild = activity("rebuild_index", async (_ctx, index: string, version: number) => ({ index, version }));

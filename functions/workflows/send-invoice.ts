@@ -8,7 +8,7 @@
  * against the new code: the same change without `patched()` is reported there
  * and, deployed anyway, parks the old instances instead of failing them.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { activity, patched, waitMessage, workflow } from "../../src/index.ts";
 
 /** What the first version called (kept for the instances it started). */

@@ -5,7 +5,7 @@
  */
 import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { z } from "zod";
+import * as z from "zod";
 import type { Workflow } from "../core/definitions.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { DispatchScope, StepRequest } from "../engine/dispatcher.ts";
@@ -13,7 +13,6 @@ import { TRACEPARENT_PATTERN } from "../engine/tracing.ts";
 import { INSTANCE_STATUSES, type InstanceStatus } from "../core/model.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
 import { cloudEventRoutes } from "./cloudevents.ts";
-import { mcpRoutes, type McpExposure } from "./mcp/index.ts";
 import { viewer } from "./ui/index.tsx";
 import { documented } from "./openapi.ts";
 import { referenceRoutes } from "./reference.ts";
@@ -23,7 +22,7 @@ import { instanceTransition, operationRoutes } from "./operations.ts";
 import { outboxRoutes } from "./outbox.ts";
 import { instanceNotFound, onError, problem } from "./problem.ts";
 import { instanceIdParam, instancePage, instanceView, started } from "./schemas.ts";
-import { parse, type RouteHelpers } from "./routes.ts";
+import { parse, surfaceParts, type ApiSurface, type RouteHelpers } from "./routes.ts";
 
 export interface AppOptions {
   engine: (c: Context) => Engine | Promise<Engine>;
@@ -40,8 +39,8 @@ export interface AppOptions {
   workflows?: () => Iterable<Workflow>;
   /** Extra routes (CloudEvents, channels) mounted before the fallback. */
   extend?: (app: Hono, helpers: RouteHelpers) => void;
-  /** Serve workflows as MCP tools at /mcp: all of them (`true`) or those named. */
-  mcp?: McpExposure;
+  /** MCP at /mcp: `mcp()` from `edda-edge/mcp` (kept out of the core, see ApiSurface). */
+  mcp?: ApiSurface;
 }
 
 const startBody = (input: z.ZodType = z.unknown()) =>
@@ -244,7 +243,7 @@ export function createApp(opts: AppOptions): Hono {
   operationRoutes(api, helpers);
   scheduleRoutes(api, helpers);
   outboxRoutes(api, helpers);
-  if (opts.mcp) mcpRoutes(api, helpers, opts.mcp);
+  if (opts.mcp) surfaceParts(opts.mcp, "mcp", "not an API surface").mount(api, helpers);
   referenceRoutes(app, api, { workflows: opts.workflows ?? (() => []), tokenRequired: () => (opts.apiTokens() ?? []).length > 0 });
   opts.extend?.(api, helpers);
   app.route("/", api);

@@ -11,7 +11,7 @@
  * nothing of the batch.
  */
 import type { Context, Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { INGESTION_LIMITS, type CloudEventRecord } from "../core/cloudevent.ts";
 import { InvalidCloudEventError, NotFoundError, ValidationError } from "../core/errors.ts";
 import { toJson, toPayload } from "../core/serialization.ts";

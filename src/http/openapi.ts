@@ -9,7 +9,7 @@
  * `UNDOCUMENTED_ROUTES` with a reason.
  */
 import type { Hono, MiddlewareHandler } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { InvalidArgumentError, ValidationError } from "../core/errors.ts";
 import type { Workflow } from "../core/definitions.ts";
 import { readJson } from "./problem.ts";

@@ -5,7 +5,7 @@
  * the other way out, `POST /instances/:id/cancel`).
  */
 import type { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import type { DispatchScope } from "../engine/dispatcher.ts";
 import { HISTORY_PAGE_MAX, type Engine } from "../engine/engine.ts";
 import type { InstanceStatus } from "../core/model.ts";

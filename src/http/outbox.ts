@@ -5,7 +5,7 @@
  * actions, redeliver (re-arm and relay now) and discard.
  */
 import type { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { discardDeadLetter, listDeadLetters, redeliverDeadLetter } from "../engine/dead-letters.ts";
 import { DEAD_LETTER_STATUSES } from "../engine/records.ts";
 import type { RouteHelpers } from "./routes.ts";

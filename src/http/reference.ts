@@ -6,7 +6,7 @@
  * under a strict CSP for scripts from elsewhere.
  */
 import type { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import type { Workflow } from "../core/definitions.ts";
 import { DOCS_PAGE } from "./docs-page.ts";
 import { documented, openApiDocument } from "./openapi.ts";

@@ -7,7 +7,7 @@
  * client disconnects; clients loop for longer waits.
  */
 import type { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { isTerminal } from "../engine/results.ts";
 import type { RouteHelpers } from "./routes.ts";
 import { documented } from "./openapi.ts";

@@ -4,7 +4,8 @@
  * route module), so the route files depend on it and the app depends on them,
  * with no import circle through `app.ts`.
  */
-import type { Context } from "hono";
+import type { Context, Hono } from "hono";
+import type { Workflow } from "../core/definitions.ts";
 import type { z } from "zod";
 import { ValidationError } from "../core/errors.ts";
 import type { DispatchScope } from "../engine/dispatcher.ts";
@@ -14,6 +15,37 @@ export interface RouteHelpers {
   engine: (c: Context) => Promise<Engine>;
   scope: (c: Context) => DispatchScope | undefined;
   parse: <T extends z.ZodType>(schema: T, value: unknown, what: string) => z.output<T>;
+}
+
+/**
+ * An optional part of the API that lives outside the core (MCP: `mcp()` from
+ * `edda-edge/mcp`). The app only calls it, never imports it, so a bundle that
+ * does not pass one does not carry its code or its dependencies. Opaque to
+ * users: what it does is kept in a WeakMap, not typed into the public object.
+ */
+export interface ApiSurface {
+  readonly name: string;
+}
+
+interface SurfaceParts {
+  /** Refuses, when the app is built, a configuration that cannot work with these workflows. */
+  check(workflows: readonly Workflow[]): void;
+  mount(api: Hono, helpers: RouteHelpers): void;
+}
+
+const surfaces = new WeakMap<ApiSurface, SurfaceParts>();
+
+export function defineSurface(name: string, parts: SurfaceParts): ApiSurface {
+  const surface = Object.freeze({ name });
+  surfaces.set(surface, parts);
+  return surface;
+}
+
+/** The parts of a surface made by `defineSurface`; a TypeError naming how to make one otherwise. */
+export function surfaceParts(surface: ApiSurface, option: string, hint: string): SurfaceParts {
+  const parts = typeof surface === "object" && surface !== null ? surfaces.get(surface) : undefined;
+  if (!parts) throw new TypeError(`${option}: ${hint}`);
+  return parts;
 }
 
 export function parse<T extends z.ZodType>(schema: T, value: unknown, what: string): z.output<T> {

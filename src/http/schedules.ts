@@ -5,7 +5,7 @@
  * runs before the first sweep.
  */
 import type { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { listAppSchedules } from "../engine/schedules.ts";
 import type { RouteHelpers } from "./routes.ts";
 import { documented } from "./openapi.ts";

@@ -3,7 +3,7 @@
  * (responses are built by the engine's typed views; these describe them).
  * Request schemas live beside the routes they validate.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { INSTANCE_STATUSES } from "../core/model.ts";
 
 export const instanceStatus = z.enum(INSTANCE_STATUSES);

@@ -12,10 +12,7 @@
  *               EDDA_URL/EDDA_API_TOKEN)
  */
 import { UsageError, type Io } from "./cli/args.ts";
-import { dev, DEV_USAGE } from "./cli/dev.ts";
-import { migrateCommand, MIGRATE_USAGE } from "./cli/migrate.ts";
 import { remoteCommand, REMOTE_USAGES } from "./cli/remote.ts";
-import { verifyReplayCommand, VERIFY_REPLAY_USAGE } from "./cli/verify-replay.ts";
 
 const USAGE = `usage: edda-edge <command> [options]
 
@@ -44,12 +41,14 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case "-h":
         io.out(USAGE);
         return command === undefined ? 2 : 0;
+      // Loaded by the command that needs them: `--help` and the remote commands
+      // (fetch only) never load the engine, a database driver, drizzle or PGlite.
       case "migrate":
-        return await migrateCommand(rest, env, io);
+        return await (await import("./cli/migrate.ts")).migrateCommand(rest, env, io);
       case "dev":
-        return await dev(rest, env, io);
+        return await (await import("./cli/dev.ts")).dev(rest, env, io);
       case "verify-replay":
-        return await verifyReplayCommand(rest, env, io);
+        return await (await import("./cli/verify-replay.ts")).verifyReplayCommand(rest, env, io);
       default:
         if (command in REMOTE_USAGES) return await remoteCommand(command, rest, env, io);
         throw new UsageError(`unknown command "${command}"`, USAGE);
@@ -64,4 +63,3 @@ export async function main(argv: string[], env: Record<string, string | undefine
   }
 }
 
-export { DEV_USAGE, MIGRATE_USAGE, VERIFY_REPLAY_USAGE };

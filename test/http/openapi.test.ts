@@ -6,6 +6,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { workflows } from "../../functions/workflows/index.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+import { mcp } from "../../src/mcp.ts";
 
 const TOKEN = "openapi-token";
 let t: TestApp;
@@ -13,7 +14,7 @@ let t: TestApp;
 const auth = { authorization: `Bearer ${TOKEN}` };
 
 beforeAll(async () => {
-  t = makeTestApp(await openTestDatabase("pglite", "openapi"), { workflows, apiToken: TOKEN, mcp: true });
+  t = makeTestApp(await openTestDatabase("pglite", "openapi"), { workflows, apiToken: TOKEN, mcp: mcp() });
 });
 afterAll(async () => {
   await t.edda.close();

@@ -13,6 +13,7 @@ import { orderSaga } from "../../functions/workflows/order-saga.ts";
 import { pipeline } from "../../functions/workflows/pipeline.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 import type { Database } from "../../src/storage/database.ts";
+import { mcp } from "../../src/mcp.ts";
 
 const echoText = workflow("echo_text", { input: z.string().min(2), description: "Returns its text." }, async (_ctx, text) => ({ text }));
 const noSchema = workflow("no_schema", async (_ctx, input: unknown) => ({ got: input }));
@@ -31,7 +32,7 @@ const structured = (r: unknown) => (r as CallToolResult).structuredContent as Re
 
 beforeAll(async () => {
   database = await openTestDatabase("pglite", "mcp_exposure");
-  exposed = makeTestApp(database, { workflows: [orderSaga, pipeline, echoText, noSchema], mcp: ["order_saga", "echo_text", "no_schema"] });
+  exposed = makeTestApp(database, { workflows: [orderSaga, pipeline, echoText, noSchema], mcp: mcp(["order_saga", "echo_text", "no_schema"]) });
   hidden = makeTestApp(database, { workflows: [orderSaga] });
 });
 afterAll(async () => {
@@ -123,8 +124,14 @@ describe("mcp option", () => {
 
   it("unknown workflow names and clashing tool names are refused when the app is built", () => {
     const clash = workflow("order_saga_status", async () => null);
-    expect(() => createEdda({ workflows: [orderSaga], database, mcp: ["order_sagas"] })).toThrow(/unknown workflow "order_sagas"/);
-    expect(() => createEdda({ workflows: [orderSaga, clash], database, mcp: true })).toThrow(/tool name "order_saga_status" .* already taken/);
-    expect(() => createEdda({ workflows: [workflow("publish", async () => null)], database, mcp: true })).toThrow(/tool name "publish"/);
+    expect(() => createEdda({ workflows: [orderSaga], database, mcp: mcp(["order_sagas"]) })).toThrow(/unknown workflow "order_sagas"/);
+    expect(() => createEdda({ workflows: [orderSaga, clash], database, mcp: mcp() })).toThrow(/tool name "order_saga_status" .* already taken/);
+    expect(() => createEdda({ workflows: [workflow("publish", async () => null)], database, mcp: mcp() })).toThrow(/tool name "publish"/);
+  });
+
+  it("the option it replaced (`mcp: true`, a list) is refused with how to write it now, and builds no app", () => {
+    for (const old of [true, ["order_saga"]]) {
+      expect(() => createEdda({ workflows: [orderSaga], database, mcp: old as never })).toThrow(/mcp\(\) or mcp\(\["name", …\]\) from "edda-edge\/mcp"/);
+    }
   });
 });

@@ -139,21 +139,47 @@ describe("the packed package in an empty project", () => {
     }
   });
 
-  it("wrangler bundles the Worker recipe without PGlite, within the size budget", { timeout: 300_000 }, async () => {
+  it("wrangler bundles the Worker recipe without PGlite and without MCP, warning-free, within the size budget", { timeout: 300_000 }, async () => {
     const out = join(work, "worker-out");
-    await run(process.execPath, [join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"), "deploy", "--dry-run", "--outdir", out, "--metafile", join(out, "meta.json")], {
+    const built = await run(process.execPath, [join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"), "deploy", "--dry-run", "--outdir", out, "--metafile", join(out, "meta.json")], {
       WRANGLER_SEND_METRICS: "false",
       CI: "true",
     });
-    const meta = JSON.parse(await readFile(join(out, "meta.json"), "utf8")) as { inputs: Record<string, unknown> };
+    const meta = JSON.parse(await readFile(join(out, "meta.json"), "utf8")) as { inputs: Record<string, unknown>; outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }> };
     const inputs = Object.keys(meta.inputs);
+    // What the script holds: files read but shaken away entirely have no bytes in the output.
+    const script = Object.entries(meta.outputs).find(([k]) => k.endsWith("worker.js"))![1];
+    const kept = Object.entries(script.inputs).filter(([, i]) => i.bytesInOutput > 0).map(([f]) => f);
     expect(inputs.some((f) => f.includes("node_modules/edda-edge/dist/platform/cloudflare.js"))).toBe(true);
     expect(inputs.filter((f) => /pglite|@hono\/node-server|platform\/node\.js/.test(f))).toEqual([]);
-    const script = await readFile(join(out, "worker.js"));
-    const gzip = gzipSync(script).length;
-    console.log(`Worker bundle from the package: ${(script.length / 1024).toFixed(0)} KiB raw, ${(gzip / 1024).toFixed(0)} KiB gzipped`);
-    expect(script.length).toBeLessThan(1400 * 1024);
-    expect(gzip).toBeLessThan(400 * 1024);
+    // The recipe does not enable MCP: neither the package's mcp entry nor the SDK and its validator are in it.
+    expect(inputs.filter((f) => /edda-edge\/dist\/mcp\.js|@modelcontextprotocol|node_modules\/(ajv|ajv-formats|fast-uri|zod-to-json-schema)\//.test(f))).toEqual([]);
+    expect(kept.filter((f) => /zod\/v4\/locales\/(?!en\.js)/.test(f))).toEqual([]);
+    expect(built.stderr.split("\n").filter((l) => /WARNING/.test(l))).toEqual([]);
+    const code = await readFile(join(out, "worker.js"));
+    const gzip = gzipSync(code).length;
+    console.log(`Worker bundle from the package: ${(code.length / 1024).toFixed(0)} KiB raw, ${(gzip / 1024).toFixed(0)} KiB gzipped`);
+    expect(gzip).toBeLessThan(260 * 1024);
+  });
+
+  // `--help` and the remote commands load the CLI and its argument parser only: a resolve hook records every module Node loads.
+  it("`edda-edge --help` and a remote command load no engine, no database driver, no drizzle, no PGlite", { timeout: 120_000 }, async () => {
+    const trace = join(work, "loaded.txt");
+    await writeFile(
+      join(app, "trace.mjs"),
+      `import { register } from "node:module";\nregister("data:text/javascript," + encodeURIComponent(${JSON.stringify(
+        'import { appendFileSync } from "node:fs"; export async function load(url, context, next) { appendFileSync(process.env.EDDA_TRACE_FILE, url + "\\n"); return next(url, context); }',
+      )}));\n`,
+    );
+    const bin = join(app, "node_modules", "edda-edge", "bin", "edda-edge.mjs");
+    const help = await run(process.execPath, ["--import", "./trace.mjs", bin, "--help"], { EDDA_TRACE_FILE: trace });
+    expect(help.stdout).toContain("usage: edda-edge <command>");
+    const remote = await run(process.execPath, ["--import", "./trace.mjs", bin, "instances", "list", "--url", "http://127.0.0.1:9"], { EDDA_TRACE_FILE: trace }).catch((e: { code: number; stderr: string }) => e);
+    expect("code" in remote && remote.code).toBe(1);
+    const loaded = (await readFile(trace, "utf8")).split("\n").filter(Boolean);
+    expect(loaded.some((u) => u.endsWith("/node_modules/edda-edge/dist/cli.js"))).toBe(true);
+    const heavy = /drizzle-orm|@electric-sql|node_modules\/postgres\/|@neondatabase|node_modules\/hono\/|node_modules\/zod\/|edda-edge\/dist\/(edda|migrate|dev|verify-replay|postgres-js)-/;
+    expect(loaded.filter((u) => heavy.test(u))).toEqual([]);
   });
 
   it("deno runs the Deno recipe (main.ts) from the installed package on Postgres", { timeout: 300_000 }, async () => {

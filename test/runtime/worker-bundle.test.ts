@@ -1,17 +1,41 @@
 // The Worker bundle stays lean: built as `wrangler deploy` builds it, it holds
 // no PGlite (WASM Postgres), no Node adapter or Node server, and stays within
-// a size budget well under the Workers script limits.
-import { expect, it } from "vitest";
+// a size budget well under the Workers script limits. The README's Worker,
+// which does not enable MCP, carries none of MCP's code or dependencies, and
+// no zod locale; wrangler builds it without a warning.
+import { describe, expect, it } from "vitest";
 import { buildWorkerBundle } from "../support/worker-bundle.ts";
 
-it("the Worker bundle excludes PGlite and the Node adapter, and fits its size budget", { timeout: 120_000 }, async () => {
-  const bundle = await buildWorkerBundle();
-  const names = bundle.contributors.map(([name]) => name);
-  expect(names).not.toContain("@electric-sql/pglite");
-  expect(names).not.toContain("@hono/node-server");
-  expect(bundle.inputs.filter((f) => /src\/platform\/node\.ts$|drivers\/pglite\.ts$/.test(f))).toEqual([]);
-  expect(bundle.inputs.some((f) => f.endsWith("src/platform/cloudflare.ts"))).toBe(true);
-  // Measured 968 KiB raw / 253 KiB gzipped (zod alone is ~460 KiB); the budget leaves room, not slack for a WASM engine.
-  expect(bundle.rawBytes).toBeLessThan(1400 * 1024);
-  expect(bundle.gzipBytes).toBeLessThan(400 * 1024);
+const MCP_ONLY = ["@modelcontextprotocol/sdk", "ajv", "ajv-formats", "fast-uri", "zod-to-json-schema"];
+
+describe("Worker bundles", () => {
+  it("the example Worker excludes PGlite and the Node adapter, and fits its size budget", { timeout: 120_000 }, async () => {
+    const bundle = await buildWorkerBundle("examples");
+    const names = bundle.contributors.map(([name]) => name);
+    expect(names).not.toContain("@electric-sql/pglite");
+    expect(names).not.toContain("@hono/node-server");
+    expect(bundle.inputs.filter((f) => /src\/platform\/node\.ts$|drivers\/pglite\.ts$/.test(f))).toEqual([]);
+    expect(bundle.inputs.some((f) => f.endsWith("src/platform/cloudflare.ts"))).toBe(true);
+    // With MCP on it holds the SDK; measured 988 KiB raw / 299 KiB gzipped (bench/worker-bundle.ts).
+    expect(names).toContain("@modelcontextprotocol/sdk");
+    expect(bundle.rawBytes).toBeLessThan(1200 * 1024);
+    expect(bundle.gzipBytes).toBeLessThan(350 * 1024);
+  });
+
+  it("the README's Worker (no MCP) holds no MCP code, no MCP dependency, no zod locale, and builds without warnings", { timeout: 120_000 }, async () => {
+    const bundle = await buildWorkerBundle("recipe");
+    const names = bundle.contributors.map(([name]) => name);
+    expect(names.filter((n) => MCP_ONLY.includes(n))).toEqual([]);
+    expect(bundle.inputs.filter((f) => f.includes("src/http/mcp/") || f.includes("zod/v4/locales/") && !f.endsWith("/en.js"))).toEqual([]);
+    expect(bundle.warnings).toEqual([]);
+    // Measured 750 KiB raw / 228 KiB gzipped.
+    expect(bundle.gzipBytes).toBeLessThan(260 * 1024);
+  });
+
+  it("the same Worker with mcp() holds the MCP SDK and answers for it in size", { timeout: 120_000 }, async () => {
+    const [without, withMcp] = [await buildWorkerBundle("recipe"), await buildWorkerBundle("recipe+mcp")];
+    expect(withMcp.contributors.map(([n]) => n)).toContain("@modelcontextprotocol/sdk");
+    expect(withMcp.inputs.some((f) => f.endsWith("src/http/mcp/index.ts"))).toBe(true);
+    expect(withMcp.rawBytes - without.rawBytes).toBeGreaterThan(100 * 1024);
+  });
 });

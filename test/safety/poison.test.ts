@@ -25,6 +25,7 @@ import type { SweepReport } from "../../src/engine/sweeper.ts";
 import { endpointsOf } from "../../src/http/openapi.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+import { mcp } from "../../src/mcp.ts";
 
 const RUNS = Number(process.env.POISON_RUNS ?? 6);
 const TOKEN = "poison-token";
@@ -145,7 +146,7 @@ beforeAll(async () => {
     workflows: [echo, waiter, listener, feed, sender, onOrder],
     apiToken: TOKEN,
     // MCP on, so /mcp is one of the routes under attack too
-    mcp: true,
+    mcp: mcp(),
     quarantineAfterFailures: 3,
     // The outbox relays to this very app's ingestion: hostile events make the full round.
     brokerUrl: "http://edda.test/events",

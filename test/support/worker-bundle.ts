@@ -1,12 +1,16 @@
 // Builds the Worker bundle exactly as a deploy would (`wrangler deploy
 // --dry-run --outdir`) and measures it: raw and gzipped size of the script,
-// and which source files and packages went into it (from esbuild's metafile).
+// which source files and packages went into it (from esbuild's metafile), and
+// what wrangler warned about. Either the repository's own Worker
+// (functions/worker.ts, the examples, MCP on) or the README's Worker recipe
+// built from the sources, with or without `mcp()`.
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative, resolve } from "node:path";
 import { promisify } from "node:util";
 import { gzipSync } from "node:zlib";
+import { readRecipes } from "../package/readme.ts";
 
 export interface WorkerBundle {
   rawBytes: number;
@@ -15,17 +19,42 @@ export interface WorkerBundle {
   inputs: string[];
   /** Bytes in the output per npm package or source folder, largest first. */
   contributors: [string, number][];
+  /** Wrangler's (esbuild's) warnings, e.g. about a stray JSX pragma. */
+  warnings: string[];
 }
 
 const ROOT = join(import.meta.dirname, "..", "..");
 
-export async function buildWorkerBundle(): Promise<WorkerBundle> {
+export type WorkerVariant = "examples" | "recipe" | "recipe+mcp";
+
+/**
+ * The README's Worker recipe (worker.js and wrangler.toml, read from the
+ * README) in a temporary folder, its `edda-edge/…` imports pointed at the
+ * sources (the subpaths of deno.json's exports); with `mcp`, `mcp: mcp()` added.
+ */
+async function writeRecipe(dir: string, mcp: boolean): Promise<void> {
+  const { files } = readRecipes(ROOT);
+  const entries = (JSON.parse(await readFile(join(ROOT, "deno.json"), "utf8")) as { exports: Record<string, string> }).exports;
+  let worker = files["worker.js"]!;
+  if (mcp) worker = `import { mcp } from "edda-edge/mcp";\n${worker.replace("createWorker({ workflows: [hello] })", "createWorker({ workflows: [hello], mcp: mcp() })")}`;
+  worker = worker.replace(/from "edda-edge(\/[^"]*)?"/g, (_m, sub: string | undefined) => `from ${JSON.stringify(join(ROOT, entries[`.${sub ?? ""}`]!))}`);
+  await writeFile(join(dir, "worker.js"), worker);
+  await writeFile(join(dir, "wrangler.toml"), files["wrangler.toml"]!);
+}
+
+export async function buildWorkerBundle(variant: WorkerVariant = "examples"): Promise<WorkerBundle> {
   const out = await mkdtemp(join(tmpdir(), "edda-bundle-"));
   try {
-    await promisify(execFile)(
+    let cwd = ROOT;
+    if (variant !== "examples") {
+      cwd = join(out, "project");
+      await mkdir(cwd);
+      await writeRecipe(cwd, variant === "recipe+mcp");
+    }
+    const { stderr } = await promisify(execFile)(
       process.execPath,
       [join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"), "deploy", "--dry-run", "--outdir", out, "--metafile", join(out, "meta.json")],
-      { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true", NO_COLOR: "1" }, timeout: 120_000 },
+      { cwd, env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true", NO_COLOR: "1" }, timeout: 120_000 },
     );
     const script = await readFile(join(out, "worker.js"));
     const meta = JSON.parse(await readFile(join(out, "meta.json"), "utf8")) as {
@@ -33,7 +62,9 @@ export async function buildWorkerBundle(): Promise<WorkerBundle> {
     };
     const output = Object.entries(meta.outputs).find(([k]) => k.endsWith(".js"))![1];
     const by = new Map<string, number>();
-    for (const [file, info] of Object.entries(output.inputs)) {
+    // Paths relative to the repository, wherever wrangler ran.
+    const inputs = Object.entries(output.inputs).map(([file, info]) => [relative(ROOT, resolve(cwd, file)), info] as const);
+    for (const [file, info] of inputs) {
       const nm = file.lastIndexOf("node_modules/");
       let key: string;
       if (nm >= 0) {
@@ -47,8 +78,9 @@ export async function buildWorkerBundle(): Promise<WorkerBundle> {
     return {
       rawBytes: script.length,
       gzipBytes: gzipSync(script).length,
-      inputs: Object.keys(output.inputs),
+      inputs: inputs.map(([file]) => file),
       contributors: [...by.entries()].sort((a, b) => b[1] - a[1]),
+      warnings: stderr.split("\n").filter((l) => /WARNING/.test(l)),
     };
   } finally {
     await rm(out, { recursive: true, force: true });

@@ -13,11 +13,9 @@
  * server through DNS rebinding.
  */
 import type { Context, Hono } from "hono";
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import type { Workflow } from "../../core/definitions.ts";
-import type { RouteHelpers } from "../routes.ts";
+import { defineSurface, type ApiSurface, type RouteHelpers } from "../routes.ts";
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../problem.ts";
-import { createMcpServer } from "./server.ts";
 import { buildToolTable } from "./tools.ts";
 
 /** `true`: every workflow is a tool; a list: only these (unknown names are refused). */
@@ -41,6 +39,14 @@ export function checkMcpExposure(workflows: readonly Workflow[], exposure: McpEx
   buildToolTable(exposedWorkflows(new Map(workflows.map((wf) => [wf.workflowName, wf])), exposure).values());
 }
 
+/**
+ * The SDK (with ajv under it, ~1 s to load on a busy machine) is imported on
+ * the first /mcp request, so a Node server nobody asks over MCP starts and
+ * idles without it. Bundlers inline it all the same (it is this entry's).
+ */
+let sdk: Promise<[typeof import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"), typeof import("./server.ts")]> | undefined;
+const loadSdk = () => (sdk ??= Promise.all([import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"), import("./server.ts")]));
+
 function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
   return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status, headers });
 }
@@ -57,6 +63,7 @@ export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): vo
       return rpcError(400, -32700, "Parse error: Invalid JSON");
     }
     const engine = await h.engine(c);
+    const [{ WebStandardStreamableHTTPServerTransport }, { createMcpServer }] = await loadSdk();
     const server = createMcpServer({ engine, exposed: exposedWorkflows(engine.workflows, exposure), scope: h.scope(c) }, { name: engine.serviceName, version: SERVER_VERSION });
     const transport = new WebStandardStreamableHTTPServerTransport({
       enableJsonResponse: true,
@@ -73,4 +80,15 @@ export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): vo
   const notAllowed = () => rpcError(405, -32000, "Method not allowed: this MCP server is stateless (POST only).", { allow: "POST" });
   app.get("/mcp", notAllowed);
   app.delete("/mcp", notAllowed);
+}
+
+/**
+ * The `mcp` option of `createEdda` / `serveNode` / `createWorker` /
+ * `serveDeno`: every workflow as MCP tools (`mcp()`), or only those named.
+ */
+export function mcp(exposure: McpExposure = true): ApiSurface {
+  return defineSurface("mcp", {
+    check: (workflows) => checkMcpExposure(workflows, exposure),
+    mount: (api, helpers) => mcpRoutes(api, helpers, exposure),
+  });
 }

@@ -8,7 +8,7 @@
  * input side: what a caller sends before transforms and defaults) and cached
  * per workflow, since a Worker builds the MCP server once per request.
  */
-import { z } from "zod";
+import * as z from "zod";
 import type { Workflow } from "../../core/definitions.ts";
 
 export type JsonSchemaObject = { type: "object"; properties?: Record<string, object>; required?: string[]; [key: string]: unknown };

@@ -10,7 +10,7 @@
  * wrong — never a transport failure.
  */
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
-import { z } from "zod";
+import * as z from "zod";
 import type { Workflow } from "../../core/definitions.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../core/errors.ts";
 import type { DispatchScope } from "../../engine/dispatcher.ts";

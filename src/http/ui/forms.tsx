@@ -7,7 +7,7 @@
  * convenience; the workflow's own schema decides, and its issues are shown
  * next to the values the user typed.
  */
-import { z } from "zod";
+import * as z from "zod";
 import type { Workflow } from "../../core/definitions.ts";
 import { Problem } from "./layout.tsx";
 
