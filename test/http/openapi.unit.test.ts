@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workflows } from "../../functions/workflows/index.ts";
 import { documented, endpointsOf, openApiDocument, UNDOCUMENTED_ROUTES, undocumentedEndpoints } from "../../src/http/openapi.ts";
 import { createEdda, type Edda, type EddaOptions } from "../../src/edda.ts";
+import { mcp } from "../../src/mcp.ts";
 
 const TOKEN = "openapi-token";
 let t: { edda: Edda };
@@ -28,7 +29,7 @@ const withoutDatabase = (opts: Omit<EddaOptions, "database" | "secret">) =>
   });
 
 beforeAll(async () => {
-  t = { edda: withoutDatabase({ workflows, apiToken: TOKEN, mcp: true }) };
+  t = { edda: withoutDatabase({ workflows, apiToken: TOKEN, mcp: mcp() }) };
   const r = await t.edda.app.request("/openapi.json", { headers: auth });
   expect(r.status).toBe(200);
   doc = (await r.json()) as Doc;
