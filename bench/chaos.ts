@@ -4,6 +4,12 @@
  * 200–600 ms, a worker connection terminated every 200–500 ms, Postgres
  * restarted 3 times, statement timeouts inside transactional activities) on a
  * throwaway Postgres cluster, or on DATABASE_URL (then without restarts).
+ *
+ * `--default-leases`: the workers keep the default lease (300 s), hand-off
+ * lease and sweep interval, and no worker is killed (a killed worker's lease
+ * rightly holds for 300 s); connections are terminated and Postgres restarted
+ * as usual. Every instance must then be terminal within 60 s of the last
+ * restart answering: a step the outage interrupted must not wait out its lease.
  * Exits non-zero on any violation; the last line is the summary.
  */
 import { createDatabase, startPostgresCluster } from "../test/support/postgres-cluster.ts";
@@ -13,6 +19,7 @@ const quick = process.argv.includes("--quick");
 // Faults can be left out one by one, to tell which one a violation comes from.
 const noRestarts = process.argv.includes("--no-pg-restarts");
 const noBackendKills = process.argv.includes("--no-backend-kills");
+const defaultLeases = process.argv.includes("--default-leases");
 const cluster = process.env.DATABASE_URL ? null : await startPostgresCluster();
 let code: number;
 try {
@@ -21,14 +28,17 @@ try {
     databaseUrl: url,
     log: (l) => console.log(l),
     ...(noBackendKills ? { backendKillEveryMs: null } : {}),
+    ...(defaultLeases ? { defaultLeases: true, killEveryMs: null, completeWithinSecondsOfRestart: 60 } : {}),
     ...(cluster && !noRestarts ? { restartPostgres: () => cluster.restart(), pgRestarts: quick ? 1 : 3, pgRestartEveryMs: quick ? 4000 : 8000 } : {}),
     ...(quick ? { steps: 30, sagas: 8, consumers: 4, jobsPerConsumer: 3, listeners: 4, news: 5, cancels: 6, slow: 6, parents: 4, childrenPerParent: 2, orders: 6, keyed: 8, keys: 2 } : {}),
   });
+  if (defaultLeases && cluster && !noRestarts && r.pgRestarts === 0) r.violations.push("no Postgres restart happened while instances ran");
   for (const v of r.violations) console.log(`violation: ${v}`);
   console.log(
     `chaos: ${r.workflows} workflows, ${r.kills} kills, ${r.pgRestarts} pg restarts, ${r.backendKills} backend kills, ` +
       `${r.statementTimeouts} statement timeouts, lost ${r.lost}, duplicated ${r.duplicated} ` +
-      `(${r.wallSeconds} s; max ${r.maxKeyOverlap} runs of one concurrency key at once)`,
+      `(${r.wallSeconds} s; max ${r.maxKeyOverlap} runs of one concurrency key at once` +
+      `${r.secondsAfterLastRestart === null ? "" : `; all terminal ${r.secondsAfterLastRestart} s after the last pg restart answered`}${defaultLeases ? "; default leases" : ""})`,
   );
   code = r.violations.length === 0 && r.lost === 0 && r.duplicated === 0 ? 0 : 1;
 } finally {

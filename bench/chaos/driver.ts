@@ -44,7 +44,12 @@ export interface ChaosOptions {
   /** chaos_keyed instances over `keys` concurrency keys (limit KEYED_LIMIT each). */
   keyed?: number;
   keys?: number;
-  killEveryMs?: [number, number];
+  /** SIGKILL a worker every [min, max] ms (null: never — with default leases a killed worker's lease holds for 300 s). */
+  killEveryMs?: [number, number] | null;
+  /** Workers run with the default lease (300 s), hand-off lease and sweep interval instead of the short chaos ones. */
+  defaultLeases?: boolean;
+  /** A violation when the last instance became terminal later than this after the last Postgres restart answered. */
+  completeWithinSecondsOfRestart?: number;
   /** Terminate one worker connection every [min, max] ms (null: never). */
   backendKillEveryMs?: [number, number] | null;
   /** Restart Postgres this many times, `pgRestartEveryMs` apart (needs `restartPostgres`). */
@@ -64,6 +69,8 @@ export interface ChaosResult extends FaultCounts {
   duplicated: number;
   /** The most chaos_keyed runs of one key seen overlapping (≤ KEYED_LIMIT). */
   maxKeyOverlap: number;
+  /** From the last Postgres restart answering again to the last instance becoming terminal (null: no restart). */
+  secondsAfterLastRestart: number | null;
   wallSeconds: number;
   violations: string[];
 }
@@ -76,10 +83,12 @@ interface Worker {
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const rand = (a: number, b: number) => a + Math.floor(Math.random() * (b - a + 1));
 
+let defaultLeases = false;
+
 function startWorker(w: Worker, url: string, next: string): Promise<void> {
   const debugImport = process.env.CHAOS_WORKER_IMPORT ? ["--import", process.env.CHAOS_WORKER_IMPORT] : [];
   const proc = spawn(process.execPath, [...debugImport, "--import", "tsx", join(import.meta.dirname, "worker.ts")], {
-    env: { ...process.env, PORT: String(w.port), DATABASE_URL: url, EDDA_SECRET: "chaos", CHAOS_NEXT_URL: next, EDDA_SERVICE_NAME: `chaos-${w.port}`, PGAPPNAME: WORKER_APP_NAME },
+    env: { ...process.env, ...(defaultLeases ? { CHAOS_DEFAULT_LEASES: "1" } : {}), PORT: String(w.port), DATABASE_URL: url, EDDA_SECRET: "chaos", CHAOS_NEXT_URL: next, EDDA_SERVICE_NAME: `chaos-${w.port}`, PGAPPNAME: WORKER_APP_NAME },
     stdio: ["ignore", "ignore", "pipe", "ipc"],
   });
   // Expected noise (dispatches to killed workers, connections terminated under a step); CHAOS_DEBUG=1 shows it.
@@ -179,6 +188,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   const t0 = Date.now();
   const log = (line: string) => opts.log?.(`${line} (+${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   const workerCount = opts.workers ?? 3;
+  defaultLeases = opts.defaultLeases ?? false;
   const n: Mix = {
     steps: opts.steps ?? 300,
     sagas: opts.sagas ?? 80,
@@ -208,14 +218,18 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
 
   const faults = startFaults(
     {
-      killWorker: {
-        everyMs: opts.killEveryMs ?? [200, 600],
-        kill: async () => {
-          const i = rand(0, workers.length - 1);
-          workers[i]!.proc?.kill("SIGKILL");
-          await startWorkerPersistently(workers[i]!, opts.databaseUrl, nextOf(i));
-        },
-      },
+      ...(opts.killEveryMs !== null
+        ? {
+            killWorker: {
+              everyMs: opts.killEveryMs ?? [200, 600],
+              kill: async () => {
+                const i = rand(0, workers.length - 1);
+                workers[i]!.proc?.kill("SIGKILL");
+                await startWorkerPersistently(workers[i]!, opts.databaseUrl, nextOf(i));
+              },
+            },
+          }
+        : {}),
       ...(opts.backendKillEveryMs !== null ? { backendKills: { everyMs: opts.backendKillEveryMs ?? [200, 500], admin } } : {}),
       ...(opts.restartPostgres && (opts.pgRestarts ?? 0) > 0
         ? { pgRestarts: { times: opts.pgRestarts!, everyMs: opts.pgRestartEveryMs ?? 8000, restart: opts.restartPostgres } }
@@ -236,12 +250,19 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const jobIds = Array.from({ length: n.consumers * n.jobsPerConsumer }, (_, i) => `job-${i}`);
     const workflows = instanceCount(n);
     await runMix().catch((e: Error) => violations.push(e.message));
+    const terminalAt = Date.now();
     log(violations.length ? "chaos: stalled; checking what finished" : "chaos: all terminal");
     stopped = await faults.stop();
+    const lastBack = faults.lastRestartAnsweredAt();
+    const secondsAfterLastRestart = lastBack === null ? null : Math.max(0, Math.round((terminalAt - lastBack) / 100) / 10);
+    const within = opts.completeWithinSecondsOfRestart;
+    if (within !== undefined && secondsAfterLastRestart !== null && secondsAfterLastRestart > within) {
+      violations.push(`the last instance became terminal ${secondsAfterLastRestart} s after the last Postgres restart answered (limit ${within} s)`);
+    }
     await pause(500);
 
     const result = await verify(admin, n, jobIds, violations);
-    return { workflows, ...stopped, ...result, wallSeconds: Math.round((Date.now() - t0) / 1000), violations };
+    return { workflows, ...stopped, ...result, secondsAfterLastRestart, wallSeconds: Math.round((Date.now() - t0) / 1000), violations };
 
     async function runMix() {
       const starts: Promise<void>[] = [];

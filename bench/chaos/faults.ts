@@ -30,8 +30,9 @@ export interface FaultCounts {
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const between = ([lo, hi]: [number, number]) => lo + Math.floor(Math.random() * (hi - lo + 1));
 
-export function startFaults(plan: FaultPlan, log: (line: string) => void): { stop(): Promise<FaultCounts> } {
+export function startFaults(plan: FaultPlan, log: (line: string) => void): { stop(): Promise<FaultCounts>; lastRestartAnsweredAt(): number | null } {
   const counts: FaultCounts = { kills: 0, pgRestarts: 0, backendKills: 0 };
+  let answeredAt: number | null = null;
   let running = true;
   const loops: Promise<void>[] = [];
 
@@ -77,6 +78,8 @@ export function startFaults(plan: FaultPlan, log: (line: string) => void): { sto
           if (!running) break;
           const t = Date.now();
           await restart();
+          // pg_ctl -w returns once the server accepts connections again.
+          answeredAt = Date.now();
           counts.pgRestarts++;
           log(`chaos: postgres restarted (${Date.now() - t} ms)`);
         }
@@ -85,6 +88,7 @@ export function startFaults(plan: FaultPlan, log: (line: string) => void): { sto
   }
 
   return {
+    lastRestartAnsweredAt: () => answeredAt,
     async stop() {
       running = false;
       await Promise.all(loops);
