@@ -7,13 +7,13 @@
  * batch instead of one per subscriber (a 1,000-subscriber fan-out was 1,000
  * transactions of six round trips each).
  *
- * The guarantees are the per-subscriber path's (`takeNextMessage` +
- * `lockWaitingSubscription` + `clearWaiting`, see channels.ts):
+ * The guarantees are the per-subscriber path's (`takeNextMessage` in
+ * channels.ts, then `lockWaitingSubscription` + `clearWaiting` below):
  *  - no lost wake-up: the channel lock is taken by its own statement first, so
  *    the statements after it (READ COMMITTED: a snapshot per statement) see
  *    every publish, take and wait that committed under the lock before us;
  *  - in order: each subscriber gets the oldest broadcast message past its
- *    cursor that it may receive (channels.ts `broadcastAvailable`: lookback,
+ *    cursor that it may receive (channel-rules.ts `broadcastAvailable`: lookback,
  *    match, receipts), and the cursor advances to it — or, for a matched
  *    wait, a receipt records it;
  *  - a delivery and a timeout or cancel never both win: instance and
@@ -22,7 +22,7 @@
  *    someone else holds are SKIPPED rather than waited for — this batch then
  *    never waits on a row lock while holding others, so it cannot deadlock
  *    with a cancel, a per-subscriber delivery or a receive step (instance →
- *    channel lock → subscription, see channels.ts) or the timeout sweep;
+ *    channel lock → subscription, see channel-rules.ts) or the timeout sweep;
  *  - what it leaves: subscribers whose rows were locked, and those with an
  *    unclaimed point-to-point message (consumed through a claim, oldest
  *    first) go through the per-subscriber path, which waits for the locks.
@@ -30,7 +30,7 @@
 import { sql } from "drizzle-orm";
 import { EddaError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
-import { availableTo, broadcastAvailable, inTransaction, lockChannel } from "./channels.ts";
+import { availableTo, broadcastAvailable, inTransaction, lockChannel } from "./channel-rules.ts";
 import { DB_NOW, dbNowPlus, isoUtc, MESSAGE_COLUMNS, toChannelMessage, tsParam, type Row } from "./rows.ts";
 import type { ChannelMessageRecord, ChannelMode, MatchDocument, Payload } from "./records.ts";
 

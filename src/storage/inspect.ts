@@ -7,7 +7,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { INSTANCE_STATUSES } from "./schema.ts";
-import { availableTo } from "./channels.ts";
+import { availableTo } from "./channel-rules.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { instanceFilter } from "./instances.ts";
 import { MESSAGE_COLUMNS, SUBSCRIPTION_COLUMNS, toChannelMessage, toDate, toJsonValue, toNullableDate, toNumber, toSubscription, type Row } from "./rows.ts";
