@@ -22,6 +22,7 @@ import { runEngineHttp } from "./scenarios/engine-http.ts";
 import { runEngineLocal } from "./scenarios/engine-local.ts";
 import { runFanout } from "./scenarios/fanout.ts";
 import { runLatency } from "./scenarios/latency.ts";
+import { runLatencyFresh } from "./scenarios/latency-fresh.ts";
 import { runReplay } from "./scenarios/replay.ts";
 import { runSweeper } from "./scenarios/sweeper.ts";
 import { runPeers } from "./peers.ts";
@@ -54,6 +55,8 @@ const config = {
   peers: { passes: quick ? 1 : 3, workflows: 200, steps: 10, pool: POOL, rounds: quick ? 1 : 2, concurrency: 10, ceilingSeconds: quick ? 2 : 4, rttMs: 10 },
   // Postgres a region away: 10 ms round trips through a delaying TCP proxy, 100 concurrent 10-step pipelines.
   latency: { rttMs: 10, workflows: 100, steps: 10, pool: POOL },
+  // The same 10 ms away, every step on a client of its own (a Workers request, a queue-consumer invocation).
+  latencyFresh: { rttMs: 10, steps: quick ? 6 : 12 },
 };
 
 const resultsDir = join(dirname(fileURLToPath(import.meta.url)), "results");
@@ -113,6 +116,7 @@ async function main(pg: BenchPostgres): Promise<void> {
   await scenario("replay", () => runReplay(pg, config.replay));
   await scenario("sweeper", () => runSweeper(pg, { timers: config.sweeperTimers, pool: POOL, concurrency: config.localConcurrency }));
   await scenario("latency", () => runLatency(pg, config.latency));
+  await scenario("latency-fresh", () => runLatencyFresh(pg, config.latencyFresh));
   await scenario("fanout", () => runFanout(pg, { subscribers: config.fanoutSubscribers, pool: POOL, concurrency: config.localConcurrency }));
   await scenario("peers", async () => {
     const durable = await openBenchPostgres(process.env.DATABASE_URL, { durable: true });

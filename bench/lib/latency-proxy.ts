@@ -6,6 +6,13 @@
  * together (a pipeline) are one flight; that is what the count rewards.
  */
 import { createServer, connect, type Socket } from "node:net";
+import { frontendParser, websocketFrontendParser } from "./pg-messages.ts";
+
+/** One round trip: the connection it ran on and the frontend messages sent in it. */
+export interface Flight {
+  connection: number;
+  messages: string[];
+}
 
 export interface LatencyProxy {
   /** `url` with host and port replaced by the proxy's. */
@@ -13,13 +20,24 @@ export interface LatencyProxy {
   /** Round trips since start (or the last reset). */
   roundTrips(): number;
   reset(): void;
+  /** The round trips since the last reset, with their messages (most useful with one connection at a time). */
+  flights(): Flight[];
+  /** Connections opened since start (the id of the last one). */
+  connections(): number;
   stop(): Promise<void>;
 }
 
-export async function startLatencyProxy(targetUrl: string, rttMs: number): Promise<LatencyProxy> {
+export interface LatencyProxyOptions {
+  /** Record each round trip's messages (`flights()`): Postgres straight, or Postgres inside a WebSocket. */
+  trace?: "postgres" | "websocket";
+}
+
+export async function startLatencyProxy(targetUrl: string, rttMs: number, opts: LatencyProxyOptions = {}): Promise<LatencyProxy> {
   const target = new URL(targetUrl);
   const oneWay = rttMs / 2;
   let trips = 0;
+  let connections = 0;
+  let flights: Flight[] = [];
   const sockets = new Set<Socket>();
 
   // Delay each chunk by `oneWay`, never reordering a direction's bytes.
@@ -38,11 +56,16 @@ export async function startLatencyProxy(targetUrl: string, rttMs: number): Promi
     let awaitingAnswer = false;
     const toServer = delayed(upstream);
     const toClient = delayed(client);
+    const connection = ++connections;
+    const parser = opts.trace === "postgres" ? frontendParser() : opts.trace === "websocket" ? websocketFrontendParser() : null;
+    let flight: Flight | null = null;
     client.on("data", (chunk: Buffer) => {
       if (!awaitingAnswer) {
         trips++;
         awaitingAnswer = true;
+        if (parser) flights.push((flight = { connection, messages: [] }));
       }
+      if (parser) flight?.messages.push(...parser.push(chunk));
       toServer(chunk);
     });
     upstream.on("data", (chunk: Buffer) => {
@@ -68,7 +91,10 @@ export async function startLatencyProxy(targetUrl: string, rttMs: number): Promi
     roundTrips: () => trips,
     reset: () => {
       trips = 0;
+      flights = [];
     },
+    flights: () => flights,
+    connections: () => connections,
     stop: async () => {
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -130,7 +130,7 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
     if (!secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
     const edda = createEdda({
       ...options,
-      database: () => openServerlessDatabase(config, { ...(env.HYPERDRIVE ? { connectionString: env.HYPERDRIVE.connectionString } : {}), max: 5 }),
+      database: () => openServerlessDatabase(config, { ...(env.HYPERDRIVE ? { connectionString: env.HYPERDRIVE.connectionString } : {}), max: 5, perRequest: true }),
       secret,
       outbox: {
         ...opts.outbox,

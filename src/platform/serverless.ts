@@ -16,6 +16,12 @@ export interface ServerlessDatabaseOptions {
   connectionString?: string;
   /** Pool size (keep it small where clients live for one request). */
   max?: number;
+  /**
+   * The client lives for one request (Workers): postgres.js then sends
+   * unnamed statements with their values written in, one round trip each,
+   * instead of preparing statements its connection will not see again.
+   */
+  perRequest?: boolean;
 }
 
 export function openServerlessDatabase(config: EddaConfig, opts: ServerlessDatabaseOptions = {}): Database {
@@ -24,6 +30,6 @@ export function openServerlessDatabase(config: EddaConfig, opts: ServerlessDatab
   if (config.driver === "neon-serverless") {
     return createNeonDatabase({ url, max: opts.max ?? 5, ...(config.neonWsProxy ? { wsProxy: config.neonWsProxy } : {}) });
   }
-  return createPostgresJsDatabase({ url, max: opts.max ?? 5 });
+  return createPostgresJsDatabase({ url, max: opts.max ?? 5, prepare: !opts.perRequest });
 }
 

@@ -19,6 +19,13 @@ export interface NeonOptions {
   wsProxy?: string;
   /** A WebSocket constructor where the runtime has no global one (Node 20). */
   webSocketConstructor?: unknown;
+  /**
+   * Send the start-up and the cleartext password in one flight instead of
+   * waiting for the server to ask (the driver's default, `"password"`, is
+   * right for Neon, whose proxy asks for a cleartext password over TLS). Off
+   * by default through `wsProxy`: a local Postgres asks for SCRAM or nothing.
+   */
+  pipelineConnect?: "password" | false;
 }
 
 export function createNeonDatabase(opts: NeonOptions): Database {
@@ -28,7 +35,9 @@ export function createNeonDatabase(opts: NeonOptions): Database {
     neonConfig.wsProxy = (host, port) => `${proxy}/v1?address=${host}:${port}`;
     neonConfig.useSecureWebSocket = false;
     neonConfig.pipelineTLS = false;
-    neonConfig.pipelineConnect = false;
+    neonConfig.pipelineConnect = opts.pipelineConnect ?? false;
+  } else if (opts.pipelineConnect !== undefined) {
+    neonConfig.pipelineConnect = opts.pipelineConnect;
   }
   const stats: QueryStats = { statements: 0 };
   const pool = new Pool({ connectionString: opts.url, max: opts.max ?? 10 });

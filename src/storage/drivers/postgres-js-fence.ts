@@ -20,6 +20,7 @@
  * is never handed back to postgres.js, so no COMMIT or ROLLBACK is sent for a
  * transaction the server already rolled back.
  */
+import { inlineParameters } from "./postgres-js-inline.ts";
 
 type Client = ((...args: unknown[]) => unknown) & Record<string | symbol, unknown>;
 
@@ -62,71 +63,23 @@ function refused(): Record<string, (...a: never[]) => Promise<unknown>> {
   };
 }
 
-/** A statement sent once `wait` settles; consumed like a postgres.js query (awaited, `.values()`, `.raw()`). */
-function deferred(wait: Promise<void>, send: () => unknown, onSettled?: (ok: boolean) => void): Record<string, (...a: never[]) => Promise<unknown>> {
-  type Query = PromiseLike<unknown> & Record<string, () => PromiseLike<unknown>>;
-  // Sent once, however many times it is consumed.
-  let sent: Promise<unknown> | undefined;
-  const go = (mode?: "values" | "raw" | "execute") =>
-    (sent ??= settled(
-      wait.then(() => {
-        const q = send() as Query;
-        return mode ? q[mode]!() : q;
-      }),
-    ));
-  const settled = (p: Promise<unknown>) => {
-    if (onSettled) p.then(() => onSettled(true), () => onSettled(false));
-    return p;
-  };
-  return {
-    then: (ok?: (v: unknown) => unknown, bad?: (e: unknown) => unknown) => go().then(ok, bad),
-    catch: (bad: (e: unknown) => unknown) => go().catch(bad),
-    finally: (f: () => void) => go().finally(f),
-    values: () => go("values"),
-    raw: () => go("raw"),
-    execute: () => go("execute"),
-  };
-}
-
 const never = () => new Promise<never>(() => undefined);
 
 export interface Fencing {
   /** Pass as postgres.js's `onclose` option. */
   onclose(connectionId: number): void;
-  /** The client handed to drizzle: transactions and savepoints fenced; `prepare` makes `unsafe()` prepare. */
-  wrap<C>(client: C, prepare: boolean): C;
+  /**
+   * The client handed to drizzle, with transactions and savepoints fenced.
+   * `prepared`: `unsafe()` prepares named statements; `inline`: statements
+   * carry their values as literals where that is exact (postgres-js-inline.ts).
+   */
+  wrap<C>(client: C, mode: StatementMode): C;
 }
 
-export interface FencingOptions {
-  /** Called once, when a first statement is written to a connection (the client has fetched the array types by then). */
-  onTypesKnown?: () => void;
-}
+export type StatementMode = "prepared" | "inline";
 
-/** How long statements wait for the first one to fetch the array types before going ahead on their own. */
-const TYPES_GATE_MS = 2_000;
-
-export function createFencing(opts: FencingOptions = {}): Fencing {
+export function createFencing(): Fencing {
   const open = new Set<TxState>();
-  let typesKnown = opts.onTypesKnown === undefined;
-  // Until the first statement has reached a connection, later ones wait for it (at most TYPES_GATE_MS), so one
-  // connection fetches the array types and no other opens meanwhile to fetch them again with a promise nobody handles.
-  let pioneer = false;
-  let gateOpen = false;
-  let resolveGate!: () => void;
-  const gate = new Promise<void>((r) => (resolveGate = r));
-  const openGate = () => {
-    gateOpen = true;
-    resolveGate();
-  };
-  const typesReady = (): Promise<void> | null => {
-    if (typesKnown || gateOpen) return null;
-    if (!pioneer) {
-      pioneer = true;
-      setTimeout(openGate, TYPES_GATE_MS).unref?.();
-      return null;
-    }
-    return gate;
-  };
 
   const onclose = (connectionId: number) => {
     for (const tx of open) if (tx.connectionId === connectionId) tx.end();
@@ -166,7 +119,7 @@ export function createFencing(opts: FencingOptions = {}): Fencing {
     return tx.over ? never() : result;
   }
 
-  function wrap<C>(client: C, prepare: boolean, tx: TxState | null = null): C {
+  function wrap<C>(client: C, mode: StatementMode, tx: TxState | null = null): C {
     return new Proxy(client as unknown as Client, {
       apply(target, self, args) {
         if (tx?.over) return refused();
@@ -176,51 +129,35 @@ export function createFencing(opts: FencingOptions = {}): Fencing {
         if (key === "unsafe") {
           return (q: string, p: unknown[] = [], o: Record<string, unknown> = {}) => {
             if (tx?.over) return refused();
-            const unsafeOpts = prepare ? { ...o, prepare: true } : o;
-            // postgres.js calls `onexecute` when it writes the statement to a connection (which has its array types by then).
-            const learn = (tx && tx.connectionId === null) || !typesKnown;
-            const hook = learn
-              ? {
-                  onexecute: (conn: { id: number }) => {
-                    if (tx && tx.connectionId === null) tx.connectionId = conn.id;
-                    if (!typesKnown) {
-                      typesKnown = true;
-                      opts.onTypesKnown?.();
-                      openGate();
-                    }
-                    return true;
-                  },
-                }
-              : {};
-            const send = () => (target.unsafe as (...a: unknown[]) => unknown)(q, p, { ...unsafeOpts, ...hook });
-            if (typesKnown || gateOpen) return send();
-            // Inside a transaction the connection is open already (and may be the one fetching the types).
-            const wait = tx ? null : typesReady();
-            if (wait) return deferred(wait, send);
-            // The first statement (or one of the first transaction): once it settled its connection has the types.
-            return deferred(Promise.resolve(), send, (ok) => {
-              if (ok && !typesKnown) {
-                typesKnown = true;
-                opts.onTypesKnown?.();
-              }
-              openGate();
-            });
+            const inlined = mode === "inline" && p.length > 0 ? inlineParameters(q, p) : null;
+            const unsafeOpts = mode === "prepared" ? { ...o, prepare: true } : o;
+            // postgres.js calls `onexecute` when it writes the statement to a connection (not for one it describes first).
+            const hook =
+              tx && tx.connectionId === null
+                ? {
+                    onexecute: (conn: { id: number }) => {
+                      if (tx.connectionId === null) tx.connectionId = conn.id;
+                      return true;
+                    },
+                  }
+                : {};
+            const unsafe = target.unsafe as (...a: unknown[]) => unknown;
+            // Inlined: still the extended protocol (postgres.js would use the simple one for a statement without
+            // parameters), which refuses more than one command in a statement.
+            return inlined === null ? unsafe(q, p, { ...unsafeOpts, ...hook }) : unsafe(inlined, [], { ...unsafeOpts, simple: false, ...hook });
           };
         }
         if (key === "begin" || key === "savepoint") {
-          const call = (...args: unknown[]): Promise<unknown> => {
+          return (...args: unknown[]): Promise<unknown> => {
             if (tx?.over) return Promise.reject(closedError());
-            const wait = tx ? null : typesReady();
-            if (wait) return wait.then(() => call(...args));
             const fn = args.pop() as (c: unknown) => unknown;
             const inner = newState();
             if (tx) inner.connectionId = tx.connectionId;
-            const p = (target[key] as (...a: unknown[]) => Promise<unknown>)(...args, (c: unknown) => guarded(fn, wrap(c, prepare, inner), inner));
+            const p = (target[key] as (...a: unknown[]) => Promise<unknown>)(...args, (c: unknown) => guarded(fn, wrap(c, mode, inner), inner));
             // A savepoint is over with its transaction too.
             if (tx) void tx.ended.then(inner.end);
             return p.finally(inner.end);
           };
-          return call;
         }
         const v = target[key];
         return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
@@ -228,5 +165,5 @@ export function createFencing(opts: FencingOptions = {}): Fencing {
     }) as unknown as C;
   }
 
-  return { onclose, wrap: (client, prepare) => wrap(client, prepare) };
+  return { onclose, wrap: (client, mode) => wrap(client, mode) };
 }

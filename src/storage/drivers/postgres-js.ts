@@ -3,11 +3,18 @@
  *
  * drizzle runs raw statements through postgres.js `unsafe()` with
  * `prepare: false`, so Postgres would parse and plan every storage statement
- * on every call. Unless told otherwise (`prepare: false`, for transaction-mode
- * poolers such as PgBouncer or Hyperdrive), the client is wrapped so that
- * `unsafe()` prepares — inside transactions and savepoints too — and each
- * connection plans a statement once. Measured in bench/: Postgres CPU per step
- * roughly halves.
+ * on every call. By default the client is wrapped so that `unsafe()` prepares
+ * — inside transactions and savepoints too — and each connection plans a
+ * statement once: measured in bench/, Postgres CPU per step roughly halves.
+ * That pays on connections that live long; on a client opened per request (a
+ * Worker, a queue-consumer invocation) every statement is new to its
+ * connection and preparing it is one more round trip. `prepare: false` (also
+ * the setting for transaction-mode poolers: PgBouncer, Hyperdrive) sends
+ * unnamed statements with their values written in (postgres-js-inline.ts):
+ * one flight each.
+ *
+ * No connection fetches the array types (postgres-js-types.ts declares
+ * them), so a new connection's first statement goes with its start-up.
  *
  * Transactions are fenced (postgres-js-fence.ts): once a transaction's
  * connection dropped, its callback can no longer send statements anywhere.
@@ -16,6 +23,7 @@ import postgres from "postgres";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { countingLogger, type Database, type Db, type QueryStats } from "../database.ts";
 import { createFencing } from "./postgres-js-fence.ts";
+import { declareArrayTypes, type PostgresJsTypeOptions } from "./postgres-js-types.ts";
 
 export type { Database, Db, DriverName, QueryStats } from "../database.ts";
 
@@ -23,24 +31,28 @@ export interface PostgresJsOptions {
   url: string;
   /** Pool size (default 10). On Workers keep it at 1–5: clients are per request. */
   max?: number;
-  /** Named prepared statements (default true); false for transaction-mode poolers. */
+  /**
+   * Named prepared statements (default true): for clients that live long.
+   * false: unnamed statements, values as literals, one round trip each — for
+   * clients opened per request and for transaction-mode poolers.
+   */
   prepare?: boolean;
 }
 
 export function createPostgresJsDatabase(opts: PostgresJsOptions): Database {
   const stats: QueryStats = { statements: 0 };
   const prepare = opts.prepare ?? true;
-  // postgres.js fetches the array types on every new connection, with a promise nobody handles: a connection
-  // dropped during that fetch is an unhandled rejection, which ends a Node process. The types are shared by
-  // the client's connections, so once one has them, later (re)connections skip the fetch.
-  const fencing = createFencing({ onTypesKnown: () => void ((client.options as { fetch_types: boolean }).fetch_types = false) });
+  const fencing = createFencing();
   const client = postgres(opts.url, {
     max: opts.max ?? 10,
     prepare,
+    // Declared below instead: fetching them costs every new connection a round trip before its first statement.
+    fetch_types: false,
     onnotice: () => {},
     onclose: fencing.onclose,
   });
-  const db = drizzle(fencing.wrap(client, prepare), { logger: countingLogger(stats) }) as unknown as Db;
+  declareArrayTypes(client.options as unknown as PostgresJsTypeOptions);
+  const db = drizzle(fencing.wrap(client, prepare ? "prepared" : "inline"), { logger: countingLogger(stats) }) as unknown as Db;
   return {
     driver: "postgres-js",
     db,

@@ -1,0 +1,130 @@
+/**
+ * `npx tsx scripts/step-costs.ts [bench/results/latency-fresh.json]`
+ *
+ * Writes what a step costs per platform (README "Deploying") and what each
+ * round trip is (BENCHMARKS.md) from the `latency-fresh` bench scenario's
+ * output, between the `<!-- step-costs:… -->` markers. Run the scenario first:
+ * `npx tsx bench/run.ts --only=latency-fresh`.
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+interface Variant {
+  label: string;
+  round_trips: number | null;
+  step_ms: number | null;
+  flights: string[];
+}
+
+interface Results {
+  rtt_ms: number;
+  meta: { started_at: string; commit: string | null; steps_per_variant: number; loadavg_start: number[]; loadavg_end: number[] };
+  variants: Record<string, Variant>;
+}
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const results = JSON.parse(readFileSync(process.argv[2] ?? join(root, "bench", "results", "latency-fresh.json"), "utf8")) as Results;
+const v = (key: string): Variant => {
+  const found = results.variants[key];
+  if (!found || found.round_trips === null) throw new Error(`latency-fresh.json has no figures for ${key} (was the scenario run on the throwaway cluster?)`);
+  return found;
+};
+
+const SETUP = new Set(["WebSocketUpgrade", "WebSocketClose", "SSLRequest", "Startup", "Password"]);
+
+/** What one round trip is, from its messages. */
+function nameOf(flight: string): string {
+  const messages = flight.split(/ (?=[A-Z])/);
+  if (messages.every((m) => SETUP.has(m))) {
+    if (messages.includes("WebSocketUpgrade")) return "WebSocket upgrade";
+    return messages.includes("Password") ? "password (SCRAM message)" : "start-up";
+  }
+  const statement = /(?:Parse|Query)\(([^)]*)\)/.exec(flight)?.[1] ?? "";
+  const what = /^SELECT instance_id/i.test(statement)
+    ? "lease + history read"
+    : /^WITH upd AS/i.test(statement)
+      ? "fenced conclusion"
+      : /^begin/i.test(statement)
+        ? "BEGIN"
+        : /^commit/i.test(statement)
+          ? "COMMIT"
+          : /typarray/i.test(statement)
+            ? "array types fetch"
+            : statement || "execute (Bind/Execute of the statement described before)";
+  const prefix = messages.includes("Startup") ? "start-up + password + " : "";
+  // postgres.js describes a statement it has not prepared on this connection before executing it.
+  if (/Describe Flush$/.test(flight)) return `${what}: Parse/Describe only`;
+  return prefix + what;
+}
+
+/** Flights before the first statement are set-up. */
+const setupTrips = (x: Variant) => x.flights.filter((f) => f.split(/ (?=[A-Z])/).every((m) => SETUP.has(m))).length;
+const fmtMs = (ms: number | null) => (ms === null ? "—" : `${Math.round(ms)} ms`);
+const load = `${results.meta.loadavg_start.map((l) => l.toFixed(1)).join("/")} → ${results.meta.loadavg_end.map((l) => l.toFixed(1)).join("/")}`;
+const source = `\`latency-fresh\` scenario at commit ${results.meta.commit ?? "?"}, ${results.meta.started_at.slice(0, 16).replace("T", " ")} UTC, ${results.rtt_ms} ms round trips through \`bench/lib/latency-proxy.ts\`, median of ${results.meta.steps_per_variant} steps each, load average ${load} on the shared 2-core machine (round trips are exact; latencies carry the load)`;
+
+const trust = v("_default");
+const scram = v("_scram");
+const prepared = v("_prepared");
+const nontx = v("_nontx");
+const neon = v("_neon");
+const neonScram = v("_neon_scram");
+const neonPipelined = v("_neon_pipelined");
+const pooled = v("_pooled");
+
+const readme = `Measured by the ${source}; \`npx tsx scripts/step-costs.ts\` writes this table.
+
+| where | per step | round trips | of which set-up | step at ${results.rtt_ms} ms RTT |
+|---|---|---|---|---|
+| Workers + Hyperdrive (postgres.js) | client per request | ${trust.round_trips! - setupTrips(trust)} to the database, after a start-up with Hyperdrive in the Worker's location | ${setupTrips(trust)} (trust) – ${setupTrips(scram)} (SCRAM), short | ${fmtMs(trust.step_ms)} with trust |
+| Workers, postgres.js straight to Postgres, SCRAM | client per request | ${scram.round_trips} (+ TLS) | ${setupTrips(scram)} | ${fmtMs(scram.step_ms)} |
+| Workers or Deno, Neon over WebSockets (\`pipelineConnect\`, Neon's cleartext password) | client per request | ${neonPipelined.round_trips} (+ TLS) | ${setupTrips(neonPipelined)}: the WebSocket upgrade; the start-up travels with the first statement | ${fmtMs(neonPipelined.step_ms)} |
+| Neon's driver against a Postgres asking SCRAM | client per request | ${neonScram.round_trips} | ${setupTrips(neonScram)} | ${fmtMs(neonScram.step_ms)} |
+| Deno Deploy, Node (one pooled client per instance) | connection open | ${pooled.round_trips} | 0 | ${fmtMs(pooled.step_ms)} |
+| Deno Deploy, first step of a new instance (prepared statements) | new connection | ${prepared.round_trips} with trust, ${prepared.round_trips! + setupTrips(scram) - setupTrips(trust)} with SCRAM (+ TLS) | ${setupTrips(prepared)} – ${setupTrips(scram)} | ${fmtMs(prepared.step_ms)} with trust |
+
+A step whose activities are all \`transactional: false\` needs no BEGIN/COMMIT: ${nontx.round_trips} round trips on a fresh postgres.js client (${fmtMs(nontx.step_ms)}).`;
+
+const rows = [
+  ["postgres.js, trust, client per step (`prepare: false`, the Workers setting)", trust],
+  ["postgres.js, SCRAM, client per step", scram],
+  ["postgres.js, trust, client per step, named prepared statements", prepared],
+  ["postgres.js, trust, client per step, non-transactional activity", nontx],
+  ["Neon over WebSocket, trust", neon],
+  ["Neon over WebSocket, SCRAM", neonScram],
+  ["Neon over WebSocket, cleartext password + `pipelineConnect`", neonPipelined],
+  ["postgres.js, pooled client, connection open (prepared statements)", pooled],
+] as const;
+const ratio = (x: Variant) => (x.step_ms !== null && pooled.step_ms ? x.step_ms / pooled.step_ms : null);
+const within = (x: Variant) => ratio(x) !== null && ratio(x)! <= 1.5;
+const targets: [string, boolean, string][] = [
+  ["fresh-client cold step ≤ 3 round trips with trust", trust.round_trips! <= 3, `${trust.round_trips}; ${nontx.round_trips} without the transaction envelope`],
+  ["≤ 5 with SCRAM", scram.round_trips! <= 5, `${scram.round_trips}; ${nontx.round_trips! + setupTrips(scram) - setupTrips(nontx)} without the transaction envelope`],
+  ["latency within 1.5× of the pooled cold step, trust", within(trust), `${fmtMs(trust.step_ms)} vs ${fmtMs(pooled.step_ms)}, ${ratio(trust)?.toFixed(2) ?? "—"}×`],
+  ["latency within 1.5× of the pooled cold step, SCRAM", within(scram), `${fmtMs(scram.step_ms)} vs ${fmtMs(pooled.step_ms)}, ${ratio(scram)?.toFixed(2) ?? "—"}×`],
+];
+const benchmarks = `From the ${source}; \`npx tsx scripts/step-costs.ts\` writes this section.
+
+| cold step of \`pipeline\` (one transactional activity) | round trips | latency | each round trip |
+|---|---|---|---|
+${rows.map(([label, x]) => `| ${label} | **${x.round_trips}** | ${fmtMs(x.step_ms)} | ${x.flights.map((f, i) => `${i + 1}. ${nameOf(f)}`).join("; ")} |`).join("\n")}
+
+Targets (issue 29), same run:
+
+${targets.map(([name, met, detail]) => `- ${name}: **${met ? "met" : "missed"}** (${detail})`).join("\n")}`;
+
+function replaceBlock(file: string, body: string): void {
+  const path = join(root, file);
+  const text = readFileSync(path, "utf8");
+  const start = "<!-- step-costs:start -->";
+  const end = "<!-- step-costs:end -->";
+  const a = text.indexOf(start);
+  const b = text.indexOf(end);
+  if (a < 0 || b < a) throw new Error(`${file}: no ${start} … ${end} block`);
+  writeFileSync(path, text.slice(0, a + start.length) + "\n" + body + "\n" + text.slice(b));
+}
+
+replaceBlock("README.md", readme);
+replaceBlock("BENCHMARKS.md", benchmarks);
+console.log("wrote the step-costs blocks of README.md and BENCHMARKS.md");
