@@ -38,9 +38,9 @@ function nameOf(flight: string): string {
   const messages = flight.split(/ (?=[A-Z])/);
   if (messages.every((m) => SETUP.has(m))) {
     if (messages.includes("WebSocketUpgrade")) return "WebSocket upgrade";
-    return messages.includes("Password") ? "password (SCRAM message)" : "start-up";
+    return messages.includes("Password") ? "SCRAM message" : "start-up";
   }
-  const statement = /(?:Parse|Query)\(([^)]*)\)/.exec(flight)?.[1] ?? "";
+  const statement = /(?:Parse|Query|Bind)\(([^)]*)\)/.exec(flight)?.[1] ?? "";
   const what = /^SELECT instance_id/i.test(statement)
     ? "lease + history read"
     : /^WITH upd AS/i.test(statement)
@@ -51,10 +51,11 @@ function nameOf(flight: string): string {
           ? "COMMIT"
           : /typarray/i.test(statement)
             ? "array types fetch"
-            : statement || "execute (Bind/Execute of the statement described before)";
+            : statement || "Bind/Execute of the statement described in the round trip before";
   const prefix = messages.includes("Startup") ? "start-up + password + " : "";
   // postgres.js describes a statement it has not prepared on this connection before executing it.
   if (/Describe Flush$/.test(flight)) return `${what}: Parse/Describe only`;
+  if (/^Bind\(/.test(flight)) return `${what} (prepared: Bind/Execute)`;
   return prefix + what;
 }
 
@@ -77,7 +78,7 @@ const readme = `Measured by the ${source}; \`npx tsx scripts/step-costs.ts\` wri
 
 | where | per step | round trips | of which set-up | step at ${results.rtt_ms} ms RTT |
 |---|---|---|---|---|
-| Workers + Hyperdrive (postgres.js) | client per request | ${trust.round_trips! - setupTrips(trust)} to the database, after a start-up with Hyperdrive in the Worker's location | ${setupTrips(trust)} (trust) – ${setupTrips(scram)} (SCRAM), short | ${fmtMs(trust.step_ms)} with trust |
+| Workers + Hyperdrive (postgres.js) | client per request | ${trust.round_trips! - setupTrips(trust)} to the database, after a start-up with Hyperdrive in the Worker's location | ${setupTrips(trust)} (trust) – ${setupTrips(scram)} (SCRAM), short | ${fmtMs(trust.step_ms)} with trust, the start-up a full round trip away (less with Hyperdrive) |
 | Workers, postgres.js straight to Postgres, SCRAM | client per request | ${scram.round_trips} (+ TLS) | ${setupTrips(scram)} | ${fmtMs(scram.step_ms)} |
 | Workers or Deno, Neon over WebSockets (\`pipelineConnect\`, Neon's cleartext password) | client per request | ${neonPipelined.round_trips} (+ TLS) | ${setupTrips(neonPipelined)}: the WebSocket upgrade; the start-up travels with the first statement | ${fmtMs(neonPipelined.step_ms)} |
 | Neon's driver against a Postgres asking SCRAM | client per request | ${neonScram.round_trips} | ${setupTrips(neonScram)} | ${fmtMs(neonScram.step_ms)} |

@@ -17,6 +17,8 @@ const GSS_REQUEST = 80877104;
 export function frontendParser(): FrontendParser {
   let buf: Buffer = Buffer.alloc(0);
   let started = false;
+  // Named statements, so a Bind of one prepared earlier on the connection can say which statement it runs.
+  const prepared = new Map<string, string>();
   return {
     push(chunk) {
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
@@ -39,7 +41,7 @@ export function frontendParser(): FrontendParser {
         if (buf.length < 5) break;
         const len = buf.readInt32BE(1);
         if (buf.length < 1 + len) break;
-        out.push(describe(String.fromCharCode(buf[0]!), buf.subarray(5, 1 + len)));
+        out.push(describe(String.fromCharCode(buf[0]!), buf.subarray(5, 1 + len), prepared));
         buf = buf.subarray(1 + len);
       }
       return out;
@@ -51,19 +53,26 @@ function firstWords(sql: string): string {
   return sql.replace(/\s+/g, " ").trim().split(" ").slice(0, 3).join(" ");
 }
 
-function describe(type: string, body: Buffer): string {
+function describe(type: string, body: Buffer, prepared: Map<string, string>): string {
   switch (type) {
     case "Q":
       return `Query(${firstWords(body.toString("utf8", 0, Math.max(0, body.length - 1)))})`;
     case "P": {
       const nameEnd = body.indexOf(0);
       const sqlEnd = body.indexOf(0, nameEnd + 1);
-      return `Parse(${firstWords(body.toString("utf8", nameEnd + 1, sqlEnd))})`;
+      const words = firstWords(body.toString("utf8", nameEnd + 1, sqlEnd));
+      if (nameEnd > 0) prepared.set(body.toString("utf8", 0, nameEnd), words);
+      return `Parse(${words})`;
     }
     case "p":
       return "Password";
-    case "B":
-      return "Bind";
+    case "B": {
+      // Portal name, then statement name.
+      const portalEnd = body.indexOf(0);
+      const name = body.toString("utf8", portalEnd + 1, body.indexOf(0, portalEnd + 1));
+      const words = name ? prepared.get(name) : undefined;
+      return words ? `Bind(${words})` : "Bind";
+    }
     case "E":
       return "Execute";
     case "D":

@@ -117,7 +117,7 @@ describe("the packed package in an empty project", () => {
     const server = await serve("node", ["server.mjs"], { DATABASE_URL: url });
     const admin = createPostgresJsDatabase({ url, max: 1 });
     try {
-      // Serving first: a drop during a process's very first statement (postgres.js fetching the array types) is the one window left (docs/design.md).
+      // Serving first, so every kill meets a server that is up (no connection fetches array types any more: docs/design.md).
       expect(await helloRoundTrip(server.url)).toBe("Hello, Ada!");
       const starts: Promise<unknown>[] = [];
       for (let round = 0; round < 25; round++) {
