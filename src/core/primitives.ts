@@ -9,6 +9,7 @@ import type { WorkflowContext } from "./context.ts";
 import { EV, type HistoryEvent } from "./model.ts";
 import { operation, operationId, replayStateOf } from "./operation.ts";
 import type { Decoded } from "./replay.ts";
+import { toStoredJson } from "./serialization.ts";
 
 const timerRecord = (ev: HistoryEvent): Decoded => (ev.eventType === EV.TimerExpired ? { ok: true, value: undefined } : { mismatch: `holds a ${ev.eventType} record` });
 
@@ -36,6 +37,13 @@ export function registerCompensation<A extends unknown[]>(ctx: WorkflowContext, 
   const state = replayStateOf(ctx);
   const id = operationId(ctx, "compensation");
   state.uses(compensation as unknown as Activity);
+  // Arguments the compensation row cannot hold fail the registration itself (catchable), in the live run
+  // and in every replay alike, instead of the step that would store them.
+  try {
+    toStoredJson(args, `the arguments of compensation "${compensation.activityName}"`);
+  } catch (err) {
+    return Promise.reject(err as Error);
+  }
   if (!state.claim(id, `compensation "${compensation.activityName}"`)) return new Promise(() => {});
   // Registrations made while replaying were persisted by an earlier step.
   if (!state.isReplaying) state.newCompensations.push({ activityId: id, activityName: compensation.activityName, args });

@@ -7,6 +7,8 @@
 import fc from "fast-check";
 import { isDeepStrictEqual } from "node:util";
 import { describe, expect, it } from "vitest";
+import { UnserializableValueError } from "../../src/core/errors.ts";
+import { nextRetry, resolveRetryPolicy } from "../../src/core/retry.ts";
 import {
   deserializeError,
   errorView,
@@ -17,6 +19,7 @@ import {
   serializeError,
   toJson,
   toPayload,
+  toStoredJson,
   type SerializedError,
 } from "../../src/core/serialization.ts";
 import { TerminalError } from "../../src/core/errors.ts";
@@ -168,5 +171,62 @@ describe("what is stored of an error", () => {
     expect(instanceErrorView(data)).toEqual({ error_type: "Error", error_message: "top", cause: errorView(stored) });
     expect(historyDataView({ name: "act", error: stored, attempt: 2 })).toEqual({ name: "act", error: errorView(stored), attempt: 2 });
     expect(errorView("garbage")).toEqual({ name: "Error", message: "" });
+  });
+});
+
+describe("values JSON cannot hold", () => {
+  class Money {
+    toJSON(): never {
+      throw new Error("no JSON form");
+    }
+  }
+  const cyclic = () => {
+    const o: Record<string, unknown> = {};
+    o.self = o;
+    return o;
+  };
+  const unstorable = fc.constantFrom<() => unknown>(
+    () => BigInt(1),
+    cyclic,
+    () => () => 1,
+    () => Symbol("s"),
+    () => new Money(),
+  );
+  /** `value` with `leaf` put at a path chosen by `pick` (into an array, an object, or in place of it). */
+  const plant = (value: unknown, leaf: unknown, pick: number[]): unknown => {
+    if (pick.length === 0 || value === null || typeof value !== "object") return Array.isArray(value) ? [...value, leaf] : { planted: leaf, was: value };
+    const [i, ...rest] = pick;
+    if (Array.isArray(value)) return value.length === 0 ? [leaf] : value.map((v, k) => (k === i! % value.length ? plant(v, leaf, rest) : v));
+    const keys = Object.keys(value);
+    if (keys.length === 0) return { planted: leaf };
+    const key = keys[i! % keys.length]!;
+    return Object.fromEntries(keys.map((k) => [k, k === key ? plant((value as Record<string, unknown>)[k], leaf, rest) : (value as Record<string, unknown>)[k]]));
+  };
+
+  it("anywhere in a JSON value, one is refused with an UnserializableValueError naming the slot; the value without it is stored", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), unstorable, fc.array(fc.nat(), { maxLength: 6 }), (value, make, pick) => {
+        expect(() => toStoredJson(value, "the slot")).not.toThrow();
+        let thrown: unknown;
+        try {
+          toStoredJson(plant(value, make(), pick), "the slot");
+        } catch (e) {
+          thrown = e;
+        }
+        expect(thrown).toBeInstanceOf(UnserializableValueError);
+        expect((thrown as UnserializableValueError).slot).toBe("the slot");
+        expect((thrown as UnserializableValueError).message).toMatch(/^the slot cannot be stored as JSON: /);
+        expect((thrown as UnserializableValueError).cause).toBeInstanceOf(Error);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("a stored UnserializableValueError restores as its class with its slot, and is never retried", () => {
+    const restored = deserializeError(serializeError(new UnserializableValueError("x cannot be stored as JSON: y", "x")));
+    expect(restored).toBeInstanceOf(UnserializableValueError);
+    expect((restored as UnserializableValueError).slot).toBe("x");
+    expect(restored.name).toBe("UnserializableValueError");
+    expect(nextRetry(resolveRetryPolicy({ maxAttempts: 5 }), 1, restored.name, 0)).toEqual({ retry: false, exhausted: false });
   });
 });

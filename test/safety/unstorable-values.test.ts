@@ -5,13 +5,14 @@
 // towards quarantine, and every retried step ran the body again (5 runs with
 // maxAttempts: 2, then `quarantined`). Now each slot — an activity's result,
 // a workflow's output, the input of `invoke` / `startChild` / `start`, message
-// data and metadata sent from workflow code — fails once with an
+// data and metadata sent from workflow code, an outbox event's data sent
+// from an activity, a compensation's arguments — fails once with an
 // UnserializableValueError that names the slot: never retried, the body runs
 // once, the workflow can catch it, nothing is counted against the instance,
 // and valid traffic and the sweeper go on. On real Postgres.
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { activity, invoke, publish, sendTo, startChild, UnserializableValueError, workflow } from "../../src/index.ts";
+import { activity, invoke, publish, registerCompensation, sendEventTransactional, sendTo, startChild, UnserializableValueError, workflow } from "../../src/index.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 
@@ -108,9 +109,31 @@ const sender = workflow("u_sender", async (ctx, input: { kind: string; how: "pub
   }
 });
 
+const undo = activity("u_undo", async (_ctx, _v: unknown) => null);
+const compensating = workflow("u_compensating", async (ctx, kind: string) => {
+  try {
+    await registerCompensation(ctx, undo, UNSTORABLE[kind]!());
+    return "registered";
+  } catch (e) {
+    return { ...caught(e), after: await echo(ctx, "after") } satisfies Caught;
+  }
+});
+const announce = activity("u_announce", async (ctx, kind: string) => {
+  ran(ctx.instanceId);
+  return sendEventTransactional(ctx, { type: "u.announced", source: "/u", data: UNSTORABLE[kind]!() });
+});
+const announcer = workflow("u_announcer", async (ctx, kind: string) => {
+  try {
+    await announce(ctx, kind);
+    return "announced";
+  } catch (e) {
+    return { ...caught(e), after: await echo(ctx, "after") } satisfies Caught;
+  }
+});
+
 beforeAll(async () => {
   const database = await openTestDatabase("postgres-js", "unstorable");
-  t = makeTestApp(database, { workflows: [result, outputAfterActivity, outputAtOnce, child, invoker, sender], quarantineAfterFailures: 3 });
+  t = makeTestApp(database, { workflows: [result, outputAfterActivity, outputAtOnce, child, invoker, sender, compensating, announcer], quarantineAfterFailures: 3 });
   await database.db.execute(sql`CREATE TABLE u_rows (instance_id text NOT NULL)`);
 });
 afterAll(async () => {
@@ -185,6 +208,33 @@ it("message data or metadata JSON cannot hold, sent from workflow code: caught, 
   }
   const [messages] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM channel_messages`);
   expect(Number(messages!.n)).toBe(0);
+});
+
+it("a compensation's arguments JSON cannot hold: the registration fails, caught, nothing registered", async () => {
+  const started = [];
+  for (const kind of KINDS) started.push({ kind, ...(await t.edda.start("u_compensating", kind)) });
+  for (const s of started) {
+    const done = await t.waitFor(s.instanceId, ["completed", "failed", "quarantined"]);
+    expect(done.status, s.kind).toBe("completed");
+    expectCaught(done.output, /the arguments of compensation "u_undo"/);
+    await expectNotCounted(s.instanceId);
+  }
+  const [rows] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM workflow_compensations`);
+  expect(Number(rows!.n)).toBe(0);
+});
+
+it("an outbox event's data JSON cannot hold, sent from an activity: the activity fails once, caught, no event stored", async () => {
+  const started = [];
+  for (const kind of KINDS) started.push({ kind, ...(await t.edda.start("u_announcer", kind)) });
+  for (const s of started) {
+    const done = await t.waitFor(s.instanceId, ["completed", "failed", "quarantined"]);
+    expect(done.status, s.kind).toBe("completed");
+    expectCaught(done.output, /the data of event "u.announced"/);
+    expect(runs.get(s.instanceId), s.kind).toBe(1);
+    await expectNotCounted(s.instanceId);
+  }
+  const [rows] = await queryRows<{ n: number }>(t.database.db, sql`SELECT count(*)::int AS n FROM outbox_events`);
+  expect(Number(rows!.n)).toBe(0);
 });
 
 it("afterwards valid traffic flows and every sweep task succeeds", async () => {
