@@ -5,8 +5,14 @@
 import { serveNode } from "../src/platform/node.ts";
 import { workflows } from "./workflows/index.ts";
 import { mcp } from "../src/mcp.ts";
+import { ConfigurationError } from "../src/core/errors.ts";
 
-const node = await serveNode({ workflows, mcp: mcp() });
+const node = await serveNode({ workflows, mcp: mcp() }).catch((err: unknown) => {
+  // A setting to fix (a taken port, an unauthenticated public bind) is one line, not a stack.
+  if (!(err instanceof ConfigurationError)) throw err;
+  console.error(`edda-edge: ${err.message}`);
+  process.exit(1);
+});
 const db = node.config.databaseUrl ? `Postgres (${node.database.driver})` : "embedded PGlite (.data/pglite)";
 console.log(`edda-edge listening on http://127.0.0.1:${node.port} — ${db}`);
 

@@ -74,8 +74,15 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     database,
     dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } } : "local"),
   });
-  const server = await new Promise<ServerType>((resolve) => {
+  const server = await new Promise<ServerType>((resolve, reject) => {
     const s = serve({ fetch: edda.app.fetch, port, hostname }, () => resolve(s));
+    s.once("error", (err: NodeJS.ErrnoException) => reject(err));
+  }).catch(async (err: NodeJS.ErrnoException) => {
+    // Nothing is left open behind a failed listen; a taken port says what to do instead of a stack.
+    await edda.close().catch(() => undefined);
+    await database.close().catch(() => undefined);
+    if (err.code === "EADDRINUSE") throw new ConfigurationError(`port ${port} is in use on ${hostname}; set PORT (or the port option) to another one`, "PORT");
+    throw err;
   });
   const address = server.address();
   const boundPort = typeof address === "object" && address ? address.port : port;

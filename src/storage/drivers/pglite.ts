@@ -12,10 +12,21 @@ export type { Database, Db, DriverName, QueryStats } from "../database.ts";
 export interface PgliteOptions {
   /** Folder for the data; omit for an in-memory database. */
   dataDir?: string;
+  /** Postgres settings (`name=value`) after the defaults below, e.g. `shared_buffers=64MB`. */
+  settings?: string[];
 }
 
+/**
+ * Sized for a laptop running one app, not for a server: PGlite's own default
+ * of 128 MB shared buffers is WASM memory that is touched and never given
+ * back, and with it initdb and each start take longer. Measured with
+ * bench/startup.ts (BENCHMARKS.md): a restart's idle RSS ~300 → ~175 MiB.
+ */
+export const PGLITE_SETTINGS: readonly string[] = ["shared_buffers=16MB", "temp_buffers=2MB", "work_mem=2MB", "maintenance_work_mem=16MB", "wal_buffers=1MB"];
+
 export async function createPgliteDatabase(opts: PgliteOptions = {}): Promise<Database> {
-  const client = opts.dataDir ? new PGlite(opts.dataDir) : new PGlite();
+  const settings = { postgresqlconf: [...PGLITE_SETTINGS, ...(opts.settings ?? [])] };
+  const client = opts.dataDir ? new PGlite(opts.dataDir, settings) : new PGlite(settings);
   await client.waitReady;
   const stats: QueryStats = { statements: 0 };
   const db = drizzle({ client, logger: countingLogger(stats) }) as unknown as Db;
