@@ -30,6 +30,8 @@ export interface EngineLocalOptions {
   tracing?: TracingApi;
   /** Round trips counted by a latency proxy so far; the result then gives them per step. */
   roundTrips?: () => number;
+  /** Brings the fresh database's schema up (default: every migration). */
+  setup?: (url: string) => Promise<void>;
 }
 
 export interface EngineLocalResult {
@@ -52,7 +54,7 @@ export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions
   const name = opts.name ?? "bench_engine_local";
   const wf = opts.workflow ?? pipeline;
   const url = await pg.createDatabase(name);
-  await migrateDatabase(url);
+  await (opts.setup ?? migrateDatabase)(url);
   await pg.resetStats(name);
   const database = (opts.openDatabase ?? openEngineDatabase)(url, opts.pool);
   const dispatcher = new BenchDispatcher({ concurrency: opts.concurrency });

@@ -200,7 +200,11 @@ export function leasesArea(ex: Executor): LeasesArea {
       const handoff = c.handoff && RUNNABLE_STATUSES.includes(c.status) ? c.handoff : undefined;
 
       // A concluded step ends a run of failures (poison isolation counts only failures in a row).
-      const sets: SQL[] = [sql`status = ${c.status}`, sql`updated_at = ${DB_NOW}`, sql`lock_token = lock_token + 1`, sql`failure_count = 0`, sql`failure_data = NULL`];
+      // A step that hands its lease on and keeps the status leaves updated_at alone: then it changes no
+      // indexed column and Postgres updates the row HOT (schema.ts); locked_at says when the lease last
+      // moved, and toInstance reports the later of the two as updatedAt.
+      const touched = handoff ? sql`CASE WHEN status = ${c.status} THEN updated_at ELSE ${DB_NOW} END` : DB_NOW;
+      const sets: SQL[] = [sql`status = ${c.status}`, sql`updated_at = ${touched}`, sql`lock_token = lock_token + 1`, sql`failure_count = 0`, sql`failure_data = NULL`];
       if (c.currentActivityId !== undefined) sets.push(sql`current_activity_id = ${c.currentActivityId}`);
       if (c.outputData !== undefined) sets.push(sql`output_data = ${c.outputData}`);
       if (c.errorData !== undefined) sets.push(sql`error_data = ${c.errorData}`);

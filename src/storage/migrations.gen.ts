@@ -153,5 +153,20 @@ export const MIGRATIONS: BundledMigration[] = [
     "statements": [
       "ALTER TABLE \"outbox_events\" ADD COLUMN \"rearmed_at\" timestamp with time zone;"
     ]
+  },
+  {
+    "version": 10,
+    "tag": "0009_instances_hot_updates",
+    "statements": [
+      "DROP INDEX \"idx_instances_status\";",
+      "DROP INDEX \"idx_instances_workflow\";",
+      "DROP INDEX \"idx_instances_owner\";",
+      "DROP INDEX \"idx_instances_lock_expires\";",
+      "DROP INDEX \"idx_instances_hash\";",
+      "DROP INDEX \"idx_instances_continued_from\";",
+      "CREATE INDEX \"idx_instances_definition\" ON \"workflow_instances\" USING btree (\"workflow_name\",\"source_hash\");",
+      "CREATE INDEX \"idx_instances_leased\" ON \"workflow_instances\" USING btree (\"locked_by\") WHERE \"workflow_instances\".\"locked_by\" IS NOT NULL;",
+      "-- Room on every page for the new version of a row a step rewrites, so the update can stay on its page (HOT).\nALTER TABLE \"workflow_instances\" SET (fillfactor = 80);"
+    ]
   }
 ];

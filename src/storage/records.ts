@@ -23,6 +23,7 @@ export interface InstanceRecord {
   currentActivityId: string | null;
   run: number;
   startedAt: Date;
+  /** The row's last change, or the lease's last hand-off when that is later (a hand-off leaves updated_at). */
   updatedAt: Date;
   /** Raw JSON text. */
   inputData: string;
@@ -32,6 +33,8 @@ export interface InstanceRecord {
   /** JSON `{ cancelled_by, cancelled_at, previous_status }` when cancelled. */
   cancelData: string | null;
   lockedBy: string | null;
+  /** When the current lease was taken or last handed on. */
+  lockedAt: Date | null;
   lockToken: number;
   lockExpiresAt: Date | null;
   lockTimeoutSeconds: number | null;

@@ -152,10 +152,10 @@ function columnList(columns: Record<string, { name: string }>): SQL {
 
 /**
  * The columns an InstanceRecord carries: the table's (schema.ts, the one
- * definition of its shape) but three — `trace_context` is read on its own
- * (getTraceContext), `continued_from` and `locked_at` are never read.
+ * definition of its shape) but two — `trace_context` is read on its own
+ * (getTraceContext), `continued_from` is never read.
  */
-const { continuedFrom: _continuedFrom, lockedAt: _lockedAt, traceContext: _traceContext, ...instanceRecordColumns } = getTableColumns(workflowInstances);
+const { continuedFrom: _continuedFrom, traceContext: _traceContext, ...instanceRecordColumns } = getTableColumns(workflowInstances);
 export const INSTANCE_COLUMNS = columnList(instanceRecordColumns);
 
 // A column added to the table fails to compile here until InstanceRecord (and toInstance) carry it, or it is left out above.
@@ -171,6 +171,8 @@ export const SUBSCRIPTION_COLUMNS = columnList(subscriptionRecordColumns);
 type SubscriptionRecordColumn = keyof typeof subscriptionRecordColumns;
 const _subscriptionRecordMatchesTable: [SubscriptionRecordColumn, keyof SubscriptionRecord] extends [keyof SubscriptionRecord, SubscriptionRecordColumn] ? true : never = true;
 
+const laterOf = (a: Date, b: Date | null): Date => (b && b > a ? b : a);
+
 export function toInstance(r: Row): InstanceRecord {
   return {
     instanceId: str(r.instance_id),
@@ -181,12 +183,14 @@ export function toInstance(r: Row): InstanceRecord {
     currentActivityId: nullableStr(r.current_activity_id),
     run: toNumber(r.run),
     startedAt: toDate(r.started_at),
-    updatedAt: toDate(r.updated_at),
+    // A lease handed from step to step leaves updated_at (concludeStep); locked_at moves with it.
+    updatedAt: laterOf(toDate(r.updated_at), toNullableDate(r.locked_at)),
     inputData: str(r.input_data),
     outputData: nullableStr(r.output_data),
     errorData: nullableStr(r.error_data),
     cancelData: nullableStr(r.cancel_data),
     lockedBy: nullableStr(r.locked_by),
+    lockedAt: toNullableDate(r.locked_at),
     lockToken: toNumber(r.lock_token),
     lockExpiresAt: toNullableDate(r.lock_expires_at),
     lockTimeoutSeconds: toNullableNumber(r.lock_timeout_seconds),

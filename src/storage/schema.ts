@@ -125,15 +125,20 @@ export const workflowInstances = pgTable(
       "valid_status",
       sql`${t.status} IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined', 'queued')`,
     ),
-    index("idx_instances_status").on(t.status),
-    index("idx_instances_workflow").on(t.workflowName),
-    index("idx_instances_owner").on(t.ownerService),
+    // Every step rewrites its instance row. The step that hands its lease on keeps the status and
+    // changes only columns no index covers (lock_expires_at, locked_at, lock_token, current_activity_id,
+    // failure_*; updated_at stays), so Postgres can update it HOT: no index entry written, and the
+    // fillfactor (migration 0009) leaves room on the page for the new version. Hence no index here
+    // may name lock_expires_at or the other per-step columns, and each index serves a query:
+    // the workflow's instances (flow control, unpark, the list filter) and the definition foreign key
+    index("idx_instances_definition").on(t.workflowName, t.sourceHash),
+    // the instance list (newest first) and the flow-control queues (oldest first)
     index("idx_instances_started").on(t.startedAt),
-    index("idx_instances_lock_expires").on(t.lockExpiresAt),
+    // expired leases: the held ones are few (one per step in flight), sorted by expiry in memory
+    index("idx_instances_leased").on(t.lockedBy).where(sql`${t.lockedBy} IS NOT NULL`),
+    // purging finished instances and resuming idle ones, oldest first
     index("idx_instances_updated").on(t.updatedAt),
-    index("idx_instances_hash").on(t.sourceHash),
-    index("idx_instances_continued_from").on(t.continuedFrom),
-    // find runnable work: WHERE status = 'running' AND locked_by IS NULL
+    // find runnable work: WHERE status = 'running' AND locked_by IS NULL; also every status filter
     index("idx_instances_resumable").on(t.status, t.lockedBy),
     // slot counts and the queue of a concurrency key (oldest first)
     index("idx_instances_concurrency").on(t.concurrencyKey, t.status, t.startedAt).where(sql`${t.concurrencyKey} IS NOT NULL`),
