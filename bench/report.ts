@@ -33,6 +33,20 @@ export function checkTargets(f: Figures): Target[] {
     t("local_steps_per_s ≥ 0.5 × ceiling", local !== null && ceiling !== null ? local >= 0.5 * ceiling : null, `${fmt(local)} vs ${fmt(ceiling === null ? null : ceiling / 2)} (ratio ${fmt(local !== null && ceiling ? local / ceiling : null)})`),
     t("replay_ms_h1000 ≤ 1.5 × replay_ms_h10", h10 !== null && h1000 !== null ? h1000 <= 1.5 * h10 : null, `${fmt(h1000)} ms vs ${fmt(h10 === null ? null : 1.5 * h10)} ms (ratio ${fmt(h10 && h1000 !== null ? h1000 / h10 : null)})`),
     t("statements_per_step ≤ 3", sps !== null ? sps <= 3 : null, fmt(sps)),
+    ...freshTargets(f),
+  ];
+}
+
+/** What a step on a client of its own pays (the latency-fresh scenario, issue 29). */
+function freshTargets(f: Figures): Target[] {
+  const trust = n(f.latency_fresh_round_trips_per_step);
+  const scram = n(f.latency_fresh_scram_round_trips_per_step);
+  const ms = n(f.latency_fresh_step_ms);
+  const pooled = n(f.latency_pooled_step_ms);
+  return [
+    { name: "latency_fresh_round_trips_per_step ≤ 3 (trust)", met: trust === null ? null : trust <= 3, detail: fmt(trust) },
+    { name: "latency_fresh_scram_round_trips_per_step ≤ 5", met: scram === null ? null : scram <= 5, detail: fmt(scram) },
+    { name: "latency_fresh_step_ms ≤ 1.5 × latency_pooled_step_ms", met: ms !== null && pooled ? ms <= 1.5 * pooled : null, detail: `${fmt(ms)} ms vs ${fmt(pooled)} ms` },
   ];
 }
 
