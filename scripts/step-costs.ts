@@ -15,6 +15,8 @@ interface Variant {
   round_trips: number | null;
   step_ms: number | null;
   flights: string[];
+  /** Per round trip of that step: the delay plus the server's time. */
+  flight_ms?: (number | null)[];
 }
 
 interface Results {
@@ -107,9 +109,9 @@ const targets: [string, boolean, string][] = [
 ];
 const benchmarks = `From the ${source}; \`npx tsx scripts/step-costs.ts\` writes this section.
 
-| cold step of \`pipeline\` (one transactional activity) | round trips | latency | each round trip |
+| cold step of \`pipeline\` (one transactional activity) | round trips | latency | each round trip (of one step: delay + server time) |
 |---|---|---|---|
-${rows.map(([label, x]) => `| ${label} | **${x.round_trips}** | ${fmtMs(x.step_ms)} | ${x.flights.map((f, i) => `${i + 1}. ${nameOf(f)}`).join("; ")} |`).join("\n")}
+${rows.map(([label, x]) => `| ${label} | **${x.round_trips}** | ${fmtMs(x.step_ms)} | ${x.flights.map((f, i) => `${i + 1}. ${nameOf(f)}${x.flight_ms?.[i] != null ? ` (${Math.round(x.flight_ms[i]!)} ms)` : ""}`).join("; ")} |`).join("\n")}
 
 Targets (issue 29), same run:
 

@@ -12,6 +12,8 @@ import { frontendParser, websocketFrontendParser } from "./pg-messages.ts";
 export interface Flight {
   connection: number;
   messages: string[];
+  /** From the flight's first byte reaching the proxy to the answer's first byte: the delay plus the server's time. */
+  ms: number | null;
 }
 
 export interface LatencyProxy {
@@ -59,16 +61,20 @@ export async function startLatencyProxy(targetUrl: string, rttMs: number, opts: 
     const connection = ++connections;
     const parser = opts.trace === "postgres" ? frontendParser() : opts.trace === "websocket" ? websocketFrontendParser() : null;
     let flight: Flight | null = null;
+    let sentAt = 0;
     client.on("data", (chunk: Buffer) => {
       if (!awaitingAnswer) {
         trips++;
         awaitingAnswer = true;
-        if (parser) flights.push((flight = { connection, messages: [] }));
+        if (parser) flights.push((flight = { connection, messages: [], ms: null }));
+        sentAt = performance.now();
       }
       if (parser) flight?.messages.push(...parser.push(chunk));
       toServer(chunk);
     });
     upstream.on("data", (chunk: Buffer) => {
+      // The proxy holds each direction for half the round trip: the first answer byte arrives here after one-way + server time.
+      if (awaitingAnswer && flight && flight.ms === null) flight.ms = performance.now() - sentAt + oneWay;
       awaitingAnswer = false;
       toClient(chunk);
     });

@@ -101,13 +101,13 @@ export async function runLatencyFresh(pg: BenchPostgres, opts: LatencyFreshOptio
       const m = u ? await measureFresh(v, u, v.driver === "neon" ? wsLatency : tcp, url, opts.steps, opts.rttMs) : { trips: null, ms: null, flights: [] };
       out[`latency_fresh${v.key}_round_trips_per_step`] = m.trips;
       out[`latency_fresh${v.key}_step_ms`] = m.ms;
-      report[v.key || "_default"] = { label: v.label, round_trips: m.trips, step_ms: m.ms, flights: m.flights.map((f) => f.messages.join(" ")) };
+      report[v.key || "_default"] = { label: v.label, round_trips: m.trips, step_ms: m.ms, flights: m.flights.map((f) => f.messages.join(" ")), flight_ms: m.flights.map((f) => f.ms) };
     }
     // The same step on a pooled client whose connection is open (what a long-lived process pays).
     const pooled = await measurePooled(variants[2]!, tcp, url, opts.steps);
     out.latency_pooled_round_trips_per_step = pooled.trips;
     out.latency_pooled_step_ms = pooled.ms;
-    report._pooled = { label: "postgres.js, pooled client, connection open, named prepared statements (the latency scenario's cold step)", round_trips: pooled.trips, step_ms: pooled.ms, flights: pooled.flights.map((f) => f.messages.join(" ")) };
+    report._pooled = { label: "postgres.js, pooled client, connection open, named prepared statements (the latency scenario's cold step)", round_trips: pooled.trips, step_ms: pooled.ms, flights: pooled.flights.map((f) => f.messages.join(" ")), flight_ms: pooled.flights.map((f) => f.ms) };
   } finally {
     await wsLatency.stop();
     await ws.stop();
