@@ -47,7 +47,7 @@ export type MessageWaitResult =
  * Inside the step's transaction: subscribe when the wait asks for it, take a
  * queued message or mark the subscription as waiting.
  */
-export async function prepareMessageWait(tx: TxStorage, instanceId: string, w: MessageWait): Promise<MessageWaitResult> {
+export async function prepareMessageWait(tx: TxStorage, instanceId: string, w: MessageWait, now = Date.now()): Promise<MessageWaitResult> {
   const sub = await tx.getSubscription(instanceId, w.channel);
   if (!sub) {
     if (!w.subscribeAs) {
@@ -64,7 +64,7 @@ export async function prepareMessageWait(tx: TxStorage, instanceId: string, w: M
   if (msg) return { kind: "received", event: messageReceivedEvent(w.activityId, msg) };
   // Seconds from the database's clock, like leases and timers (or an absolute time: a race's timerUntil).
   await tx.setWaiting(instanceId, w.channel, w.activityId, w.timeoutAt ?? w.timeoutSeconds ?? null, w.match ?? null);
-  const timeoutSeconds = w.timeoutAt ? Math.max(0, (w.timeoutAt.getTime() - Date.now()) / 1000) : (w.timeoutSeconds ?? null);
+  const timeoutSeconds = w.timeoutAt ? Math.max(0, (w.timeoutAt.getTime() - now) / 1000) : (w.timeoutSeconds ?? null);
   return { kind: "waiting", timeoutSeconds };
 }
 

@@ -21,6 +21,7 @@ import type { RetryPolicy } from "../core/retry.ts";
 import { instanceErrorData, toJson, toStoredJson } from "../core/serialization.ts";
 import type { NewCompensation, NewHistoryEvent, StepConclusion } from "../storage/types.ts";
 import { recordOutcomes, type ActivityOutcome, type RecordedOutcomes } from "./execute.ts";
+import { waitKind, type Waiting } from "./wait-kinds.ts";
 
 /** What a step got to decide on: a keyed union, each kind handled in `decide` (checked by the compiler). */
 export type StepOutcome =
@@ -61,8 +62,8 @@ export type StepPlan =
   | { kind: "run"; activities: PendingActivity[]; as: "activity"; history: StepHistory }
   /** Run the saga's next compensation (its definition resolved by name), then decide on `settled`. */
   | { kind: "compensate"; activityId: string; compensation: NewCompensation }
-  /** A wait whose registration looks at the database first (a queued message, a finished child). */
-  | { kind: "wait"; wait: Exclude<WaitRequest, { kind: "timer" }>; history: StepHistory }
+  /** A wait whose kind prepares it against the database first (wait-kinds.ts), then `waitingPlan` or `continueWith`. */
+  | { kind: "wait"; wait: WaitRequest; history: StepHistory }
   | { kind: "recur"; input: unknown }
   /** Replay diverged: park with the deployed code's source hash (`parkConclusion`). */
   | { kind: "park"; error: NonDeterminismError };
@@ -98,18 +99,9 @@ export function decide(outcome: StepOutcome, history: StepHistory, options: Deci
       return { kind: "run", activities: outcome.activities, as: "activity", history };
     case "wait": {
       const w = outcome.wait;
-      if (w.kind !== "timer") return { kind: "wait", wait: w, history };
-      const seconds = w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - options.now) / 1000) : (w.delaySeconds ?? 0);
-      return conclude(
-        {
-          status: "waiting_for_timer",
-          currentActivityId: w.activityId,
-          history: records,
-          compensations,
-          timer: { timerId: w.activityId, activityId: w.activityId, ...(w.expiresAt ? { expiresAt: w.expiresAt } : { delaySeconds: w.delaySeconds ?? 0 }) },
-        },
-        { wakeInSeconds: seconds },
-      );
+      // A wait with nothing to look at first (a timer) concludes with one statement; the others prepare in a transaction.
+      if (waitKind(w).prepare !== null) return { kind: "wait", wait: w, history };
+      return waitingPlan(w, history, { kind: "waiting", wakeInSeconds: null }, options.now);
     }
     case "settled": {
       const rec = recordOutcomes(outcome.results, options.retryPolicy, outcome.as);
@@ -185,6 +177,12 @@ export function withLookAhead(plan: ConcludePlan, ahead: ReplayResult | null): C
 /** The conclusion of a parked instance: nothing recorded, nothing compensated, the diverging code's hash kept. */
 export function parkConclusion(error: NonDeterminismError, currentActivityId: string | null, parkedHash: string): ConcludePlan {
   return conclude({ status: "parked", currentActivityId, errorData: instanceErrorData(error), parkedHash }, { warn: `parked: ${error.message}` });
+}
+
+/** The conclusion of a step that waits: the wait kind's own (wait-kinds.ts), and its wake-up after the commit. */
+export function waitingPlan(w: WaitRequest, history: StepHistory, waiting: Waiting, now: number): ConcludePlan {
+  const { conclusion, wakeInSeconds } = waitKind(w).conclude(w, { history: history.records, compensations: history.compensations }, waiting, now);
+  return conclude(conclusion, wakeInSeconds === null ? {} : { wakeInSeconds });
 }
 
 /** A wait whose outcome is already recorded (a queued message taken, a finished child): hand the lease to a follow-up. */

@@ -20,7 +20,8 @@ import { WarmRuns } from "./warm-runs.ts";
 import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
-import { batchOrEach, DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
+import { DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
+import { EXPIRIES, expireDue } from "./wait-kinds.ts";
 import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
 import { checkScheduledInputs } from "./schedules.ts";
 import { createControlled, flowKeys, startTimedStarts, type FlowFields } from "./flow-control.ts";
@@ -360,15 +361,21 @@ export class Engine implements StepRunner {
   async fireDueTimers(scope?: DispatchScope): Promise<number> {
     let fired = 0;
     const iso: Isolation = { storage: this.storage, maxFailures: this.quarantineAfter, failures: [], failedIds: new Set() };
-    const { storage } = this;
     // Bounded rounds: whatever is left after them waits for the sweeper.
     for (let round = 0; round < 20; round++) {
-      const timers = await batchOrEach(iso, "timers", () => storage.fireExpiredTimers(500), () => storage.findDueInstances("timers", 500), (id) => storage.fireExpiredTimers(500, id));
-      const waits = await batchOrEach(iso, "message_timeouts", () => storage.expireMessageWaits(500), () => storage.findDueInstances("message_timeouts", 500), (id) => storage.expireMessageWaits(500, id));
-      for (const instanceId of new Set([...timers, ...waits])) this.dispatcher.dispatch({ instanceId }, scope);
+      let full = false;
+      const runnable = new Set<string>();
+      // The sweep's own path for every wait kind that comes due (wait-kinds.ts).
+      for (const expiry of EXPIRIES) {
+        const ids = await expireDue(iso, expiry, 500);
+        for (const id of ids) runnable.add(id);
+        fired += ids.length;
+        full ||= ids.length >= 500;
+      }
+      for (const instanceId of runnable) this.dispatcher.dispatch({ instanceId }, scope);
       const deadlines = await expireDeadlines(this, 100, scope);
-      fired += timers.length + waits.length + deadlines;
-      if (timers.length < 500 && waits.length < 500 && deadlines < 100) break;
+      fired += deadlines;
+      if (!full && deadlines < 100) break;
     }
     // Wake-ups for rate windows and debounce periods come through here too (flow-control.ts).
     fired += await startTimedStarts(this, 100, scope).catch((err: unknown) => (console.error("edda: timed starts failed (the sweeper will)", err), 0));

@@ -15,12 +15,12 @@ import type { Transaction } from "../core/context.ts";
 import { LeaseLostError } from "../core/errors.ts";
 import { createWorkflowContext } from "../core/operation.ts";
 import { failedSoFar, ReplayRun, ReplayState, type PendingActivity, type ReplayResult, type WaitRequest } from "../core/replay.ts";
-import { compensationRows, continueWith, decide, needsStoredCompensations, parkConclusion, withLookAhead, type AfterCommit, type DecideOptions, type StepHistory, type StepOutcome, type StepPlan } from "./decide.ts";
+import { compensationRows, continueWith, decide, needsStoredCompensations, parkConclusion, waitingPlan, withLookAhead, type AfterCommit, type DecideOptions, type StepHistory, type StepOutcome, type StepPlan } from "./decide.ts";
 import type { WarmRun } from "./warm-runs.ts";
-import { prepareMessageWait } from "./channels.ts";
+import { waitKind } from "./wait-kinds.ts";
 import { fromJson, toJson } from "../core/serialization.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage, TxStorage } from "../storage/types.ts";
-import { deliverToParent, prepareChildWait, reportsToParent, startChildIn } from "./lifecycle.ts";
+import { deliverToParent, reportsToParent, startChildIn } from "./lifecycle.ts";
 import { startChildActivity } from "./children.ts";
 import { slotFreed } from "./flow-control.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
@@ -259,7 +259,7 @@ class Step {
       case "compensate":
         return this.runCompensation(plan.activityId, plan.compensation);
       case "wait":
-        return plan.wait.kind === "child" ? this.waitForChild(plan.wait, plan.history) : this.waitForMessage(plan.wait, plan.history);
+        return this.prepareWait(plan.wait, plan.history);
       case "recur":
         return this.recur(plan.input);
       case "park": {
@@ -273,30 +273,14 @@ class Step {
     }
   }
 
-  /** Receive now if a message is queued, else wait (subscription marked waiting, lease released). */
-  private async waitForMessage(w: Extract<WaitRequest, { kind: "message" }>, history: StepHistory): Promise<StepResult> {
+  /**
+   * Register a wait its kind prepares against the database (wait-kinds.ts), in one transaction: a queued
+   * message or a finished child is recorded now and the run continues; otherwise the step concludes waiting.
+   */
+  private async prepareWait(w: WaitRequest, history: StepHistory): Promise<StepResult> {
     return this.engine.storage.transaction(async (tx) => {
-      const r = await prepareMessageWait(tx, this.instance.instanceId, w);
-      if (r.kind === "waiting") {
-        return this.concludeIn(
-          tx,
-          { status: "waiting_for_message", currentActivityId: w.activityId, history: history.records, compensations: history.compensations },
-          r.timeoutSeconds !== null ? { wakeInSeconds: r.timeoutSeconds } : {},
-        );
-      }
-      const p = continueWith(w.activityId, history, r.event, this.engine);
-      return this.concludeIn(tx, p.conclusion, p.after);
-    });
-  }
-
-  /** A finished child's outcome is recorded now; otherwise wait until the child's conclusion records it (lifecycle.ts). */
-  private async waitForChild(w: Extract<WaitRequest, { kind: "child" }>, history: StepHistory): Promise<StepResult> {
-    return this.engine.storage.transaction(async (tx) => {
-      const r = await prepareChildWait(tx, this.instance.instanceId, w);
-      if (r.kind === "waiting") {
-        return this.concludeIn(tx, { status: "waiting_for_child", currentActivityId: w.activityId, history: history.records, compensations: history.compensations }, {});
-      }
-      const p = continueWith(w.activityId, history, r.event, this.engine);
+      const r = await waitKind(w).prepare!(tx, this.instance.instanceId, w, Date.now());
+      const p = r.kind === "ready" ? continueWith(w.activityId, history, r.event, this.engine) : waitingPlan(w, history, r, Date.now());
       return this.concludeIn(tx, p.conclusion, p.after);
     });
   }

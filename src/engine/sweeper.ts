@@ -33,6 +33,10 @@ import { runDueSchedules } from "./schedules.ts";
 import { promoteAllQueued, startTimedStarts } from "./flow-control.ts";
 import { emptyRelayReport, relayOutbox, type RelayReport } from "./outbox.ts";
 import { batchOrEach, type Isolation, type RowFailure } from "./poison.ts";
+import { EXPIRIES, expireDue, type Expiry } from "./wait-kinds.ts";
+
+/** The report's counter of each expiry task. */
+const EXPIRED_COUNTER: Record<Expiry["task"], "timersFired" | "messageWaitsExpired"> = { timers: "timersFired", message_timeouts: "messageWaitsExpired" };
 
 export interface SweepOptions {
   /** Rows per batch (default 200). */
@@ -191,30 +195,15 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     }
   };
 
-  await task("timers", async () => {
-    const ids = await batchOrEach(
-      iso,
-      "timers",
-      () => storage.fireExpiredTimers(batch),
-      () => storage.findDueInstances("timers", batch),
-      (id) => storage.fireExpiredTimers(batch, id),
-    );
-    report.timersFired += ids.length;
-    dispatch(ids);
-    return ids.length;
-  });
-  await task("message_timeouts", async () => {
-    const ids = await batchOrEach(
-      iso,
-      "message_timeouts",
-      () => storage.expireMessageWaits(batch),
-      () => storage.findDueInstances("message_timeouts", batch),
-      (id) => storage.expireMessageWaits(batch, id),
-    );
-    report.messageWaitsExpired += ids.length;
-    dispatch(ids);
-    return ids.length;
-  });
+  // One task per wait kind that comes due by itself (wait-kinds.ts): timers fire, receive timeouts expire.
+  for (const expiry of EXPIRIES) {
+    await task(expiry.task, async () => {
+      const ids = await expireDue(iso, expiry, batch);
+      report[EXPIRED_COUNTER[expiry.task]] += ids.length;
+      dispatch(ids);
+      return ids.length;
+    });
+  }
   // Status-guarded and deadline-guarded per instance: an instance is failed by its deadline exactly once.
   await task("deadlines", async () => {
     const n = await expireDeadlines(engine, batch, scope);

@@ -18,6 +18,8 @@
 import type { EngineHooks, ActivityInfo } from "./hooks.ts";
 import type { Dispatcher, DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { StepResult } from "./step.ts";
+import type { InstanceStatus } from "../core/model.ts";
+import { waitKindOf } from "./wait-kinds.ts";
 
 /** The parts of `@opentelemetry/api` Edda uses, declared locally (pass the module itself: it satisfies them). */
 export interface OtelContext {
@@ -120,8 +122,9 @@ export class Tracing {
       span.setAttribute("edda.step.result", r.status);
       if (r.status === "concluded") {
         span.setAttribute("edda.instance.status", r.instanceStatus);
-        if (r.instanceStatus === "waiting_for_timer" || r.instanceStatus === "waiting_for_message") {
-          const kind = r.instanceStatus === "waiting_for_timer" ? "timer" : "message";
+        const wait = waitKindOf(r.instanceStatus as InstanceStatus);
+        if (wait?.view.span) {
+          const { kind } = wait;
           this.tracer.startSpan(`edda.wait ${kind}`, { attributes: { "edda.instance.id": req.instanceId, "edda.wait.kind": kind } }, entry.ctx).end();
         }
       } else if (r.status === "skipped") span.setAttribute("edda.step.skip_reason", r.reason);

@@ -8,6 +8,7 @@ import type { CallToolResult, Task } from "@modelcontextprotocol/sdk/types.js";
 import { EV } from "../../core/model.ts";
 import type { Engine, InstanceView } from "../../engine/engine.ts";
 import type { InstanceStatus } from "../../core/model.ts";
+import { waitKindOf } from "../../engine/wait-kinds.ts";
 
 /** The engine's rule for instance ids; anything else names no instance (and never reaches a query). */
 export function isInstanceId(id: string): boolean {
@@ -30,12 +31,9 @@ export function pollIntervalMs(status: InstanceStatus): number | undefined {
     case "running":
     case "compensating":
       return 1000;
-    case "waiting_for_timer":
-      return 5000;
-    case "waiting_for_message":
-      return 30_000;
     default:
-      return isFinished(status) ? undefined : 5000;
+      // A waiting instance: as its wait kind says (wait-kinds.ts).
+      return waitKindOf(status)?.view.pollIntervalMs ?? (isFinished(status) ? undefined : 5000);
   }
 }
 
@@ -93,9 +91,8 @@ export function taskStatus(view: InstanceView): Task["status"] {
 function statusMessage(view: InstanceView): string {
   if (view.status === "failed") return `failed: ${errorText(view.error)}`;
   if (view.status === "compensating") return view.cancellation !== null ? "cancelled; compensations are running" : "failed; compensations are running";
-  if (view.status === "waiting_for_message") return "waiting for a message";
-  if (view.status === "waiting_for_timer") return "sleeping until a timer fires";
-  if (view.status === "waiting_for_child") return "waiting for a child workflow";
+  const wait = waitKindOf(view.status);
+  if (wait) return wait.view.says;
   if (view.status === "parked") return `parked (its history no longer replays with the deployed code): ${errorText(view.error)}`;
   return view.status;
 }

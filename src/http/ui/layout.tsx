@@ -13,6 +13,12 @@
  */
 import type { Child } from "hono/jsx";
 import { raw } from "hono/html";
+import { WAIT_KINDS } from "../../engine/wait-kinds.ts";
+
+/** Every waiting status is drawn alike (one per wait kind, wait-kinds.ts). */
+const WAITING_CLASSES = Object.values(WAIT_KINDS)
+  .map((k) => `.s-${k.status}`)
+  .join(",");
 
 const CSS = `
 :root{color-scheme:light dark;--bg:#fafafa;--fg:#1d2125;--muted:#65707b;--card:#fff;--line:#e2e5e9;--accent:#2f5fd0;--ok:#1d7a3e;--bad:#c0362c;--warn:#a05a00;--wait:#6b4fbb;--code:#f3f4f6}
@@ -36,7 +42,7 @@ pre{background:var(--code);padding:.6rem;border-radius:6px;overflow:auto;max-hei
 .muted{color:var(--muted)}.small{font-size:12px}
 .badge{display:inline-block;padding:.05rem .5rem;border-radius:999px;font-size:12px;font-weight:600;border:1px solid currentColor;white-space:nowrap}
 .s-completed,.k-activity,.k-compensation{color:var(--ok)}.s-failed,.s-cancelled,.s-quarantined,.k-failed,.k-attempt,.k-timeout,.k-compensation-failed{color:var(--bad)}
-.s-running{color:var(--accent)}.s-compensating,.s-parked,.s-queued,.k-retry{color:var(--warn)}.s-invalid,.s-expired{color:var(--bad)}.s-waiting_for_timer,.s-waiting_for_message,.s-waiting_for_child,.k-timer,.k-message{color:var(--wait)}
+.s-running{color:var(--accent)}.s-compensating,.s-parked,.s-queued,.k-retry{color:var(--warn)}.s-invalid,.s-expired{color:var(--bad)}${WAITING_CLASSES},.k-timer,.k-message{color:var(--wait)}
 .counts{display:flex;flex-wrap:wrap;gap:.5rem;margin-bottom:.8rem}
 .counts a{border:1px solid var(--line);border-radius:6px;padding:.3rem .6rem;background:var(--card);color:var(--fg)}
 .counts a.on{border-color:var(--accent);box-shadow:inset 0 0 0 1px var(--accent)}
