@@ -7,39 +7,13 @@
  * execution at the step boundary.
  */
 import type { z } from "zod";
-import type { RetryPolicy } from "./retry.ts";
-import type { ActivityContext, WorkflowContext } from "./context.ts";
+import type { WorkflowContext } from "./context.ts";
+import type { Activity, ActivityFn, ActivityOptions } from "./activity.ts";
 import { callActivity } from "./operation.ts";
 import { normalizeSchedule, type ScheduleOption } from "./schedule.ts";
 import { checkFlowControl, type FlowControlOptions } from "./flow-control.ts";
 
-export type ActivityFn<A extends unknown[], R> = (ctx: ActivityContext, ...args: A) => Promise<R> | R;
-
-export interface ActivityOptions<A extends unknown[] = any[], R = any> {
-  retry?: RetryPolicy;
-  /** Default true: run inside the step's transaction (`ctx.tx`), exactly-once for database effects. */
-  transactional?: boolean;
-  /**
-   * Compensation registered when this activity succeeds; it is called with the
-   * activity's result followed by its arguments.
-   */
-  onFailure?: Activity<[R, ...A], unknown>;
-  /**
-   * Limit on one attempt: past it the attempt is abandoned (its transaction
-   * rolls back) and counts as a failed attempt (ActivityTimeoutError) under
-   * the retry policy.
-   */
-  timeoutSeconds?: number;
-}
-
-export interface Activity<A extends unknown[] = any[], R = any> {
-  (ctx: WorkflowContext, ...args: A): Promise<R>;
-  readonly activityName: string;
-  readonly fn: ActivityFn<A, R>;
-  readonly options: ActivityOptions<A, R>;
-  /** Call with an explicit activity id instead of `name:n`. */
-  withId(id: string): (ctx: WorkflowContext, ...args: A) => Promise<R>;
-}
+export type { Activity, ActivityFn, ActivityOptions } from "./activity.ts";
 
 const NAME_RE = /^[A-Za-z0-9_.-]{1,200}$/;
 

@@ -16,7 +16,7 @@
  * Only this module creates workflow contexts and knows their replay state (a
  * WeakMap: nothing of it is typed into the public `WorkflowContext`).
  */
-import type { Activity } from "./definitions.ts";
+import type { Activity } from "./activity.ts";
 import type { WorkflowContext } from "./context.ts";
 import { explicitId } from "./ids.ts";
 import { EV, type HistoryEvent } from "./model.ts";

@@ -16,7 +16,7 @@
  * code defined again (a module evaluated twice by a bundler or a test runner)
  * is accepted.
  */
-import type { Activity } from "./definitions.ts";
+import type { Activity } from "./activity.ts";
 
 const firstLine = (fn: unknown) => String(fn).split("\n")[0]!.slice(0, 80);
 

@@ -26,7 +26,7 @@
  *
  * Pure: no I/O. The engine turns a `ReplayOutcome` into database writes.
  */
-import type { Activity } from "./definitions.ts";
+import type { Activity } from "./activity.ts";
 import { NonDeterminismError } from "./errors.ts";
 import type { ActivityRegistry } from "./registry.ts";
 import { isDerivedId } from "./ids.ts";

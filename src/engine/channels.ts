@@ -16,7 +16,7 @@ import { fromJson, serializeError, toPayload } from "../core/serialization.ts";
 import type { RecordedMessage } from "../core/waits.ts";
 import type { ChannelMessageRecord, NewHistoryEvent, Payload, Storage, TxStorage } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
-import type { Engine } from "./engine.ts";
+import type { Uses } from "./deps.ts";
 import { countFailure, isTransientFailure, type Isolation } from "./poison.ts";
 
 type MessageWait = Extract<WaitRequest, { kind: "message" }>;
@@ -97,13 +97,13 @@ const BROADCAST_BATCH = 200;
  * transaction until a batch comes back short (bounded, like `wakeChannel`).
  * Returns who got a message; each is dispatched once its batch committed.
  */
-async function deliverBroadcastBatches(engine: Engine, channel: string, scope?: DispatchScope): Promise<string[]> {
+async function deliverBroadcastBatches(deps: Uses<"dispatcher" | "storage">, channel: string, scope?: DispatchScope): Promise<string[]> {
   const delivered: string[] = [];
   for (let round = 0; round < 50; round++) {
-    const batch = await engine.storage.deliverBroadcast(channel, BROADCAST_BATCH, messageReceived);
+    const batch = await deps.storage.deliverBroadcast(channel, BROADCAST_BATCH, messageReceived);
     for (const d of batch) {
       delivered.push(d.instanceId);
-      engine.dispatcher.dispatch({ instanceId: d.instanceId }, scope);
+      deps.dispatcher.dispatch({ instanceId: d.instanceId }, scope);
     }
     if (batch.length < BROADCAST_BATCH) break;
   }
@@ -124,14 +124,14 @@ async function deliverBroadcastBatches(engine: Engine, channel: string, scope?: 
  * reported to the sweep; without it (a post-publish wake-up) they are
  * counted the same way.
  */
-export async function deliverToWaitingSubscribers(engine: Engine, limit: number, scope?: DispatchScope, channel?: string, iso?: Isolation): Promise<number> {
-  const isolation: Isolation = iso ?? { storage: engine.storage, maxFailures: engine.quarantineAfter, failures: [], failedIds: new Set() };
-  const waiting = await engine.storage.findWaitingSubscribersWithMessages(limit, channel);
+export async function deliverToWaitingSubscribers(deps: Uses<"dispatcher" | "quarantineAfter" | "storage">, limit: number, scope?: DispatchScope, channel?: string, iso?: Isolation): Promise<number> {
+  const isolation: Isolation = iso ?? { storage: deps.storage, maxFailures: deps.quarantineAfter, failures: [], failedIds: new Set() };
+  const waiting = await deps.storage.findWaitingSubscribersWithMessages(limit, channel);
   const done = new Set<string>();
   const key = (instanceId: string, ch: string) => `${ch}\u0000${instanceId}`;
   for (const ch of new Set(waiting.filter((w) => w.mode === "broadcast").map((w) => w.channel))) {
     try {
-      for (const id of await deliverBroadcastBatches(engine, ch, scope)) done.add(key(id, ch));
+      for (const id of await deliverBroadcastBatches(deps, ch, scope)) done.add(key(id, ch));
     } catch (err) {
       if (isTransientFailure(err)) throw err;
       // Left to the per-subscriber path below, where a poison delivery fails alone.
@@ -141,9 +141,9 @@ export async function deliverToWaitingSubscribers(engine: Engine, limit: number,
   for (const w of waiting) {
     if (done.has(key(w.instanceId, w.channel)) || isolation.failedIds.has(w.instanceId)) continue;
     try {
-      if (await deliverTo(engine.storage, w.instanceId, w.channel, w.activityId)) {
+      if (await deliverTo(deps.storage, w.instanceId, w.channel, w.activityId)) {
         delivered++;
-        engine.dispatcher.dispatch({ instanceId: w.instanceId }, scope);
+        deps.dispatcher.dispatch({ instanceId: w.instanceId }, scope);
       }
     } catch (err) {
       await countFailure(isolation, "channel_delivery", w.instanceId, err);
@@ -153,9 +153,15 @@ export async function deliverToWaitingSubscribers(engine: Engine, limit: number,
 }
 
 /** Post-commit wake-up after a publish: deliver until no waiter on the channel has a message. */
-export async function wakeChannel(engine: Engine, channel: string, scope?: DispatchScope): Promise<void> {
+export async function wakeChannel(deps: Uses<"dispatcher" | "quarantineAfter" | "storage">, channel: string, scope?: DispatchScope): Promise<void> {
   for (let round = 0; round < 50; round++) {
-    const n = await deliverToWaitingSubscribers(engine, 200, scope, channel);
+    const n = await deliverToWaitingSubscribers(deps, 200, scope, channel);
     if (n < 200) return;
   }
+}
+
+/** Post-commit: a message was published on `channel`; deliver it to waiting subscribers (the sweeper catches a failure). */
+export function notifyPublished(deps: Uses<"dispatcher" | "quarantineAfter" | "storage">, channel: string, scope?: DispatchScope): void {
+  const p = wakeChannel(deps, channel, scope).catch((err: unknown) => console.error(`edda: wake-up on "${channel}" failed (the sweeper will deliver)`, err));
+  scope?.waitUntil?.(p);
 }

@@ -24,7 +24,7 @@ import { EV, type HistoryEvent } from "../core/model.ts";
 import { callActivityAt, operation, operationId, replayStateOf } from "../core/operation.ts";
 import type { Decoded } from "../core/replay.ts";
 import { fromPayload, type SerializedError } from "../core/serialization.ts";
-import { activityInternalsOf } from "./execute.ts";
+import { activityInternalsOf, type ChildStart } from "./execute.ts";
 
 export interface ChildOptions {
   /** The child's instance id (default: derived from the parent's id and the operation id). */
@@ -33,15 +33,7 @@ export interface ChildOptions {
   detached?: boolean;
 }
 
-/** What the start activity asks the engine for (see ActivityNotify.startChild). */
-export interface ChildStart {
-  workflowName: string;
-  input: unknown;
-  instanceId: string;
-  /** The parent operation that waits for the outcome (`invoke`), or null (`startChild`). */
-  parentActivityId: string | null;
-  detached: boolean;
-}
+export type { ChildStart } from "./execute.ts";
 
 /** The recorded outcome of a child (history payload of ChildCompleted / ChildFailed). */
 export interface RecordedChildOutcome {

@@ -17,7 +17,8 @@ import { ConflictError, NotFoundError } from "../core/errors.ts";
 import { fromJson, toBase64 } from "../core/serialization.ts";
 import type { DeadLetterAction, DeadLetterQuery, DeadLetterStatus, OutboxRecord } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
-import type { Engine } from "./engine.ts";
+import type { Uses } from "./deps.ts";
+import { notifyOutbox } from "./outbox.ts";
 
 export interface DeadLetterView {
   eventId: string;
@@ -67,8 +68,8 @@ export function deadLetterView(row: OutboxRecord, opts: { payloads?: boolean } =
   return view;
 }
 
-export async function listDeadLetters(engine: Engine, query: DeadLetterQuery, opts: { payloads?: boolean } = {}): Promise<{ events: DeadLetterView[]; nextCursor: string | null }> {
-  const page = await engine.storage.listDeadLetters(query);
+export async function listDeadLetters(deps: Uses<"storage">, query: DeadLetterQuery, opts: { payloads?: boolean } = {}): Promise<{ events: DeadLetterView[]; nextCursor: string | null }> {
+  const page = await deps.storage.listDeadLetters(query);
   return { events: page.events.map((row) => deadLetterView(row, opts)), nextCursor: page.nextCursor };
 }
 
@@ -80,13 +81,13 @@ function check(eventId: string, r: DeadLetterAction): void {
 }
 
 /** Re-arm a dead letter and relay it now (with a broker configured; otherwise the next relay takes it). */
-export async function redeliverDeadLetter(engine: Engine, eventId: string, scope?: DispatchScope): Promise<{ status: "pending" }> {
-  check(eventId, await engine.storage.rearmOutboxEvent(eventId));
-  engine.notifyOutbox([eventId], scope);
+export async function redeliverDeadLetter(deps: Uses<"outbox" | "storage">, eventId: string, scope?: DispatchScope): Promise<{ status: "pending" }> {
+  check(eventId, await deps.storage.rearmOutboxEvent(eventId));
+  notifyOutbox(deps, [eventId], scope);
   return { status: "pending" };
 }
 
-export async function discardDeadLetter(engine: Engine, eventId: string): Promise<{ discarded: true }> {
-  check(eventId, await engine.storage.discardOutboxEvent(eventId));
+export async function discardDeadLetter(deps: Uses<"storage">, eventId: string): Promise<{ discarded: true }> {
+  check(eventId, await deps.storage.discardOutboxEvent(eventId));
   return { discarded: true };
 }

@@ -3,19 +3,25 @@
  * inspects instances, runs steps, and sweeps. Stateless between calls — every
  * fact lives in Postgres — so any number of engines (requests, processes,
  * isolates) can share one database.
+ *
+ * A thin facade: it owns one set of parts (`EngineParts`, deps.ts) and hands
+ * them to the modules that do the work, each of which names the parts it uses
+ * (`Uses<…>`) and none of which imports this file.
  */
 import type { Workflow } from "../core/definitions.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
 import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import { fromJson, historyDataView, toStoredJson, toStoredPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
-import { sha256Hex } from "../core/signature.ts";
 import type { InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
 import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
 import { guardHooks, type EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
-import { wakeChannel } from "./channels.ts";
-import { relayOutbox, type OutboxOptions } from "./outbox.ts";
+import { notifyPublished } from "./channels.ts";
+import { notifyOutbox } from "./outbox.ts";
+import type { EngineParts, OutboxOptions, RetentionOptions } from "./deps.ts";
+import { SourceHashes } from "./source-hashes.ts";
+import { afterStart, createValidated, validateInput, type Created, type ParentLink, type StartOptions } from "./starts.ts";
 import { WarmRuns } from "./warm-runs.ts";
 import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
@@ -24,10 +30,11 @@ import { DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
 import { EXPIRIES, expireDue } from "./wait-kinds.ts";
 import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
 import { checkScheduledInputs } from "./schedules.ts";
-import { createControlled, flowKeys, startTimedStarts, type FlowFields } from "./flow-control.ts";
+import { startTimedStarts } from "./flow-control.ts";
 import { HISTORY_PAGE_MAX, toView, type HistoryEntry, type InstanceDetail, type InstanceView } from "./views.ts";
 
 export { HISTORY_PAGE_MAX, toView };
+export type { RetentionOptions, StartOptions };
 export type { HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView } from "./views.ts";
 
 export interface EngineOptions {
@@ -65,25 +72,9 @@ export interface EngineOptions {
   retention?: RetentionOptions;
 }
 
-/** Retention of what the sweeper deletes, in seconds (each default 7 days). */
-export interface RetentionOptions {
-  /** Completed, failed and cancelled instances, counted from their last update, with their history, archived runs, compensations and subscriptions. */
-  finishedInstancesSeconds?: number;
-  /** Channel messages, counted from their publication (one claimed within the window is kept). */
-  channelMessagesSeconds?: number;
-  /** CloudEvent `(source, id)` dedupe records: a redelivery after this is accepted again. */
-  cloudEventDedupeSeconds?: number;
-}
-
 export const DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600;
 
-export interface StartOptions {
-  instanceId?: string;
-  /** W3C traceparent the run's trace continues (e.g. a CloudEvent's `traceparent` extension). */
-  traceparent?: string;
-}
-
-export class Engine implements StepRunner {
+export class Engine implements StepRunner, EngineParts {
   readonly storage: Storage;
   readonly dispatcher: Dispatcher;
   readonly workflows = new Map<string, Workflow>();
@@ -99,7 +90,7 @@ export class Engine implements StepRunner {
   readonly errorView: ErrorViewOptions;
   /** Relay settings when a broker is configured, else null. */
   readonly outbox: OutboxOptions | null;
-  private readonly hashes = new Map<string, Promise<string>>();
+  readonly definitions: SourceHashes;
   /** Runs kept in memory across in-process hand-offs (see warm-runs.ts). */
   readonly warmRuns = new WarmRuns();
   readonly tracing: Tracing | null;
@@ -109,6 +100,7 @@ export class Engine implements StepRunner {
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;
+    this.definitions = new SourceHashes(opts.storage);
     this.quarantineAfter = Math.max(1, Math.trunc(opts.quarantineAfterFailures ?? DEFAULT_QUARANTINE_AFTER));
     this.retention = {
       finishedInstancesSeconds: opts.retention?.finishedInstancesSeconds ?? DEFAULT_RETENTION_SECONDS,
@@ -146,15 +138,12 @@ export class Engine implements StepRunner {
     return wf;
   }
 
-  /** Validate input, record the definition, create the instance and dispatch its first step. */
   /** Check the input against the workflow's schema; returns the parsed value. */
   validateInput(wf: Workflow, input: unknown): unknown {
-    if (!wf.options.input) return input;
-    const parsed = wf.options.input.safeParse(input);
-    if (!parsed.success) throw new ValidationError(`input for workflow "${wf.workflowName}" is invalid`, parsed.error.issues);
-    return parsed.data;
+    return validateInput(wf, input);
   }
 
+  /** Validate input, record the definition, create the instance and dispatch its first step. */
   async start(workflow: Workflow | string, input: unknown, opts: StartOptions = {}, scope?: DispatchScope): Promise<{ instanceId: string; status: InstanceStatus; created: boolean }> {
     const wf = typeof workflow === "string" ? this.workflow(workflow) : this.workflow(workflow.workflowName);
     const value = this.validateInput(wf, input);
@@ -166,46 +155,13 @@ export class Engine implements StepRunner {
   }
 
   /** Create an instance whose input is already validated, on `storage` (possibly a transaction); `link` makes it a child. */
-  async createValidated(
-    storage: Storage,
-    wf: Workflow,
-    value: unknown,
-    opts: StartOptions,
-    link?: { parentInstanceId: string; parentActivityId: string | null; detached: boolean },
-  ): Promise<{ instanceId: string; status: InstanceStatus; created: boolean; traceContext: string | null; wakeInSeconds?: number }> {
-    if (opts.instanceId !== undefined && !/^[A-Za-z0-9_.:-]{1,200}$/.test(opts.instanceId)) {
-      throw new ValidationError("instanceId must be 1–200 characters of A-Z a-z 0-9 _ . : -", [{ path: ["instanceId"], message: "invalid instance id" }]);
-    }
-    const keys = flowKeys(wf, value); // before anything is stored: a bad key is a ValidationError
-    const sourceHash = await this.ensureDefinition(wf);
-    const instanceId = opts.instanceId ?? crypto.randomUUID();
-    const traceContext = this.tracing?.started(wf.workflowName, instanceId, opts.traceparent) ?? null;
-    const inputData = toStoredJson(value ?? null, `the input of workflow "${wf.workflowName}"`);
-    const create = (s: Storage, flow: FlowFields = {}) =>
-      s.createInstance({
-        instanceId,
-        traceContext,
-        workflowName: wf.workflowName,
-        sourceHash,
-        ownerService: this.serviceName,
-        inputData,
-        lockTimeoutSeconds: wf.options.lockTimeoutSeconds ?? null,
-        timeoutSeconds: wf.options.timeoutSeconds ?? null,
-        ...link,
-        ...flow,
-      });
-    // Flow control admits (or collapses) the start under its keys' locks, in the creating transaction (flow-control.ts).
-    if (keys) return { ...(await createControlled(storage, wf, keys, inputData, link !== undefined, create)), traceContext };
-    const { created, instance } = await create(storage);
-    return { instanceId: instance.instanceId, status: instance.status, created, traceContext };
+  createValidated(storage: Storage, wf: Workflow, value: unknown, opts: StartOptions, link?: ParentLink): Promise<Created> {
+    return createValidated(this, storage, wf, value, opts, link);
   }
 
   /** After the creating commit: hook + first step. */
   afterStart(wf: Workflow, instanceId: string, input: unknown, scope?: DispatchScope, traceparent?: string | null): void {
-    this.hooks.onWorkflowStart?.({ instanceId, workflowName: wf.workflowName, input });
-    this.dispatcher.dispatch({ instanceId, ...(traceparent ? { traceparent } : {}) }, scope);
-    // The deadline is enforced by the timer machinery: an in-process wake-up where there is one, else the sweep.
-    if (wf.options.timeoutSeconds !== undefined) this.dispatcher.wakeIn?.(wf.options.timeoutSeconds, scope);
+    afterStart(this, wf, instanceId, input, scope, traceparent);
   }
 
   /** Publish a message from outside any workflow; subscribers wake after the commit. */
@@ -234,32 +190,14 @@ export class Engine implements StepRunner {
   }
 
 
-  /**
-   * Record these workflows' definitions now, outside any transaction: a
-   * transaction that creates instances must not wait on a definition write
-   * from another connection (PGlite has only one).
-   */
-  async ensureDefinitions(workflows: Iterable<Workflow>): Promise<void> {
-    for (const wf of new Set(workflows)) await this.ensureDefinition(wf);
+  /** Record these workflows' definitions now, outside any transaction (source-hashes.ts). */
+  ensureDefinitions(workflows: Iterable<Workflow>): Promise<void> {
+    return this.definitions.ensure(workflows);
   }
 
   /** The source hash of the deployed code of `wf` (its definition recorded on first use). */
   definitionHash(wf: Workflow): Promise<string> {
-    return this.ensureDefinition(wf);
-  }
-
-  private ensureDefinition(wf: Workflow): Promise<string> {
-    let p = this.hashes.get(wf.workflowName);
-    if (!p) {
-      p = (async () => {
-        const hash = await sourceHash(wf);
-        await this.storage.upsertWorkflowDefinition(wf.workflowName, hash, wf.source);
-        return hash;
-      })();
-      p.catch(() => this.hashes.delete(wf.workflowName));
-      this.hashes.set(wf.workflowName, p);
-    }
-    return p;
+    return this.definitions.hash(wf);
   }
 
   runStep(req: StepRequest, scope?: DispatchScope): Promise<StepResult> {
@@ -384,14 +322,12 @@ export class Engine implements StepRunner {
 
   /** Post-commit: a message was published on `channel`; deliver it to waiting subscribers. */
   notifyPublished(channel: string, scope?: DispatchScope): void {
-    const p = wakeChannel(this, channel, scope).catch((err: unknown) => console.error(`edda: wake-up on "${channel}" failed (the sweeper will deliver)`, err));
-    scope?.waitUntil?.(p);
+    notifyPublished(this, channel, scope);
   }
 
   /** Post-commit: outbox rows were committed; relay them now rather than at the next sweep. */
   notifyOutbox(eventIds: string[], scope?: DispatchScope): void {
-    // relayOutbox never rejects and hands its work to scope.waitUntil itself.
-    if (this.outbox && eventIds.length > 0) void relayOutbox(this, { eventIds, ...(scope ? { scope } : {}) });
+    notifyOutbox(this, eventIds, scope);
   }
 
   sweep(opts?: SweepOptions, scope?: DispatchScope): Promise<SweepReport> {
@@ -413,12 +349,4 @@ function dispatchingAs(d: Dispatcher, runner: StepRunner): Dispatcher {
     ...(d.wakeIn ? { wakeIn: (s: number, scope?: DispatchScope) => d.wakeIn!(s, as(scope)) } : {}),
     ...(d.close ? { close: () => d.close!() } : {}),
   };
-}
-
-/** A workflow's source hash, computed once per process (engines may be built per request). */
-const sourceHashes = new WeakMap<Workflow, Promise<string>>();
-function sourceHash(wf: Workflow): Promise<string> {
-  let h = sourceHashes.get(wf);
-  if (!h) sourceHashes.set(wf, (h = sha256Hex(wf.source)));
-  return h;
 }

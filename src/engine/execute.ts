@@ -17,8 +17,17 @@ import { EV, type Payload } from "../core/model.ts";
 import { ActivityTimeoutError, RetryExhaustedError } from "../core/errors.ts";
 import { backoffSeconds, nextRetry, resolveRetryPolicy, type RetryPolicy } from "../core/retry.ts";
 import { serializeError, toJson, toPayload, toStoredJson, toStoredPayload } from "../core/serialization.ts";
-import type { ChildStart } from "./children.ts";
 import type { NewCompensation, NewHistoryEvent, Storage, TimerRegistration } from "../storage/types.ts";
+
+/** What the start activity asks the engine for (children.ts; the step starts it through ActivityNotify.startChild). */
+export interface ChildStart {
+  workflowName: string;
+  input: unknown;
+  instanceId: string;
+  /** The parent operation that waits for the outcome (`invoke`), or null (`startChild`). */
+  parentActivityId: string | null;
+  detached: boolean;
+}
 
 /** `data`: the result's history payload, encoded inside the attempt (see `settle`). */
 export type ActivityOutcome = { ok: true; value: unknown; data?: Payload } | { ok: false; error: unknown };

@@ -20,7 +20,7 @@ import { flowKey } from "../core/flow-control.ts";
 import type { InstanceStatus } from "../core/model.ts";
 import type { NewInstance, Storage } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
-import type { Engine } from "./engine.ts";
+import type { Uses } from "./deps.ts";
 
 /** The flow-control columns of a new instance. */
 export type FlowFields = Pick<NewInstance, "status" | "concurrencyKey" | "rateKey" | "singletonKey" | "debounceKey" | "notBeforeSeconds">;
@@ -104,17 +104,17 @@ export async function createControlled(
 
 // --- concurrency keys ----------------------------------------------------------
 
-function limitOf(engine: Engine, key: string): number | null {
+function limitOf(deps: Uses<"workflows">, key: string): number | null {
   const name = key.slice(0, key.indexOf(":"));
-  return engine.workflows.get(name)?.options.concurrency?.limit ?? null;
+  return deps.workflows.get(name)?.options.concurrency?.limit ?? null;
 }
 
 /** Promote and dispatch the queued instances a key has room for. */
-export async function promoteKey(engine: Engine, key: string, scope?: DispatchScope): Promise<number> {
-  const limit = limitOf(engine, key);
+export async function promoteKey(deps: Uses<"dispatcher" | "storage" | "workflows">, key: string, scope?: DispatchScope): Promise<number> {
+  const limit = limitOf(deps, key);
   if (limit === null) return 0;
-  const ids = await engine.storage.transaction((tx) => tx.promoteQueued(key, limit));
-  for (const instanceId of ids) engine.dispatcher.dispatch({ instanceId }, scope);
+  const ids = await deps.storage.transaction((tx) => tx.promoteQueued(key, limit));
+  for (const instanceId of ids) deps.dispatcher.dispatch({ instanceId }, scope);
   return ids.length;
 }
 
@@ -124,34 +124,34 @@ export async function promoteKey(engine: Engine, key: string, scope?: DispatchSc
  * before the invocation's database closes and its dispatch takes that
  * invocation's queue send; a failure is logged and left to the sweeper.
  */
-export function slotFreed(engine: Engine, instance: { instanceId: string; workflowName: string }, scope?: DispatchScope): void {
-  if (!engine.workflows.get(instance.workflowName)?.options.concurrency) return;
+export function slotFreed(deps: Uses<"dispatcher" | "storage" | "workflows">, instance: { instanceId: string; workflowName: string }, scope?: DispatchScope): void {
+  if (!deps.workflows.get(instance.workflowName)?.options.concurrency) return;
   const p = (async () => {
-    const key = await engine.storage.concurrencyKeyOf(instance.instanceId);
-    if (key) await promoteKey(engine, key, scope);
+    const key = await deps.storage.concurrencyKeyOf(instance.instanceId);
+    if (key) await promoteKey(deps, key, scope);
   })().catch((err: unknown) => console.error("edda: promoting queued instances failed (the sweeper will)", err));
   scope?.waitUntil?.(p);
 }
 
-const namesWith = (engine: Engine, option: "concurrency" | "rateLimit" | "debounce") =>
-  [...engine.workflows.values()].filter((w) => w.options[option]).map((w) => w.workflowName);
+const namesWith = (deps: Uses<"workflows">, option: "concurrency" | "rateLimit" | "debounce") =>
+  [...deps.workflows.values()].filter((w) => w.options[option]).map((w) => w.workflowName);
 
 /** Sweep task: every key of this app's keyed workflows that has a queue. */
-export async function promoteAllQueued(engine: Engine, limit: number, scope?: DispatchScope): Promise<number> {
+export async function promoteAllQueued(deps: Uses<"dispatcher" | "storage" | "workflows">, limit: number, scope?: DispatchScope): Promise<number> {
   let promoted = 0;
-  for (const key of await engine.storage.queuedConcurrencyKeys(namesWith(engine, "concurrency"), limit)) promoted += await promoteKey(engine, key, scope);
+  for (const key of await deps.storage.queuedConcurrencyKeys(namesWith(deps, "concurrency"), limit)) promoted += await promoteKey(deps, key, scope);
   return promoted;
 }
 
 // --- rate limits and debounce: starts whose time came ------------------------------
 
 /** Admit what the key's window has room for; while a queue remains, ask for a wake-up when the window next has room. */
-async function promoteRateKey(engine: Engine, key: string, scope?: DispatchScope): Promise<number> {
-  const rl = engine.workflows.get(key.slice(0, key.indexOf(":")))?.options.rateLimit;
+async function promoteRateKey(deps: Uses<"dispatcher" | "storage" | "workflows">, key: string, scope?: DispatchScope): Promise<number> {
+  const rl = deps.workflows.get(key.slice(0, key.indexOf(":")))?.options.rateLimit;
   if (!rl) return 0;
-  const r = await engine.storage.transaction((tx) => tx.promoteRateQueued(key, rl.limit, rl.periodSeconds));
-  for (const instanceId of r.ids) engine.dispatcher.dispatch({ instanceId }, scope);
-  if (r.nextInSeconds !== null) engine.dispatcher.wakeIn?.(r.nextInSeconds, scope);
+  const r = await deps.storage.transaction((tx) => tx.promoteRateQueued(key, rl.limit, rl.periodSeconds));
+  for (const instanceId of r.ids) deps.dispatcher.dispatch({ instanceId }, scope);
+  if (r.nextInSeconds !== null) deps.dispatcher.wakeIn?.(r.nextInSeconds, scope);
   return r.ids.length;
 }
 
@@ -162,14 +162,14 @@ async function promoteRateKey(engine: Engine, key: string, scope?: DispatchScope
  * sweeper's `timed_starts` task (the floor when no wake-up fires: a restart,
  * a wake-up beyond the dispatcher's horizon).
  */
-export async function startTimedStarts(engine: Engine, limit: number, scope?: DispatchScope): Promise<number> {
-  const rated = namesWith(engine, "rateLimit");
-  const debounced = namesWith(engine, "debounce");
+export async function startTimedStarts(deps: Uses<"dispatcher" | "storage" | "workflows">, limit: number, scope?: DispatchScope): Promise<number> {
+  const rated = namesWith(deps, "rateLimit");
+  const debounced = namesWith(deps, "debounce");
   let started = 0;
-  if (rated.length > 0) for (const key of await engine.storage.queuedRateKeys(rated, limit)) started += await promoteRateKey(engine, key, scope);
+  if (rated.length > 0) for (const key of await deps.storage.queuedRateKeys(rated, limit)) started += await promoteRateKey(deps, key, scope);
   if (debounced.length > 0) {
-    const ids = await engine.storage.startDueDebounced(debounced, limit);
-    for (const instanceId of ids) engine.dispatcher.dispatch({ instanceId }, scope);
+    const ids = await deps.storage.startDueDebounced(debounced, limit);
+    for (const instanceId of ids) deps.dispatcher.dispatch({ instanceId }, scope);
     started += ids.length;
   }
   return started;

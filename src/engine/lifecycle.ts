@@ -20,23 +20,24 @@ import { fromJson, instanceErrorData, toPayload, type SerializedError } from "..
 import type { InstanceEnd, InstanceRecord, Storage, TxStorage } from "../storage/types.ts";
 import type { ChildStart, RecordedChildOutcome } from "./children.ts";
 import type { DispatchScope } from "./dispatcher.ts";
-import type { Engine } from "./engine.ts";
+import type { Uses } from "./deps.ts";
+import { afterStart, createValidated, validateInput } from "./starts.ts";
 import { slotFreed } from "./flow-control.ts";
 
 type ChildWait = Extract<WaitRequest, { kind: "child" }>;
 
 /** In the parent's step transaction: create the child (linked), dispatch it after the commit. */
-export async function startChildIn(engine: Engine, storage: Storage, parentId: string, req: ChildStart, afterCommit: (cb: () => void) => void, scope?: DispatchScope): Promise<string> {
-  const wf = engine.workflows.get(req.workflowName);
+export async function startChildIn(deps: Uses<"definitions" | "dispatcher" | "hooks" | "serviceName" | "tracing" | "workflows">, storage: Storage, parentId: string, req: ChildStart, afterCommit: (cb: () => void) => void, scope?: DispatchScope): Promise<string> {
+  const wf = deps.workflows.get(req.workflowName);
   if (!wf) throw new TerminalError(`child workflow "${req.workflowName}" is not registered in this app`);
-  const value = engine.validateInput(wf, req.input);
-  const r = await engine.createValidated(storage, wf, value, { instanceId: req.instanceId }, { parentInstanceId: parentId, parentActivityId: req.parentActivityId, detached: req.detached });
+  const value = validateInput(wf, req.input);
+  const r = await createValidated(deps, storage, wf, value, { instanceId: req.instanceId }, { parentInstanceId: parentId, parentActivityId: req.parentActivityId, detached: req.detached });
   if (!r.created) {
     const existing = await storage.getInstance(r.instanceId);
     if (existing?.parentInstanceId !== parentId) throw new TerminalError(`instance id "${r.instanceId}" is taken by an instance that is not a child of ${parentId}`);
     return r.instanceId;
   }
-  afterCommit(() => engine.afterStart(wf, r.instanceId, value, scope, r.traceContext));
+  afterCommit(() => afterStart(deps, wf, r.instanceId, value, scope, r.traceContext));
   return r.instanceId;
 }
 
@@ -97,7 +98,7 @@ export function reportsToParent(instance: InstanceRecord, status: InstanceStatus
  * it waits for it; the parent is dispatched after the commit.
  */
 export async function deliverToParent(
-  engine: Engine,
+  deps: Uses<"dispatcher">,
   tx: TxStorage,
   child: InstanceRecord,
   status: InstanceStatus,
@@ -108,7 +109,7 @@ export async function deliverToParent(
   const parentId = child.parentInstanceId!;
   const event = childOutcomeEvent(child.parentActivityId!, child, status, outputData, errorData);
   if (await tx.recordChildOutcome(parentId, child.parentActivityId!, event)) {
-    tx.afterCommit(() => engine.dispatcher.dispatch({ instanceId: parentId }, scope));
+    tx.afterCommit(() => deps.dispatcher.dispatch({ instanceId: parentId }, scope));
   }
 }
 
@@ -125,17 +126,17 @@ export interface EndResult {
  * instance, then its non-detached, unfinished descendants (cancelled).
  * After the commit: compensating instances are dispatched, hooks run.
  */
-export async function endInstanceTree(engine: Engine, instanceId: string, end: InstanceEnd, scope?: DispatchScope): Promise<EndResult | null> {
-  const root = await engine.storage.getInstance(instanceId);
+export async function endInstanceTree(deps: Uses<"dispatcher" | "hooks" | "storage" | "workflows">, instanceId: string, end: InstanceEnd, scope?: DispatchScope): Promise<EndResult | null> {
+  const root = await deps.storage.getInstance(instanceId);
   if (!root) return null;
   const ended: { instance: InstanceRecord; status: InstanceStatus }[] = [];
-  const r = await engine.storage.transaction(async (tx) => {
+  const r = await deps.storage.transaction(async (tx) => {
     if (root.parentInstanceId && root.parentActivityId) await tx.lockInstanceRow(root.parentInstanceId);
     const res = await tx.endInstance(instanceId, end);
     if (!res?.ok) return res;
     ended.push({ instance: root, status: res.status });
     if (reportsToParent(root, res.status)) {
-      await deliverToParent(engine, tx, root, res.status, null, end.kind === "timeout" ? end.errorData : null, scope);
+      await deliverToParent(deps, tx, root, res.status, null, end.kind === "timeout" ? end.errorData : null, scope);
     }
     const queue = await tx.listCancellableChildren(instanceId);
     while (queue.length) {
@@ -150,10 +151,10 @@ export async function endInstanceTree(engine: Engine, instanceId: string, end: I
   });
   for (const e of ended) {
     const target = { instanceId: e.instance.instanceId, workflowName: e.instance.workflowName };
-    if (e.status === "compensating") engine.dispatcher.dispatch({ instanceId: target.instanceId }, scope);
-    else if (e.status === "cancelled") engine.hooks.onWorkflowCancelled?.(target);
-    else if (e.status === "failed" && end.kind === "timeout") engine.hooks.onWorkflowFailed?.({ ...target, error: timeoutError(e.instance) });
-    if (e.status === "cancelled" || e.status === "failed") slotFreed(engine, target, scope);
+    if (e.status === "compensating") deps.dispatcher.dispatch({ instanceId: target.instanceId }, scope);
+    else if (e.status === "cancelled") deps.hooks.onWorkflowCancelled?.(target);
+    else if (e.status === "failed" && end.kind === "timeout") deps.hooks.onWorkflowFailed?.({ ...target, error: timeoutError(e.instance) });
+    if (e.status === "cancelled" || e.status === "failed") slotFreed(deps, target, scope);
   }
   return r;
 }
@@ -164,24 +165,24 @@ function timeoutError(instance: InstanceRecord): WorkflowTimeoutError {
 }
 
 /** Fail every instance whose deadline passed (bounded); returns how many this call ended. */
-export async function expireDeadlines(engine: Engine, limit: number, scope?: DispatchScope): Promise<number> {
-  const ids = await engine.storage.findExpiredDeadlines(limit);
+export async function expireDeadlines(deps: Uses<"dispatcher" | "hooks" | "storage" | "workflows">, limit: number, scope?: DispatchScope): Promise<number> {
+  const ids = await deps.storage.findExpiredDeadlines(limit);
   let n = 0;
   for (const id of ids) {
-    const inst = await engine.storage.getInstance(id);
+    const inst = await deps.storage.getInstance(id);
     if (!inst) continue;
-    const r = await endInstanceTree(engine, id, { kind: "timeout", errorData: instanceErrorData(timeoutError(inst)) }, scope);
+    const r = await endInstanceTree(deps, id, { kind: "timeout", errorData: instanceErrorData(timeoutError(inst)) }, scope);
     if (r?.ok) n++;
   }
   return n;
 }
 
 /** Sweeper: parked instances of workflows whose deployed code differs from the code they diverged from go back to running. */
-export async function unparkChanged(engine: Engine, limit: number, scope?: DispatchScope): Promise<number> {
+export async function unparkChanged(deps: Uses<"definitions" | "dispatcher" | "storage" | "workflows">, limit: number, scope?: DispatchScope): Promise<number> {
   let n = 0;
-  for (const wf of engine.workflows.values()) {
-    const ids = await engine.storage.unparkInstances(wf.workflowName, await engine.definitionHash(wf), limit);
-    for (const id of ids) engine.dispatcher.dispatch({ instanceId: id }, scope);
+  for (const wf of deps.workflows.values()) {
+    const ids = await deps.storage.unparkInstances(wf.workflowName, await deps.definitions.hash(wf), limit);
+    for (const id of ids) deps.dispatcher.dispatch({ instanceId: id }, scope);
     n += ids.length;
   }
   return n;

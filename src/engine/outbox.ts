@@ -23,25 +23,10 @@ import { fromJson } from "../core/serialization.ts";
 import type { OutboxRecord } from "../storage/types.ts";
 import { isSubrequestLimitError, type SubrequestBudget } from "./budget.ts";
 import type { DispatchScope } from "./dispatcher.ts";
-import type { Engine } from "./engine.ts";
+import type { OutboxOptions, Uses } from "./deps.ts";
 import { isTransientFailure } from "./poison.ts";
 
-export interface OutboxOptions {
-  /** Where events are POSTed (EDDA_BROKER_URL). Without it nothing is relayed and rows stay pending. */
-  brokerUrl?: string;
-  /** Failed attempts before a row is expired (default 10). */
-  maxRetries?: number;
-  /** Rows older than this are expired instead of sent (default 24 h). */
-  maxAgeSeconds?: number;
-  /** First retry delay; doubles per attempt (default 2 s). */
-  initialBackoffSeconds?: number;
-  /** Cap of the retry delay (default 600 s). */
-  maxBackoffSeconds?: number;
-  /** Per-POST timeout (default 10 s). */
-  timeoutMs?: number;
-  /** Defaults to the global fetch. */
-  fetch?: typeof fetch;
-}
+export type { OutboxOptions } from "./deps.ts";
 
 export interface RelayOptions {
   /** Only these rows (post-commit relay of one step's events). */
@@ -74,9 +59,9 @@ export function emptyRelayReport(): RelayReport {
  * broker failure is logged and left to the next sweep. With a scope, the work
  * is also registered with `scope.waitUntil`, so a caller may fire and forget.
  */
-export function relayOutbox(engine: Engine, opts: RelayOptions = {}): Promise<RelayReport> {
+export function relayOutbox(deps: Uses<"outbox" | "storage">, opts: RelayOptions = {}): Promise<RelayReport> {
   const report = emptyRelayReport();
-  const p = relay(engine, opts, report).then(
+  const p = relay(deps, opts, report).then(
     () => report,
     (err: unknown) => {
       console.error("edda: outbox relay failed (the sweeper retries)", err);
@@ -87,10 +72,10 @@ export function relayOutbox(engine: Engine, opts: RelayOptions = {}): Promise<Re
   return p;
 }
 
-async function relay(engine: Engine, opts: RelayOptions, report: RelayReport): Promise<void> {
-  const cfg = engine.outbox;
+async function relay(deps: Uses<"outbox" | "storage">, opts: RelayOptions, report: RelayReport): Promise<void> {
+  const cfg = deps.outbox;
   if (!cfg?.brokerUrl) return;
-  const { storage } = engine;
+  const { storage } = deps;
   const started = Date.now();
   const batchSize = opts.batchSize ?? 50;
   const budgetMs = opts.budgetMs ?? 10_000;
@@ -103,7 +88,7 @@ async function relay(engine: Engine, opts: RelayOptions, report: RelayReport): P
     if (limit === 0) break;
     const rows = await storage.claimOutboxEvents(limit, opts.eventIds);
     for (let i = 0; i < rows.length; i += SEND_CONCURRENCY) {
-      await Promise.all(rows.slice(i, i + SEND_CONCURRENCY).map((row) => deliverIsolated(engine, cfg, row, report, subrequests)));
+      await Promise.all(rows.slice(i, i + SEND_CONCURRENCY).map((row) => deliverIsolated(deps, cfg, row, report, subrequests)));
     }
     if (opts.eventIds || rows.length < limit) break;
   }
@@ -115,18 +100,18 @@ async function relay(engine: Engine, opts: RelayOptions, report: RelayReport): P
  * `expired` after `maxRetries` like any undeliverable event, and the other
  * rows of the batch are still delivered.
  */
-async function deliverIsolated(engine: Engine, cfg: OutboxOptions, row: OutboxRecord, report: RelayReport, subrequests?: SubrequestBudget): Promise<void> {
+async function deliverIsolated(deps: Uses<"storage">, cfg: OutboxOptions, row: OutboxRecord, report: RelayReport, subrequests?: SubrequestBudget): Promise<void> {
   try {
-    await deliver(engine, cfg, row, report, subrequests);
+    await deliver(deps, cfg, row, report, subrequests);
   } catch (err) {
     if (isTransientFailure(err)) throw err;
     report.failed++;
-    await engine.storage.markOutboxFailed(row.eventId, `relay failed: ${errorText(err)}`, Math.min(cfg.maxBackoffSeconds ?? 600, (cfg.initialBackoffSeconds ?? 2) * 2 ** row.retryCount));
+    await deps.storage.markOutboxFailed(row.eventId, `relay failed: ${errorText(err)}`, Math.min(cfg.maxBackoffSeconds ?? 600, (cfg.initialBackoffSeconds ?? 2) * 2 ** row.retryCount));
   }
 }
 
-async function deliver(engine: Engine, cfg: OutboxOptions, row: OutboxRecord, report: RelayReport, subrequests?: SubrequestBudget): Promise<void> {
-  const { storage } = engine;
+async function deliver(deps: Uses<"storage">, cfg: OutboxOptions, row: OutboxRecord, report: RelayReport, subrequests?: SubrequestBudget): Promise<void> {
+  const { storage } = deps;
   let message: StructuredMessage;
   try {
     message = toStructuredMessage(row);
@@ -210,4 +195,10 @@ export async function postEvent(brokerUrl: string, message: StructuredMessage, o
 
 function errorText(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).slice(0, 500);
+}
+
+/** Post-commit: outbox rows were committed; relay them now rather than at the next sweep. */
+export function notifyOutbox(deps: Uses<"outbox" | "storage">, eventIds: string[], scope?: DispatchScope): void {
+  // relayOutbox never rejects and hands its work to scope.waitUntil itself.
+  if (deps.outbox && eventIds.length > 0) void relayOutbox(deps, { eventIds, ...(scope ? { scope } : {}) });
 }

@@ -18,7 +18,8 @@ import { normalizeSchedule, planDueTick, scheduledInstanceId, nextTick, type Sch
 import type { Workflow } from "../core/definitions.ts";
 import type { ScheduleRecord } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
-import type { Engine } from "./engine.ts";
+import type { Uses } from "./deps.ts";
+import { afterStart, createValidated, validateInput } from "./starts.ts";
 
 /** Input of a scheduled instance. */
 export interface ScheduledInput {
@@ -26,9 +27,9 @@ export interface ScheduledInput {
   scheduledAt: string;
 }
 
-export function scheduledWorkflows(engine: Engine): { wf: Workflow; schedule: Schedule }[] {
+export function scheduledWorkflows(deps: Uses<"workflows">): { wf: Workflow; schedule: Schedule }[] {
   const out: { wf: Workflow; schedule: Schedule }[] = [];
-  for (const wf of engine.workflows.values()) {
+  for (const wf of deps.workflows.values()) {
     if (wf.options.schedule !== undefined) out.push({ wf, schedule: normalizeSchedule(wf.workflowName, wf.options.schedule) });
   }
   return out;
@@ -44,16 +45,16 @@ export function checkScheduledInputs(workflows: Iterable<Workflow>): void {
   }
 }
 
-const registered = new WeakSet<Engine>();
+const registered = new WeakSet<object>();
 
 /** Upsert this engine's schedules (once per engine; a changed cron resets the row's next run). */
-export async function registerSchedules(engine: Engine): Promise<void> {
-  if (registered.has(engine)) return;
+export async function registerSchedules(deps: Uses<"storage" | "workflows">): Promise<void> {
+  if (registered.has(deps)) return;
   const now = new Date();
-  await engine.storage.registerSchedules(
-    scheduledWorkflows(engine).map(({ wf, schedule }) => ({ workflowName: wf.workflowName, cron: schedule.cron, timezone: schedule.timezone, missed: schedule.missed, nextRunAt: nextTick(schedule, now) })),
+  await deps.storage.registerSchedules(
+    scheduledWorkflows(deps).map(({ wf, schedule }) => ({ workflowName: wf.workflowName, cron: schedule.cron, timezone: schedule.timezone, missed: schedule.missed, nextRunAt: nextTick(schedule, now) })),
   );
-  registered.add(engine);
+  registered.add(deps);
 }
 
 /** Start the instances of due ticks, at most `limit` rows; returns how many instances this call created. */
@@ -61,20 +62,20 @@ export async function registerSchedules(engine: Engine): Promise<void> {
  * The app's schedules with their next and last run. Registers them first, so a
  * fresh deployment lists its next runs before the first sweep.
  */
-export async function listAppSchedules(engine: Engine): Promise<ScheduleRecord[]> {
-  await registerSchedules(engine);
-  return engine.storage.listSchedules(scheduledWorkflows(engine).map((s) => s.wf.workflowName));
+export async function listAppSchedules(deps: Uses<"storage" | "workflows">): Promise<ScheduleRecord[]> {
+  await registerSchedules(deps);
+  return deps.storage.listSchedules(scheduledWorkflows(deps).map((s) => s.wf.workflowName));
 }
 
-export async function runDueSchedules(engine: Engine, limit: number, scope?: DispatchScope, onStarted: (instanceId: string) => void = () => {}): Promise<number> {
-  const scheduled = scheduledWorkflows(engine);
+export async function runDueSchedules(deps: Uses<"definitions" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">, limit: number, scope?: DispatchScope, onStarted: (instanceId: string) => void = () => {}): Promise<number> {
+  const scheduled = scheduledWorkflows(deps);
   if (scheduled.length === 0) return 0;
-  await registerSchedules(engine);
-  await engine.ensureDefinitions(scheduled.map((s) => s.wf));
+  await registerSchedules(deps);
+  await deps.definitions.ensure(scheduled.map((s) => s.wf));
   const byName = new Map(scheduled.map((s) => [s.wf.workflowName, s]));
   let started = 0;
   for (let i = 0; i < limit; i++) {
-    const outcome = await engine.storage.transaction(async (tx) => {
+    const outcome = await deps.storage.transaction(async (tx) => {
       const [due] = await tx.claimDueSchedules([...byName.keys()], 1);
       if (!due) return "none" as const;
       const { wf, schedule } = byName.get(due.workflowName)!;
@@ -83,10 +84,10 @@ export async function runDueSchedules(engine: Engine, limit: number, scope?: Dis
       let created = false;
       if (plan.run) {
         const input: ScheduledInput = { scheduledAt: plan.run.toISOString() };
-        const r = await engine.createValidated(tx, wf, engine.validateInput(wf, input), { instanceId: scheduledInstanceId(wf.workflowName, plan.run) });
+        const r = await createValidated(deps, tx, wf, validateInput(wf, input), { instanceId: scheduledInstanceId(wf.workflowName, plan.run) });
         ran = { at: plan.run, instanceId: r.instanceId };
         created = r.created;
-        if (r.created) tx.afterCommit(() => engine.afterStart(wf, r.instanceId, input, scope, r.traceContext));
+        if (r.created) tx.afterCommit(() => afterStart(deps, wf, r.instanceId, input, scope, r.traceContext));
       }
       await tx.advanceSchedule(due.workflowName, plan.next, ran);
       // Created here (not found: a tick another sweep already started) is what counts as started.

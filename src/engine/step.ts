@@ -24,11 +24,33 @@ import { deliverToParent, reportsToParent, startChildIn } from "./lifecycle.ts";
 import { startChildActivity } from "./children.ts";
 import { slotFreed } from "./flow-control.ts";
 import type { DispatchScope, StepRequest } from "./dispatcher.ts";
-import type { Engine } from "./engine.ts";
+import type { Uses } from "./deps.ts";
+import { notifyPublished } from "./channels.ts";
+import { notifyOutbox } from "./outbox.ts";
 import { isConnectionLost, isTransientFailure, stepFailed } from "./poison.ts";
 import { invoke, isTransactional, makeActivityContext, type ActivityNotify, type ActivityOutcome } from "./execute.ts";
 
 const isTx = (s: Storage): s is TxStorage => typeof (s as Partial<TxStorage>).afterCommit === "function";
+
+/** What a step uses of the engine. */
+export type StepDeps = Uses<
+  | "storage"
+  | "dispatcher"
+  | "workflows"
+  | "activities"
+  | "hooks"
+  | "definitions"
+  | "tracing"
+  | "warmRuns"
+  | "serviceName"
+  | "workerId"
+  | "defaultLeaseSeconds"
+  | "handoffLeaseSeconds"
+  | "retryPolicy"
+  | "errorClasses"
+  | "quarantineAfter"
+  | "outbox"
+>;
 
 export type StepResult =
   | { status: "skipped"; reason: string }
@@ -40,49 +62,49 @@ class ActivityRollback {
   constructor(readonly outcome: ActivityOutcome) {}
 }
 
-export async function runStep(engine: Engine, req: StepRequest, scope?: DispatchScope): Promise<StepResult> {
-  const { storage } = engine;
+export async function runStep(deps: StepDeps, req: StepRequest, scope?: DispatchScope): Promise<StepResult> {
+  const { storage } = deps;
   let leased: LeasedInstance | null = null;
   // Checked before any await: a follow-up dispatched in-process may start at once.
-  const warm = req.lease ? engine.warmRuns.take(req.instanceId, req.lease) : null;
+  const warm = req.lease ? deps.warmRuns.take(req.instanceId, req.lease) : null;
   if (warm) leased = { instance: warm.instance, fence: { instanceId: req.instanceId, ...req.lease! }, history: [] };
   try {
     if (req.lease && !leased) leased = await storage.loadLeased({ instanceId: req.instanceId, ...req.lease });
-    leased ??= await storage.acquireLease(req.instanceId, engine.workerId, engine.defaultLeaseSeconds, { withHistory: true });
+    leased ??= await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true });
   } catch (err) {
     // The first statement met a dead connection: try again once the database answers, giving a
     // handed-off lease back first (else the retry would find it held by this very worker).
     if (isConnectionLost(err)) {
       const held = req.lease ? { instanceId: req.instanceId, ...req.lease } : null;
-      redispatchSoon(engine, req.instanceId, held ? () => storage.releaseLease(held) : () => storage.getInstance(req.instanceId), engine.handoffLeaseSeconds, scope);
+      redispatchSoon(deps, req.instanceId, held ? () => storage.releaseLease(held) : () => storage.getInstance(req.instanceId), deps.handoffLeaseSeconds, scope);
     }
     throw err;
   }
   if (!leased) return { status: "skipped", reason: "not runnable, finished, or leased by another worker" };
 
-  const wf = engine.workflows.get(leased.instance.workflowName);
+  const wf = deps.workflows.get(leased.instance.workflowName);
   if (!wf) {
     await storage.releaseLease(leased.fence);
     return { status: "skipped", reason: `workflow "${leased.instance.workflowName}" is not registered in this app` };
   }
-  const leaseSeconds = wf.options.lockTimeoutSeconds ?? leased.instance.lockTimeoutSeconds ?? engine.defaultLeaseSeconds;
-  const renewal = startRenewal(storage, leased.fence, leaseSeconds, engine.handoffLeaseSeconds);
+  const leaseSeconds = wf.options.lockTimeoutSeconds ?? leased.instance.lockTimeoutSeconds ?? deps.defaultLeaseSeconds;
+  const renewal = startRenewal(storage, leased.fence, leaseSeconds, deps.handoffLeaseSeconds);
   try {
-    const step = new Step(engine, leased, leaseSeconds, scope, renewal);
+    const step = new Step(deps, leased, leaseSeconds, scope, renewal);
     if (warm) return await step.continueWarm(warm);
     return leased.instance.status === "compensating" ? await step.compensate() : await step.advance();
   } catch (err) {
-    engine.warmRuns.drop(req.instanceId);
+    deps.warmRuns.drop(req.instanceId);
     if (err instanceof LeaseLostError) return { status: "lease_lost" };
     // Unexpected (database down, a value that cannot be stored…): the lease goes back so the
     // instance is retried soon; a failure that is not transient counts towards quarantine.
-    const settled = await stepFailed(storage, leased.fence, err, engine.quarantineAfter);
+    const settled = await stepFailed(storage, leased.fence, err, deps.quarantineAfter);
     // The connection went away under the step (a killed backend, a server restart): run it again shortly
     // instead of leaving it to the next sweep. When the release failed too (the server is still down),
     // the lease is still ours: a plain re-dispatch would find the instance locked by this very worker
     // and be skipped until the lease expires, so the lease is given back first, once the database answers.
     const held = leased.fence;
-    if (isConnectionLost(err)) redispatchSoon(engine, req.instanceId, settled ? null : () => storage.releaseLease(held), leaseSeconds, scope);
+    if (isConnectionLost(err)) redispatchSoon(deps, req.instanceId, settled ? null : () => storage.releaseLease(held), leaseSeconds, scope);
     throw err;
   } finally {
     renewal.stop();
@@ -102,7 +124,7 @@ const ANSWER_RETRY_MAX_MS = 2000;
  * release that matches no row (the conclusion committed after all, or the lease was taken over)
  * still dispatches: the step then skips, or runs whatever is current.
  */
-function redispatchSoon(engine: Engine, instanceId: string, first: (() => Promise<unknown>) | null, giveUpSeconds: number, scope?: DispatchScope): void {
+function redispatchSoon(deps: StepDeps, instanceId: string, first: (() => Promise<unknown>) | null, giveUpSeconds: number, scope?: DispatchScope): void {
   const pause = (ms: number) =>
     new Promise<void>((resolve) => {
       const t = setTimeout(resolve, ms);
@@ -121,7 +143,7 @@ function redispatchSoon(engine: Engine, instanceId: string, first: (() => Promis
         await pause(wait);
       }
     }
-    engine.dispatcher.dispatch({ instanceId }, scope);
+    deps.dispatcher.dispatch({ instanceId }, scope);
   })();
   scope?.waitUntil?.(p);
 }
@@ -183,7 +205,7 @@ class Step {
   private warmNext: ReplayResult | null = null;
 
   constructor(
-    private readonly engine: Engine,
+    private readonly deps: StepDeps,
     private readonly leased: LeasedInstance,
     private readonly leaseSeconds: number,
     private readonly scope: DispatchScope | undefined,
@@ -194,11 +216,11 @@ class Step {
   }
 
   private readonly notify: ActivityNotify = {
-    published: (channel: string) => this.engine.notifyPublished(channel, this.scope),
-    outbox: (eventIds: string[]) => this.engine.notifyOutbox(eventIds, this.scope),
+    published: (channel: string) => notifyPublished(this.deps, channel, this.scope),
+    outbox: (eventIds: string[]) => notifyOutbox(this.deps, eventIds, this.scope),
     startChild: (storage, start) =>
-      startChildIn(this.engine, storage, this.instance.instanceId, start, (cb) => (isTx(storage) ? storage.afterCommit(cb) : cb()), this.scope),
-    traceparent: (activityId: string, attempt: number) => this.engine.tracing?.activityTraceparent(this.instance.instanceId, activityId, attempt) ?? null,
+      startChildIn(this.deps, storage, this.instance.instanceId, start, (cb) => (isTx(storage) ? storage.afterCommit(cb) : cb()), this.scope),
+    traceparent: (activityId: string, attempt: number) => this.deps.tracing?.activityTraceparent(this.instance.instanceId, activityId, attempt) ?? null,
   };
 
   private get target() {
@@ -214,8 +236,8 @@ class Step {
 
   /** The workflow function running against this step's history. */
   private replay(): ReplayRun {
-    const wf = this.engine.workflows.get(this.instance.workflowName)!;
-    const state = new ReplayState(this.leased.history, this.engine.errorClasses, this.engine.activities);
+    const wf = this.deps.workflows.get(this.instance.workflowName)!;
+    const state = new ReplayState(this.leased.history, this.deps.errorClasses, this.deps.activities);
     const ctx = createWorkflowContext(this.instance, state);
     return new ReplayRun(wf.fn as (c: never, i: unknown) => Promise<unknown>, fromJson(this.instance.inputData), state, ctx);
   }
@@ -226,10 +248,10 @@ class Step {
    * reaches the `registerCompensation` calls again, which add it.
    */
   private async compensationActivity(name: string) {
-    const known = this.engine.activities.find(name);
+    const known = this.deps.activities.find(name);
     if (known) return known;
     await this.replay().next();
-    return this.engine.activities.find(name);
+    return this.deps.activities.find(name);
   }
 
   /** Continue a run kept in memory by the step that handed us its lease (no history load, no replay). */
@@ -239,13 +261,13 @@ class Step {
   }
 
   private options(hasStoredCompensations = false): DecideOptions {
-    return { handoffLeaseSeconds: this.engine.handoffLeaseSeconds, retryPolicy: this.engine.retryPolicy, hasStoredCompensations, now: Date.now() };
+    return { handoffLeaseSeconds: this.deps.handoffLeaseSeconds, retryPolicy: this.deps.retryPolicy, hasStoredCompensations, now: Date.now() };
   }
 
   /** Decide on where the run stopped; `history.records` are rows the run produced itself (recorded values), persisted first. */
   private async decideAndCarry(outcome: StepOutcome, history: StepHistory): Promise<StepResult> {
     // The one fact the decision may need from the database, read only on the path that needs it.
-    const stored = needsStoredCompensations(outcome, history) && (await this.engine.storage.listCompensations(this.instance.instanceId)).length > 0;
+    const stored = needsStoredCompensations(outcome, history) && (await this.deps.storage.listCompensations(this.instance.instanceId)).length > 0;
     return this.carryOut(decide(outcome, history, this.options(stored)));
   }
 
@@ -266,7 +288,7 @@ class Step {
         // Replay diverged from history (usually a deploy that changed the code under running instances): park
         // the instance — visible, nothing recorded, nothing compensated — until other code is deployed (the
         // sweeper resumes it then) or an operator resumes it.
-        const parkedHash = await this.engine.definitionHash(this.engine.workflows.get(this.instance.workflowName)!);
+        const parkedHash = await this.deps.definitions.hash(this.deps.workflows.get(this.instance.workflowName)!);
         const p = parkConclusion(plan.error, this.instance.currentActivityId, parkedHash);
         return this.conclude(p.conclusion, p.after);
       }
@@ -278,24 +300,24 @@ class Step {
    * message or a finished child is recorded now and the run continues; otherwise the step concludes waiting.
    */
   private async prepareWait(w: WaitRequest, history: StepHistory): Promise<StepResult> {
-    return this.engine.storage.transaction(async (tx) => {
+    return this.deps.storage.transaction(async (tx) => {
       const r = await waitKind(w).prepare!(tx, this.instance.instanceId, w, Date.now());
-      const p = r.kind === "ready" ? continueWith(w.activityId, history, r.event, this.engine) : waitingPlan(w, history, r, Date.now());
+      const p = r.kind === "ready" ? continueWith(w.activityId, history, r.event, this.deps) : waitingPlan(w, history, r, Date.now());
       return this.concludeIn(tx, p.conclusion, p.after);
     });
   }
 
   /** `ctx.recur(input)`: archive this run's history and start the next run under the same id. */
   private async recur(input: unknown): Promise<StepResult> {
-    return this.engine.storage.transaction(async (tx) => {
+    return this.deps.storage.transaction(async (tx) => {
       if (!(await tx.recurInstance(this.fence, toJson(input ?? null)))) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before recur`);
-      return this.concludeIn(tx, { status: "running", currentActivityId: null, handoff: { leaseSeconds: this.engine.handoffLeaseSeconds } }, {});
+      return this.concludeIn(tx, { status: "running", currentActivityId: null, handoff: { leaseSeconds: this.deps.handoffLeaseSeconds } }, {});
     });
   }
 
   /** Run the next pending compensation (newest first); end `failed`/`cancelled` when none is left. */
   async compensate(): Promise<StepResult> {
-    const registered = await this.engine.storage.listCompensations(this.instance.instanceId);
+    const registered = await this.deps.storage.listCompensations(this.instance.instanceId);
     const recorded = new Set(this.leased.history.map((h) => h.activityId));
     const outcome: StepOutcome = { kind: "compensating", registered, recorded, cancelled: this.instance.cancelData !== null, errorData: this.instance.errorData };
     return this.carryOut(decide(outcome, NOTHING_NEW, this.options()));
@@ -303,7 +325,7 @@ class Step {
 
   private async runCompensation(activityId: string, next: NewCompensation): Promise<StepResult> {
     const def = await this.compensationActivity(next.activityName);
-    const state = new ReplayState(this.leased.history, this.engine.errorClasses);
+    const state = new ReplayState(this.leased.history, this.deps.errorClasses);
     const failures = state.failedAttempts(activityId);
     const missing = {
       activityName: next.activityName,
@@ -317,12 +339,12 @@ class Step {
   }
 
   private async execute(pending: PendingActivity[], kind: "activity" | "compensation", history: StepHistory): Promise<StepResult> {
-    const { engine } = this;
-    const { storage, hooks } = engine;
+    const { deps } = this;
+    const { storage, hooks } = deps;
     for (const p of pending) hooks.onActivityStart?.({ ...this.target, activityId: p.activityId, activityName: p.activity.activityName, attempt: p.attempt });
 
     // Child starts create instances in the step transaction: their definitions are written before it (PGlite has one connection).
-    if (pending.some((p) => p.activity === startChildActivity)) await engine.ensureDefinitions(engine.workflows.values());
+    if (pending.some((p) => p.activity === startChildActivity)) await deps.definitions.ensure(deps.workflows.values());
     const results = new Map<string, ActivityOutcome>();
     const outside = pending.filter((p) => !isTransactional(p));
     const inside = pending.filter(isTransactional);
@@ -405,8 +427,8 @@ class Step {
   /** Conclude with one fenced statement (no transaction needed), then run post-commit work. */
   private async conclude(c: StepConclusion, after: AfterCommit): Promise<StepResult> {
     // A child's final conclusion reports to its parent in the same transaction (concludeIn).
-    if (reportsToParent(this.instance, c.status)) return this.engine.storage.transaction((tx) => this.concludeIn(tx, c, after));
-    const r = await this.engine.storage.concludeStep(this.fence, c);
+    if (reportsToParent(this.instance, c.status)) return this.deps.storage.transaction((tx) => this.concludeIn(tx, c, after));
+    const r = await this.deps.storage.concludeStep(this.fence, c);
     if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
     this.afterConclusion(c, r.token, after);
     return { status: "concluded", instanceStatus: c.status };
@@ -419,7 +441,7 @@ class Step {
     const r = await tx.concludeStep(this.fence, c);
     if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
     if (reports) {
-      await deliverToParent(this.engine, tx, this.instance, c.status, c.outputData ?? this.instance.outputData, c.errorData ?? this.instance.errorData, this.scope);
+      await deliverToParent(this.deps, tx, this.instance, c.status, c.outputData ?? this.instance.outputData, c.errorData ?? this.instance.errorData, this.scope);
     }
     tx.afterCommit(() => this.afterConclusion(c, r.token, after));
     return { status: "concluded", instanceStatus: c.status };
@@ -427,19 +449,19 @@ class Step {
 
   private afterConclusion(c: StepConclusion, token: number | undefined, after: AfterCommit) {
     // An ended instance of a keyed workflow frees its slot at once (the sweeper catches what this misses).
-    if (c.status === "completed" || c.status === "failed" || c.status === "cancelled") slotFreed(this.engine, this.target, this.scope);
+    if (c.status === "completed" || c.status === "failed" || c.status === "cancelled") slotFreed(this.deps, this.target, this.scope);
     if (c.handoff && token !== undefined) {
       if (this.warmNext && this.replaying) {
-        this.engine.warmRuns.put(this.fence.instanceId, {
+        this.deps.warmRuns.put(this.fence.instanceId, {
           workerId: this.fence.workerId,
           token,
           instance: this.instance,
           run: this.replaying,
           next: this.warmNext,
-          expiresAt: Date.now() + this.engine.handoffLeaseSeconds * 1000 * 0.8,
+          expiresAt: Date.now() + this.deps.handoffLeaseSeconds * 1000 * 0.8,
         });
       }
-      this.engine.dispatcher.dispatch({ instanceId: this.fence.instanceId, lease: { workerId: this.fence.workerId, token } }, this.scope);
+      this.deps.dispatcher.dispatch({ instanceId: this.fence.instanceId, lease: { workerId: this.fence.workerId, token } }, this.scope);
     }
     try {
       this.runAfter(after);
@@ -450,7 +472,7 @@ class Step {
 
   /** The plan's post-commit part: activity hooks, an in-process wake-up, the workflow's hook. */
   private runAfter(after: AfterCommit) {
-    const { hooks, dispatcher } = this.engine;
+    const { hooks, dispatcher } = this.deps;
     for (const e of after.activities ?? []) {
       const info = { ...this.target, activityId: e.pending.activityId, activityName: e.pending.activity.activityName, attempt: e.pending.attempt };
       if (e.outcome.ok) hooks.onActivityComplete?.({ ...info, result: e.outcome.value });

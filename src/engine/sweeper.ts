@@ -27,7 +27,7 @@
  */
 import { deliverToWaitingSubscribers } from "./channels.ts";
 import type { DispatchScope } from "./dispatcher.ts";
-import type { Engine } from "./engine.ts";
+import type { Uses } from "./deps.ts";
 import { expireDeadlines, unparkChanged } from "./lifecycle.ts";
 import { runDueSchedules } from "./schedules.ts";
 import { promoteAllQueued, startTimedStarts } from "./flow-control.ts";
@@ -37,6 +37,16 @@ import { EXPIRIES, expireDue, type Expiry } from "./wait-kinds.ts";
 
 /** The report's counter of each expiry task. */
 const EXPIRED_COUNTER: Record<Expiry["task"], "timersFired" | "messageWaitsExpired"> = { timers: "timersFired", message_timeouts: "messageWaitsExpired" };
+
+/** What a sweep uses: its own settings and what its tasks use. */
+export type SweepDeps = Uses<"storage" | "dispatcher" | "workerId" | "quarantineAfter" | "retention"> &
+  Parameters<typeof expireDeadlines>[0] &
+  Parameters<typeof deliverToWaitingSubscribers>[0] &
+  Parameters<typeof unparkChanged>[0] &
+  Parameters<typeof relayOutbox>[0] &
+  Parameters<typeof runDueSchedules>[0] &
+  Parameters<typeof promoteAllQueued>[0] &
+  Parameters<typeof startTimedStarts>[0];
 
 export interface SweepOptions {
   /** Rows per batch (default 200). */
@@ -120,14 +130,14 @@ export interface SweepFailure {
 }
 
 
-export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: DispatchScope): Promise<SweepReport> {
+export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: DispatchScope): Promise<SweepReport> {
   const started = Date.now();
   const batch = opts.batchSize ?? 200;
   const budget = opts.budgetMs ?? 20_000;
   const inBudget = () => Date.now() - started < budget;
   const lockSeconds = opts.lockSeconds ?? 10;
-  const holder = `${engine.workerId}/sweep-${crypto.randomUUID().slice(0, 8)}`;
-  const { storage, dispatcher } = engine;
+  const holder = `${deps.workerId}/sweep-${crypto.randomUUID().slice(0, 8)}`;
+  const { storage, dispatcher } = deps;
   const report: SweepReport = {
     timersFired: 0,
     messageWaitsExpired: 0,
@@ -150,8 +160,8 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     durationMs: 0,
   };
 
-  const iso: Isolation = { storage, maxFailures: engine.quarantineAfter, failures: report.rowFailures, failedIds: new Set() };
-  const retention = engine.retention;
+  const iso: Isolation = { storage, maxFailures: deps.quarantineAfter, failures: report.rowFailures, failedIds: new Set() };
+  const retention = deps.retention;
   const dispatched = new Set<string>();
   const dispatch = (ids: string[]) => {
     for (const instanceId of ids) {
@@ -206,7 +216,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
   }
   // Status-guarded and deadline-guarded per instance: an instance is failed by its deadline exactly once.
   await task("deadlines", async () => {
-    const n = await expireDeadlines(engine, batch, scope);
+    const n = await expireDeadlines(deps, batch, scope);
     report.deadlinesExpired += n;
     return n;
   });
@@ -217,7 +227,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     return ids.length;
   });
   await task("channel_delivery", async () => {
-    const n = await deliverToWaitingSubscribers(engine, batch, scope, undefined, iso);
+    const n = await deliverToWaitingSubscribers(deps, batch, scope, undefined, iso);
     report.messagesDelivered += n;
     return n;
   });
@@ -236,7 +246,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
   await task(
     "parked",
     async () => {
-      const n = await unparkChanged(engine, batch, scope);
+      const n = await unparkChanged(deps, batch, scope);
       report.unparked += n;
       return n;
     },
@@ -246,7 +256,7 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
     "outbox",
     async () => {
       // Kept within the lock's lease; were it to run over, claims (SKIP LOCKED) still keep rows from being sent twice.
-      const r = await relayOutbox(engine, { ...(scope ? { scope } : {}), budgetMs: Math.max(0, Math.min(budget - (Date.now() - started), (lockSeconds * 1000) / 2)) });
+      const r = await relayOutbox(deps, { ...(scope ? { scope } : {}), budgetMs: Math.max(0, Math.min(budget - (Date.now() - started), (lockSeconds * 1000) / 2)) });
       for (const k of Object.keys(r) as (keyof RelayReport)[]) report.outbox[k] += r[k];
       return 0;
     },
@@ -278,15 +288,15 @@ export async function sweep(engine: Engine, opts: SweepOptions = {}, scope?: Dis
 
   await task("schedules", async () => {
     // Counted as each tick's transaction commits: a later failure in the batch does not hide them.
-    return runDueSchedules(engine, batch, scope, () => report.scheduledStarted++);
+    return runDueSchedules(deps, batch, scope, () => report.scheduledStarted++);
   });
   await task("concurrency", async () => {
-    const n = await promoteAllQueued(engine, batch, scope);
+    const n = await promoteAllQueued(deps, batch, scope);
     report.queuedPromoted += n;
     return n;
   });
   await task("timed_starts", async () => {
-    const n = await startTimedStarts(engine, batch, scope);
+    const n = await startTimedStarts(deps, batch, scope);
     report.timedStarted += n;
     return n;
   });

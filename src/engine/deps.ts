@@ -1,0 +1,88 @@
+/**
+ * What engine modules receive instead of the engine: each exported function
+ * names the parts it uses (`Uses<"storage" | "dispatcher" | "workflows">`), so
+ * a module depends on storage, the dispatcher, the registry and a few
+ * settings — never on `Engine`, which is only the facade that owns one set of
+ * these parts (engine.ts). A leaf of the engine's import graph: it imports
+ * types only, from modules below the engine.
+ */
+import type { Workflow } from "../core/definitions.ts";
+import type { ActivityRegistry } from "../core/registry.ts";
+import type { RetryPolicy } from "../core/retry.ts";
+import type { ErrorClass, ErrorViewOptions } from "../core/serialization.ts";
+import type { Storage } from "../storage/types.ts";
+import type { Dispatcher } from "./dispatcher.ts";
+import type { EngineHooks } from "./hooks.ts";
+import type { WarmRuns } from "./warm-runs.ts";
+
+/** Outbox relay settings (`EngineOptions.outbox`). */
+export interface OutboxOptions {
+  /** Where events are POSTed (EDDA_BROKER_URL). Without it nothing is relayed and rows stay pending. */
+  brokerUrl?: string;
+  /** Failed attempts before a row is expired (default 10). */
+  maxRetries?: number;
+  /** Rows older than this are expired instead of sent (default 24 h). */
+  maxAgeSeconds?: number;
+  /** First retry delay; doubles per attempt (default 2 s). */
+  initialBackoffSeconds?: number;
+  /** Cap of the retry delay (default 600 s). */
+  maxBackoffSeconds?: number;
+  /** Per-POST timeout (default 10 s). */
+  timeoutMs?: number;
+  /** Defaults to the global fetch. */
+  fetch?: typeof fetch;
+}
+
+/** Retention of what the sweeper deletes, in seconds (each default 7 days). */
+export interface RetentionOptions {
+  /** Completed, failed and cancelled instances, counted from their last update, with their history, archived runs, compensations and subscriptions. */
+  finishedInstancesSeconds?: number;
+  /** Channel messages, counted from their publication (one claimed within the window is kept). */
+  channelMessagesSeconds?: number;
+  /** CloudEvent `(source, id)` dedupe records: a redelivery after this is accepted again. */
+  cloudEventDedupeSeconds?: number;
+}
+
+/** What the engine's modules need of tracing (tracing.ts `Tracing` has it): trace contexts to store and pass on. */
+export interface TraceLinks {
+  /** The traceparent a new instance's run continues (stored with it), or null. */
+  started(workflowName: string, instanceId: string, traceparent?: string): string | null;
+  /** The traceparent of an activity attempt's span (outgoing events carry it). */
+  activityTraceparent(instanceId: string, activityId: string, attempt: number): string | null;
+}
+
+/** Each workflow's source hash, its definition recorded once per process (source-hashes.ts). */
+export interface DefinitionRecorder {
+  hash(wf: Workflow): Promise<string>;
+  /** Record these workflows' definitions now, before a transaction that starts instances of them. */
+  ensure(workflows: Iterable<Workflow>): Promise<void>;
+}
+
+/** The parts of one engine. */
+export interface EngineParts {
+  readonly storage: Storage;
+  readonly dispatcher: Dispatcher;
+  /** The registry of workflows, by name. */
+  readonly workflows: ReadonlyMap<string, Workflow>;
+  readonly activities: ActivityRegistry;
+  readonly hooks: EngineHooks;
+  readonly definitions: DefinitionRecorder;
+  readonly tracing: TraceLinks | null;
+  /** Runs kept in memory across in-process hand-offs (warm-runs.ts). */
+  readonly warmRuns: WarmRuns;
+  // Settings.
+  readonly serviceName: string;
+  readonly workerId: string;
+  readonly defaultLeaseSeconds: number;
+  readonly handoffLeaseSeconds: number;
+  readonly retryPolicy: RetryPolicy | undefined;
+  readonly errorClasses: Record<string, ErrorClass>;
+  readonly errorView: ErrorViewOptions;
+  readonly quarantineAfter: number;
+  readonly retention: Required<RetentionOptions>;
+  /** Relay settings when a broker is configured, else null. */
+  readonly outbox: OutboxOptions | null;
+}
+
+/** The parts a function uses. */
+export type Uses<K extends keyof EngineParts> = Pick<EngineParts, K>;

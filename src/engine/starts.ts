@@ -1,0 +1,90 @@
+/**
+ * Starting an instance: validate its input, record its workflow's
+ * definition, create it (under flow control's admission when the workflow
+ * has keys), and after the commit run the start hook and dispatch its first
+ * step. Used by `Engine.start`, child starts (lifecycle.ts) and cron ticks
+ * (schedules.ts), on whichever storage they pass — the caller's transaction
+ * included.
+ */
+import type { Workflow } from "../core/definitions.ts";
+import { ValidationError } from "../core/errors.ts";
+import type { InstanceStatus } from "../core/model.ts";
+import { toStoredJson } from "../core/serialization.ts";
+import type { Storage } from "../storage/types.ts";
+import type { Uses } from "./deps.ts";
+import type { DispatchScope } from "./dispatcher.ts";
+import { createControlled, flowKeys, type FlowFields } from "./flow-control.ts";
+
+export interface StartOptions {
+  instanceId?: string;
+  /** W3C traceparent the run's trace continues (e.g. a CloudEvent's `traceparent` extension). */
+  traceparent?: string;
+}
+
+/** How a child is linked to its parent. */
+export interface ParentLink {
+  parentInstanceId: string;
+  parentActivityId: string | null;
+  detached: boolean;
+}
+
+export interface Created {
+  instanceId: string;
+  status: InstanceStatus;
+  created: boolean;
+  traceContext: string | null;
+  /** A queued rate-limited or debounced start is admitted after this long (flow-control.ts). */
+  wakeInSeconds?: number;
+}
+
+/** Check the input against the workflow's schema; returns the parsed value. */
+export function validateInput(wf: Workflow, input: unknown): unknown {
+  if (!wf.options.input) return input;
+  const parsed = wf.options.input.safeParse(input);
+  if (!parsed.success) throw new ValidationError(`input for workflow "${wf.workflowName}" is invalid`, parsed.error.issues);
+  return parsed.data;
+}
+
+/** Create an instance whose input is already validated, on `storage` (possibly a transaction); `link` makes it a child. */
+export async function createValidated(
+  deps: Uses<"definitions" | "tracing" | "serviceName">,
+  storage: Storage,
+  wf: Workflow,
+  value: unknown,
+  opts: StartOptions,
+  link?: ParentLink,
+): Promise<Created> {
+  if (opts.instanceId !== undefined && !/^[A-Za-z0-9_.:-]{1,200}$/.test(opts.instanceId)) {
+    throw new ValidationError("instanceId must be 1–200 characters of A-Z a-z 0-9 _ . : -", [{ path: ["instanceId"], message: "invalid instance id" }]);
+  }
+  const keys = flowKeys(wf, value); // before anything is stored: a bad key is a ValidationError
+  const sourceHash = await deps.definitions.hash(wf);
+  const instanceId = opts.instanceId ?? crypto.randomUUID();
+  const traceContext = deps.tracing?.started(wf.workflowName, instanceId, opts.traceparent) ?? null;
+  const inputData = toStoredJson(value ?? null, `the input of workflow "${wf.workflowName}"`);
+  const create = (s: Storage, flow: FlowFields = {}) =>
+    s.createInstance({
+      instanceId,
+      traceContext,
+      workflowName: wf.workflowName,
+      sourceHash,
+      ownerService: deps.serviceName,
+      inputData,
+      lockTimeoutSeconds: wf.options.lockTimeoutSeconds ?? null,
+      timeoutSeconds: wf.options.timeoutSeconds ?? null,
+      ...link,
+      ...flow,
+    });
+  // Flow control admits (or collapses) the start under its keys' locks, in the creating transaction (flow-control.ts).
+  if (keys) return { ...(await createControlled(storage, wf, keys, inputData, link !== undefined, create)), traceContext };
+  const { created, instance } = await create(storage);
+  return { instanceId: instance.instanceId, status: instance.status, created, traceContext };
+}
+
+/** After the creating commit: hook + first step. */
+export function afterStart(deps: Uses<"hooks" | "dispatcher">, wf: Workflow, instanceId: string, input: unknown, scope?: DispatchScope, traceparent?: string | null): void {
+  deps.hooks.onWorkflowStart?.({ instanceId, workflowName: wf.workflowName, input });
+  deps.dispatcher.dispatch({ instanceId, ...(traceparent ? { traceparent } : {}) }, scope);
+  // The deadline is enforced by the timer machinery: an in-process wake-up where there is one, else the sweep.
+  if (wf.options.timeoutSeconds !== undefined) deps.dispatcher.wakeIn?.(wf.options.timeoutSeconds, scope);
+}
