@@ -15,7 +15,7 @@ import type { Dispatcher } from "./dispatcher.ts";
 import type { EngineHooks } from "./hooks.ts";
 import type { WarmRuns } from "./warm-runs.ts";
 
-/** Outbox relay settings (`EngineOptions.outbox`). */
+// Outbox relay settings (`EngineOptions.outbox`); public, documented field by field.
 export interface OutboxOptions {
   /** Where events are POSTed (EDDA_BROKER_URL). Without it nothing is relayed and rows stay pending. */
   brokerUrl?: string;
