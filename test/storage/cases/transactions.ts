@@ -2,7 +2,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { storageOn } from "../../../src/storage/pg-storage.ts";
 import type { TxStorage } from "../../../src/storage/types.ts";
-import { newInstance, uid, type ContractContext } from "./helpers.ts";
+import { newInstance, SOURCE_HASH, uid, WORKFLOW, type ContractContext } from "./helpers.ts";
 
 export function transactionCases(ctx: ContractContext): void {
   describe("transactions and afterCommit", () => {
@@ -23,6 +23,20 @@ export function transactionCases(ctx: ContractContext): void {
       expect(seenInside).toEqual([]);
       expect(order).toEqual(["1", "2:visible", "3"]);
       expect("afterCommit" in ctx.storage).toBe(false);
+    });
+
+    it("a method taken off a transaction's Storage runs in that transaction (rolled back with it)", async () => {
+      const id = uid("wf");
+      const { getInstance: readOutside } = ctx.storage;
+      await expect(
+        ctx.storage.transaction(async (tx) => {
+          const { createInstance, getInstance } = tx;
+          await createInstance({ instanceId: id, workflowName: WORKFLOW, sourceHash: SOURCE_HASH, ownerService: "contract", inputData: "{}" });
+          expect((await getInstance(id))?.instanceId).toBe(id);
+          throw new Error("roll back");
+        }),
+      ).rejects.toThrow("roll back");
+      expect(await readOutside(id)).toBeNull();
     });
 
     it("discards callbacks and writes when the transaction rolls back", async () => {
