@@ -96,15 +96,25 @@ export async function runStep(deps: StepDeps, req: StepRequest, scope?: Dispatch
   } catch (err) {
     deps.warmRuns.drop(req.instanceId);
     if (err instanceof LeaseLostError) return { status: "lease_lost" };
-    // Unexpected (database down, a value that cannot be stored…): the lease goes back so the
+    // Unexpected (database down, a statement the database refuses…): the lease goes back so the
     // instance is retried soon; a failure that is not transient counts towards quarantine.
     const settled = await stepFailed(storage, leased.fence, err, deps.quarantineAfter);
     // The connection went away under the step (a killed backend, a server restart): run it again shortly
     // instead of leaving it to the next sweep. When the release failed too (the server is still down),
     // the lease is still ours: a plain re-dispatch would find the instance locked by this very worker
     // and be skipped until the lease expires, so the lease is given back first, once the database answers.
+    // If the conclusion's COMMIT landed but its reply did not, the instance is handed off (token + 1, still
+    // this worker's) to a follow-up that was never dispatched: that lease is given back too. Nothing else
+    // can hold it — the follow-up is dispatched only once the commit is acknowledged.
     const held = leased.fence;
-    if (isConnectionLost(err)) redispatchSoon(deps, req.instanceId, settled ? null : () => storage.releaseLease(held), leaseSeconds, scope);
+    const handedOff: Fence = { ...held, token: held.token + 1 };
+    if (isConnectionLost(err)) {
+      const giveBack = async () => {
+        if (!settled) await storage.releaseLease(held);
+        await storage.releaseLease(handedOff);
+      };
+      redispatchSoon(deps, req.instanceId, giveBack, leaseSeconds, scope);
+    }
     throw err;
   } finally {
     renewal.stop();
