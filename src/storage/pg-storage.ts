@@ -85,8 +85,9 @@ interface Composed {
  * the Storage still works. Spreading the ≈90 closures into each Storage
  * instead cost every transaction ~25× the CPU of this (bench/storage-compose.ts:
  * an object that grows by that many properties leaves V8's fast mode); this
- * way a transaction pays for the areas it uses. The names are read once, off areas built over no executor: an area
- * factory only closes over its executor, it does not use it.
+ * way a transaction pays for the areas it uses. The names are read once, off
+ * areas built over no executor: an area factory only closes over its
+ * executor, it does not use it.
  */
 const STORAGE_PROTOTYPE: object = (() => {
   const proto = {};
