@@ -94,6 +94,14 @@ export interface EddaOptions {
    * separate entry, so an app without MCP does not bundle the MCP SDK.
    */
   mcp?: ApiSurface;
+  /**
+   * Host values (`host` or `host:port`) this server answers to: without an API
+   * token only these and loopback names are served, and browser origins (MCP,
+   * viewer actions) are checked against them. The platform adapters fill it
+   * from EDDA_ALLOWED_HOSTS and EDDA_PUBLIC_URL (Node adds its loopback
+   * address with the bound port); read when a request arrives.
+   */
+  allowedHosts?: readonly string[];
 }
 
 export interface StartResult {
@@ -265,6 +273,7 @@ export function createEdda(opts: EddaOptions): Edda {
     scope: (c: Context) => scopeOf(c),
     ...(opts.routes ? { extend: opts.routes } : {}),
     ...(opts.mcp ? { mcp: opts.mcp } : {}),
+    allowedHosts: () => opts.allowedHosts ?? [],
   });
 
   // One scope per request: every step of a batch, every CloudEvent of a batch and the outbox share its budget.

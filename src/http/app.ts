@@ -12,6 +12,7 @@ import type { DispatchScope, StepRequest } from "../engine/dispatcher.ts";
 import { TRACEPARENT_PATTERN } from "../engine/tracing.ts";
 import { INSTANCE_STATUSES, type InstanceStatus } from "../core/model.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
+import { jsonWritesOnly, openModeGuard, type AllowedHosts } from "./guards.ts";
 import { cloudEventRoutes } from "./cloudevents.ts";
 import { viewer } from "./ui/index.tsx";
 import { documented } from "./openapi.ts";
@@ -20,7 +21,7 @@ import { scheduleRoutes } from "./schedules.ts";
 import { resultRoutes } from "./results.ts";
 import { instanceTransition, operationRoutes } from "./operations.ts";
 import { outboxRoutes } from "./outbox.ts";
-import { instanceNotFound, onError, problem } from "./problem.ts";
+import { instanceNotFound, onError, problem, sqlStateOf } from "./problem.ts";
 import { instanceIdParam, instancePage, instanceView, started } from "./schemas.ts";
 import { parse, surfaceParts, type ApiSurface, type RouteHelpers } from "./routes.ts";
 
@@ -41,6 +42,8 @@ export interface AppOptions {
   extend?: (app: Hono, helpers: RouteHelpers) => void;
   /** MCP at /mcp: `mcp()` from `edda-edge/mcp` (kept out of the core, see ApiSurface). */
   mcp?: ApiSurface;
+  /** Configured Host values (guards.ts): open mode serves only these and loopback names; browser origins are checked against them. */
+  allowedHosts?: AllowedHosts;
 }
 
 const startBody = (input: z.ZodType = z.unknown()) =>
@@ -49,6 +52,10 @@ const startBody = (input: z.ZodType = z.unknown()) =>
     instanceId: z.string().min(1).max(200).optional().describe("idempotency: starting the same id again returns the existing instance (200)"),
   });
 const nameParam = z.object({ name: z.string().describe("a registered workflow") });
+
+/** How long /readyz waits for its write before it answers 503. */
+const READY_TIMEOUT_MS = 2000;
+const READY_LOCK = "edda:readyz";
 
 /** A list page is bounded work: at most this many instances, payload-free unless asked. */
 const MAX_PAGE = 100;
@@ -84,13 +91,15 @@ export function createApp(opts: AppOptions): Hono {
   app.onError(onError);
   app.notFound((c) => problem(c, 404, `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "NotFound"));
   app.use("*", bodyLimit({ maxSize: maxBytes, onError: (c) => problem(c, 413, `request body exceeds ${maxBytes} bytes`, "PayloadTooLarge") }));
+  const hosts = opts.allowedHosts ?? (() => []);
+  app.use("*", openModeGuard({ open: () => (opts.apiTokens() ?? []).length === 0, hosts }));
 
   const health = z.object({ status: z.enum(["ok", "degraded"]), database: z.enum(["ok", "unreachable"]) });
   app.get(
     "/healthz",
     documented({
       operationId: "health",
-      summary: "Liveness and database reachability",
+      summary: "Liveness: the process answers and the database is reachable (a read); /readyz checks the write path",
       tags: ["operations"],
       auth: "none",
       responses: { 200: { description: "healthy", schema: health }, 503: { description: "the database is unreachable", schema: health } },
@@ -103,6 +112,33 @@ export function createApp(opts: AppOptions): Hono {
       } catch {
         return c.json({ status: "degraded", database: "unreachable" }, 503);
       }
+    },
+  );
+  const ready = z.object({ status: z.enum(["ready", "not_ready"]), database: z.enum(["writable", "failing", "timeout"]) });
+  app.get(
+    "/readyz",
+    documented({
+      operationId: "ready",
+      summary: `Readiness: a write to the database (a system-lock row, taken and released) within ${READY_TIMEOUT_MS} ms`,
+      tags: ["operations"],
+      auth: "none",
+      responses: { 200: { description: "ready: writes succeed", schema: ready }, 503: { description: "writes fail or take too long (a full disk, a read-only replica, a statement timeout)", schema: ready } },
+    }),
+    async (c) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), READY_TIMEOUT_MS)));
+      const write = (async () => {
+        const e = await engine(c);
+        // The same upsert the sweep's lock takes: a real write through the engine's own path.
+        if (await e.storage.tryAcquireSystemLock(READY_LOCK, e.workerId, 5)) await e.storage.releaseSystemLock(READY_LOCK, e.workerId);
+        return "writable" as const;
+      })().catch((err: unknown) => {
+        console.error(`edda: readiness check failed: ${err instanceof Error ? err.name : "error"}${sqlStateOf(err) ? ` (SQLSTATE ${sqlStateOf(err)})` : ""}`);
+        return "failing" as const;
+      });
+      const outcome = await Promise.race([write, timeout]);
+      clearTimeout(timer);
+      return outcome === "writable" ? c.json({ status: "ready", database: outcome }) : c.json({ status: "not_ready", database: outcome }, 503);
     },
   );
 
@@ -150,13 +186,14 @@ export function createApp(opts: AppOptions): Hono {
     },
   );
 
-  app.route("/ui", viewer({ engine, scope, tokens: opts.apiTokens, secret: opts.secret }));
+  app.route("/ui", viewer({ engine, scope, tokens: opts.apiTokens, secret: opts.secret, hosts }));
 
   // Public API.
   const api = new Hono();
-  const helpers: RouteHelpers = { engine, scope, parse };
+  const helpers: RouteHelpers = { engine, scope, parse, hosts };
   const isIngestion = (c: Context) => c.req.method === "POST" && ["/", "/events"].includes(new URL(c.req.url).pathname);
   api.use("*", bearerAuth({ apiTokens: opts.apiTokens, ...(opts.eventsTokens ? { eventsTokens: opts.eventsTokens } : {}), isIngestion, eventsTokenTargeting: opts.eventsTokenTargeting === true }));
+  api.use("*", jsonWritesOnly(isIngestion));
 
   api.post(
     "/workflows/:name/instances",

@@ -51,7 +51,7 @@ export function onError(err: unknown, c: Context) {
   if (err instanceof ValidationError) return problem(c, 422, err.message, "ValidationError", { issues: err.issues });
   if (err instanceof NotFoundError) return problem(c, 404, err.message, "NotFoundError");
   if (err instanceof ConflictError) return problem(c, 409, err.message, "ConflictError");
-  if (err instanceof BadRequestError) return problem(c, err.status, err.message, err.status === 401 ? "Unauthorized" : "BadRequest", err.extra);
+  if (err instanceof BadRequestError) return problem(c, err.status, err.message, err.status === 401 ? "Unauthorized" : err.status === 415 ? "UnsupportedMediaType" : "BadRequest", err.extra);
   if (err instanceof HTTPException) {
     const status = err.status;
     return problem(c, status, status === 413 ? "request body too large" : err.message || "bad request", status === 413 ? "PayloadTooLarge" : "BadRequest");
@@ -66,14 +66,23 @@ export function onError(err: unknown, c: Context) {
   return problem(c, 500, "internal error", "InternalError");
 }
 
-/** SQLSTATE class 22 ("data exception") anywhere in the cause chain (drizzle wraps driver errors). */
-export function isDataException(err: unknown): boolean {
+/** The codes of the cause chain that look like a SQLSTATE (drizzle wraps driver errors; errno names like EPIPE are not). */
+function sqlStates(err: unknown): string[] {
+  const out: string[] = [];
   let e: unknown = err;
   for (let i = 0; i < 5 && typeof e === "object" && e !== null; i++, e = (e as { cause?: unknown }).cause) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && /^22[0-9A-Z]{3}$/.test(code)) return true;
+    if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !/^E[A-Z]{4}$/.test(code)) out.push(code);
   }
-  return false;
+  return out;
+}
+
+/** The SQLSTATE of a database error (the innermost in the cause chain), or undefined. */
+export const sqlStateOf = (err: unknown): string | undefined => sqlStates(err).at(-1);
+
+/** SQLSTATE class 22 ("data exception") anywhere in the cause chain. */
+export function isDataException(err: unknown): boolean {
+  return sqlStates(err).some((code) => code.startsWith("22"));
 }
 
 /**
@@ -101,7 +110,10 @@ export function jsonTooDeep(text: string): boolean {
   return false;
 }
 
-/** Parse a JSON request body; malformed → 400. */
+/** `application/json`, or any `+json` type (`application/merge-patch+json`…). */
+export const isJsonContentType = (contentType: string): boolean => /^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i.test(contentType.trim());
+
+/** Parse a JSON request body; malformed → 400 (the public API has refused non-JSON types first: guards.ts jsonWritesOnly). */
 export async function readJson(c: Context): Promise<unknown> {
   const text = await c.req.text();
   if (text.trim() === "") return {};

@@ -15,6 +15,8 @@ export interface RouteHelpers {
   engine: (c: Context) => Promise<Engine>;
   scope: (c: Context) => DispatchScope | undefined;
   parse: <T extends z.ZodType>(schema: T, value: unknown, what: string) => z.output<T>;
+  /** The configured Host values (guards.ts), for routes that check a browser's Origin. */
+  hosts?: () => readonly string[];
 }
 
 /**

@@ -29,6 +29,7 @@ export interface EddaEnv {
   EDDA_BROKER_URL?: string;
   EDDA_SERVICE_NAME?: string;
   EDDA_PUBLIC_URL?: string;
+  EDDA_ALLOWED_HOSTS?: string;
   EDDA_SWEEP_INTERVAL_MS?: string;
   EDDA_MAX_WAKE_SECONDS?: string;
   EDDA_SUBREQUEST_LIMIT?: string;
@@ -53,6 +54,8 @@ export interface EddaConfig {
   brokerUrl: string | undefined;
   serviceName: string;
   publicUrl: string | undefined;
+  /** Host values the server answers to besides loopback names (EDDA_ALLOWED_HOSTS, comma-separated, and EDDA_PUBLIC_URL's host). */
+  allowedHosts: string[];
   /** Interval sweeps for servers without a platform cron (ms; unset → the platform's default). */
   sweepIntervalMs: number | undefined;
   /** Long-lived servers with the http dispatcher (Node): timers due within this many seconds fire in-process. */
@@ -100,6 +103,22 @@ function retentionDays(env: EddaEnv): EddaConfig["retention"] {
   return { finishedInstancesSeconds: seconds, channelMessagesSeconds: seconds, cloudEventDedupeSeconds: seconds };
 }
 
+/** The Host values a configuration names: EDDA_ALLOWED_HOSTS (comma-separated `host` or `host:port`) and EDDA_PUBLIC_URL's host. */
+export function configuredHosts(allowedHosts: string | undefined, publicUrl: string | undefined): string[] {
+  const out = (allowedHosts ?? "")
+    .split(",")
+    .map((h) => h.trim().toLowerCase())
+    .filter(Boolean);
+  if (publicUrl) {
+    try {
+      out.push(new URL(publicUrl).host.toLowerCase());
+    } catch {
+      throw new ConfigurationError(`EDDA_PUBLIC_URL is not a URL`, "EDDA_PUBLIC_URL");
+    }
+  }
+  return out;
+}
+
 export function readConfig(env: EddaEnv): EddaConfig {
   const driver = str(env.DATABASE_DRIVER) ?? "postgres-js";
   if (driver !== "postgres-js" && driver !== "neon-serverless") {
@@ -117,6 +136,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     brokerUrl: str(env.EDDA_BROKER_URL),
     serviceName: str(env.EDDA_SERVICE_NAME) ?? "edda-edge",
     publicUrl: str(env.EDDA_PUBLIC_URL),
+    allowedHosts: configuredHosts(str(env.EDDA_ALLOWED_HOSTS), str(env.EDDA_PUBLIC_URL)),
     sweepIntervalMs: num(env, "EDDA_SWEEP_INTERVAL_MS"),
     maxWakeSeconds: num(env, "EDDA_MAX_WAKE_SECONDS"),
     subrequestLimit: num(env, "EDDA_SUBREQUEST_LIMIT"),
@@ -142,7 +162,7 @@ export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError |
 /** The app options an environment variable can supply (the adapters build the dispatcher and the sweep themselves). */
 export type EnvOptions = Pick<
   EddaOptions,
-  "serviceName" | "secret" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit"
+  "serviceName" | "secret" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts"
 >;
 
 /** Each option the environment supplies, from the parsed configuration. */
@@ -158,6 +178,7 @@ function envOptions(config: EddaConfig): EnvOptions {
     handoffLeaseSeconds: config.handoffLeaseSeconds,
     retention: config.retention,
     subrequestLimit: config.subrequestLimit,
+    allowedHosts: config.allowedHosts.length ? config.allowedHosts : undefined,
   };
 }
 

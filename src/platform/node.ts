@@ -69,8 +69,11 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     }
     console.warn(`edda: the API is unauthenticated (no EDDA_API_TOKEN)${loopback ? `; listening on ${hostname} only` : ""}`);
   }
+  // The Host values served (guards.ts): the configured ones and, on a loopback interface once the port is bound, its loopback addresses.
+  const hosts = [...(options.allowedHosts ?? [])];
   const edda = createEdda({
     ...options,
+    allowedHosts: hosts,
     database,
     dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } } : "local"),
   });
@@ -86,6 +89,7 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
   });
   const address = server.address();
   const boundPort = typeof address === "object" && address ? address.port : port;
+  if (loopback) hosts.push(`127.0.0.1:${boundPort}`, `localhost:${boundPort}`, `[::1]:${boundPort}`);
 
   // The sweep in flight, awaited by close() so it never runs on a closed database.
   let sweeping: Promise<unknown> | null = null;

@@ -118,6 +118,7 @@ const ROUTES: { method: string; path: (s: string) => string }[] = [
   { method: "POST", path: () => "/_edda/step" },
   { method: "POST", path: () => "/_edda/sweep" },
   { method: "GET", path: () => "/healthz" },
+  { method: "GET", path: () => "/readyz" },
 ];
 const route = fc.constantFrom(...ROUTES);
 

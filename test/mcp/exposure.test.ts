@@ -32,7 +32,7 @@ const structured = (r: unknown) => (r as CallToolResult).structuredContent as Re
 
 beforeAll(async () => {
   database = await openTestDatabase("pglite", "mcp_exposure");
-  exposed = makeTestApp(database, { workflows: [orderSaga, pipeline, echoText, noSchema], mcp: mcp(["order_saga", "echo_text", "no_schema"]) });
+  exposed = makeTestApp(database, { workflows: [orderSaga, pipeline, echoText, noSchema], mcp: mcp(["order_saga", "echo_text", "no_schema"]), allowedHosts: ["edda.test"] });
   hidden = makeTestApp(database, { workflows: [orderSaga] });
 });
 afterAll(async () => {

@@ -121,7 +121,7 @@ describe("the packed package in an empty project", () => {
       expect(await helloRoundTrip(server.url)).toBe("Hello, Ada!");
       const starts: Promise<unknown>[] = [];
       for (let round = 0; round < 25; round++) {
-        starts.push(fetch(`${server.url}/workflows/hello/instances`, { method: "POST", body: JSON.stringify({ input: { name: `n${round}` } }) }).catch(() => null));
+        starts.push(fetch(`${server.url}/workflows/hello/instances`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: { name: `n${round}` } }) }).catch(() => null));
         await admin.db.execute(sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
         await new Promise((r) => setTimeout(r, 50));
       }

@@ -210,6 +210,8 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
     req("start input", "/workflows/p_echo/instances", { body: { input: v0, ...(customId ? { instanceId: n0 } : {}) } }),
     req("start wrong shape", "/workflows/p_echo/instances", { body: v1 }),
     req("start unknown workflow", `/workflows/${seg(n1)}/instances`, { body: { input: v1 } }),
+    req("start as text/plain (415)", "/workflows/p_echo/instances", { raw: JSON.stringify({ input: v0 }), headers: { "content-type": "text/plain" } }),
+    req("start as a form (415)", "/workflows/p_echo/instances", { raw: `input=${seg(n0)}`, headers: { "content-type": "application/x-www-form-urlencoded" } }),
   ],
   "POST /instances/{id}/messages": ({ r, v1, v2, v3, n2, n3, metadata }) => [
     req("valid message", `/instances/pw-${r}/messages`, { body: { channel: "p-reply", data: { ok: r } } }),
@@ -250,6 +252,7 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "POST /outbox/dead-letters/{eventId}/redeliver": ({ n1, v1 }) => [req("redeliver", `/outbox/dead-letters/${seg(n1)}/redeliver`, { body: v1 })],
   "POST /outbox/dead-letters/{eventId}/discard": ({ n2, v2 }) => [req("discard", `/outbox/dead-letters/${seg(n2)}/discard`, { body: v2 })],
   "GET /healthz": ({ n0 }) => [req("healthz", `/healthz?${seg(n0)}=1`)],
+  "GET /readyz": ({ n1 }) => [req("readyz", `/readyz?${seg(n1)}=1`)],
   "GET /openapi.json": ({ n1 }) => [req("openapi", `/openapi.json?${seg(n1)}=${seg(n1)}`)],
   "GET /docs": ({ n2 }) => [req("docs", `/docs?x=${seg(n2)}`)],
   "POST /_edda/step": ({ v0, n0 }) => [
@@ -270,7 +273,9 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "POST /ui/login": ({ n1 }) => [form("ui login", "/ui/login", { token: n1 })],
   "POST /ui/logout": ({ n2 }) => [form("ui logout", "/ui/logout", { x: n2 })],
   "GET /ui": ({ n0, n1, n2, n3 }) => [req("ui list", `/ui?status=${seg(n0)}&workflow=${seg(n1)}&q=${seg(n2)}&cursor=${seg(n3)}&from=${seg(n0)}&range=${seg(n1)}&refresh=${seg(n2)}`)],
-  "GET /ui/instances/{id}": ({ n0, n1 }) => [req("ui instance", `/ui/instances/${seg(n0)}?run=${seg(n1)}`)],
+  "GET /ui/instances/{id}": ({ n0, n1, n2 }) => [req("ui instance", `/ui/instances/${seg(n0)}?run=${seg(n1)}&after=${seg(n2)}`)],
+  "GET /ui/instances/{id}/raw/{part}": ({ r, n0 }) => [req("ui raw input", `/ui/instances/ph-${r}/raw/input`), req("ui raw", `/ui/instances/${seg(n0)}/raw/output`)],
+  "GET /ui/instances/{id}/raw/history/{eventId}": ({ r, n1, n2 }) => [req("ui raw history", `/ui/instances/ph-${r}/raw/history/1?run=${seg(n2)}`), req("ui raw history id", `/ui/instances/${seg(n1)}/raw/history/${text(n2).replace(/\D/g, "").slice(0, 15) || "0"}`)],
   "POST /ui/instances/{id}/cancel": ({ n3 }) => [form("ui cancel", `/ui/instances/${seg(n3)}/cancel`, {})],
   "POST /ui/instances/{id}/resume": ({ n0 }) => [form("ui resume", `/ui/instances/${seg(n0)}/resume`, {})],
   "POST /ui/instances/{id}/messages": ({ r, v2, n2, n3 }) => [

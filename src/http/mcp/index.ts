@@ -9,12 +9,14 @@
  *
  * The route sits behind the API's bearer token and body limit like every
  * other public route. Requests a browser sends from another origin are
- * refused (the transport's Origin check), so a page cannot drive a local
- * server through DNS rebinding.
+ * refused, checked against the configured hosts (guards.ts) rather than the
+ * request's own Host, so a page cannot drive a local server through DNS
+ * rebinding.
  */
 import type { Context, Hono } from "hono";
 import type { Workflow } from "../../core/definitions.ts";
 import { defineSurface, type ApiSurface, type RouteHelpers } from "../routes.ts";
+import { originAllowed } from "../guards.ts";
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../problem.ts";
 import { buildToolTable } from "./tools.ts";
 
@@ -53,6 +55,9 @@ function rpcError(status: number, code: number, message: string, headers: Record
 
 export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): void {
   app.post("/mcp", async (c: Context) => {
+    // A browser's request from another origin is refused: the origins are the configured hosts (guards.ts), never the request's Host alone.
+    const origin = c.req.header("origin");
+    if (origin !== undefined && !originAllowed(c, origin, h.hosts?.() ?? [])) return rpcError(403, -32000, "Forbidden: cross-origin request refused");
     // Parsed here so the API's nesting limit holds for MCP too (the SDK parses without one).
     const text = await c.req.text();
     if (jsonTooDeep(text)) return rpcError(400, -32700, `Parse error: request body nests deeper than ${MAX_JSON_DEPTH} levels`);
@@ -65,11 +70,7 @@ export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): vo
     const engine = await h.engine(c);
     const [{ WebStandardStreamableHTTPServerTransport }, { createMcpServer }] = await loadSdk();
     const server = createMcpServer({ engine, exposed: exposedWorkflows(engine.workflows, exposure), scope: h.scope(c) }, { name: engine.serviceName, version: SERVER_VERSION });
-    const transport = new WebStandardStreamableHTTPServerTransport({
-      enableJsonResponse: true,
-      enableDnsRebindingProtection: true,
-      allowedOrigins: [new URL(c.req.url).origin],
-    });
+    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
     await server.connect(transport);
     try {
       return await transport.handleRequest(c.req.raw, { parsedBody: body });

@@ -109,7 +109,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     render(c, "Error", <Problem message={message} issues={issues} />, status);
 
   ui.use("*", securityHeaders());
-  ui.use("*", sameOriginOnly());
+  ui.use("*", sameOriginOnly(opts.hosts));
   ui.onError((err, c) => {
     if (err instanceof NotFoundError) return errorPage(c, 404, err.message);
     if (err instanceof ValidationError) return errorPage(c, 422, err.message, err.issues as never);
@@ -237,9 +237,10 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     const text = part === "input" ? inst.inputData : part === "output" ? inst.outputData : part === "error" ? inst.errorData : inst.cancelData;
     return rawJson(text ?? "null");
   });
-  ui.get("/instances/:id/raw/history/:eventId{[0-9]{1,15}}", async (c) => {
+  ui.get("/instances/:id/raw/history/:eventId{[0-9]+}", async (c) => {
     const e = await opts.engine(c);
     const eventId = Number(c.req.param("eventId"));
+    if (!Number.isSafeInteger(eventId)) return errorPage(c, 404, "no such history entry");
     const runParam = Number(c.req.query("run"));
     const run = Number.isSafeInteger(runParam) && c.req.query("run") !== undefined ? { run: runParam } : {};
     const [ev] = (await e.storage.loadHistoryPreview(c.req.param("id"), { afterId: eventId - 1, limit: 1, maxChars: 2_147_483_647, ...run })).events;

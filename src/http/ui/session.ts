@@ -8,7 +8,7 @@
  *   token never travels in a URL. (Browsers accept Secure cookies from
  *   http://localhost / 127.0.0.1; elsewhere the viewer needs HTTPS.)
  * - Every non-GET request must come from the viewer's own origin
- *   (`Sec-Fetch-Site: same-origin`, or an `Origin` equal to the request's);
+ *   (an `Origin` among the configured hosts, else `Sec-Fetch-Site: same-origin`);
  *   with SameSite=Strict on the cookie that makes actions CSRF-safe.
  * - Each page gets a fresh CSP nonce: only the viewer's own inline style and
  *   script run, forms post only to the viewer, no framing.
@@ -16,6 +16,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { getSignedCookie, setSignedCookie, deleteCookie } from "hono/cookie";
 import { timingSafeEqual } from "hono/utils/buffer";
+import { originAllowed, type AllowedHosts } from "../guards.ts";
 
 export const SESSION_COOKIE = "edda_ui";
 const SESSION_SECONDS = 12 * 3600;
@@ -23,6 +24,8 @@ const SESSION_SECONDS = 12 * 3600;
 export interface SessionKeys {
   tokens: () => string[] | undefined;
   secret: () => string | undefined;
+  /** Configured Host values: the origins actions may come from (guards.ts). */
+  hosts?: AllowedHosts;
 }
 
 export type ViewerEnv = { Variables: { nonce: string } };
@@ -67,13 +70,18 @@ export async function hasSession(c: Context, keys: SessionKeys): Promise<boolean
   return false;
 }
 
-/** Refuses state-changing requests that do not come from this origin. */
-export function sameOriginOnly(): MiddlewareHandler {
+/**
+ * Refuses state-changing requests that do not come from the viewer's own
+ * origin: an `Origin` among the configured hosts (not merely equal to the
+ * request's Host, which a DNS-rebinding page controls), else
+ * `Sec-Fetch-Site: same-origin`.
+ */
+export function sameOriginOnly(hosts: AllowedHosts = () => []): MiddlewareHandler {
   return async (c, next) => {
     if (["GET", "HEAD", "OPTIONS"].includes(c.req.method)) return next();
     const site = c.req.header("sec-fetch-site");
-    const origin = c.req.header("origin");
-    const ok = site === "same-origin" || (site === undefined && origin !== undefined && origin === new URL(c.req.url).origin);
+    const origin = c.req.header("origin") || undefined; // browsers never send an empty one
+    const ok = origin !== undefined ? originAllowed(c, origin, hosts()) && (site === undefined || site === "same-origin") : site === "same-origin";
     if (!ok) return c.text("Forbidden: cross-origin request refused", 403);
     return next();
   };

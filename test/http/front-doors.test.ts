@@ -1,0 +1,106 @@
+// Open mode (no API token, the `npm start` default) against requests another
+// origin can make, through app.request() on real Postgres: JSON routes answer
+// 415 to the "simple" content types a page sends without a CORS preflight;
+// only loopback and configured Host values are served (DNS rebinding); a
+// browser Origin that is not a configured host is refused on the API, on MCP
+// and on viewer actions — even when it equals the request's own Host. Each
+// refusal changes no row, and valid traffic flows afterwards. The same doors
+// from a real cross-origin page: test/ui/cross-origin.browser.test.ts.
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { activity, workflow } from "../../src/index.ts";
+import { mcp } from "../../src/mcp.ts";
+import { queryRows } from "../../src/storage/database.ts";
+import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+
+const step = activity("fd_step", async (_ctx, v: unknown) => v);
+const echo = workflow("fd_echo", async (ctx, input: unknown) => step(ctx, input));
+const HOST = "127.0.0.1:8787";
+
+let open: TestApp;
+let guarded: TestApp;
+
+beforeAll(async () => {
+  const database = await openTestDatabase("postgres-js", "front_doors");
+  open = makeTestApp(database, { workflows: [echo], mcp: mcp(), allowedHosts: [HOST, "edda.internal"] });
+  guarded = makeTestApp(database, { workflows: [echo], mcp: mcp(), apiToken: "fd-token", allowedHosts: [HOST] });
+});
+afterAll(async () => {
+  await open.edda.close();
+  await guarded.edda.close();
+  await open.database.close();
+});
+
+async function rows(): Promise<number> {
+  await open.dispatcher.idle(); // accepted starts finish first: only a refusal may not change the count
+  await new Promise((r) => setTimeout(r, 20));
+  await open.dispatcher.idle();
+  const [r] = await queryRows<{ n: number }>(open.database.db, sql`SELECT (SELECT count(*) FROM workflow_instances)::int + (SELECT count(*) FROM workflow_history)::int AS n`);
+  return Number(r!.n);
+}
+
+const req = (app: TestApp, path: string, init: RequestInit & { host?: string } = {}) => {
+  const { host = HOST, ...rest } = init;
+  return app.edda.app.request(new Request(`http://${host}${path}`, rest));
+};
+const start = (headers: Record<string, string>, body: BodyInit = JSON.stringify({ input: 1 }), host?: string) =>
+  req(open, "/workflows/fd_echo/instances", { method: "POST", headers, body, ...(host ? { host } : {}) });
+
+describe("open mode against other origins", () => {
+  it("JSON routes answer 415 to the content types a page can send without a preflight", async () => {
+    const before = await rows();
+    for (const type of ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx", "text/json"]) {
+      const res = await start({ "content-type": type });
+      expect(res.status, type).toBe(415);
+      expect(await res.json()).toMatchObject({ error_type: "UnsupportedMediaType" });
+    }
+    const cancel = await req(open, "/instances/none/cancel", { method: "POST", headers: { "content-type": "text/plain" }, body: "{}" });
+    expect(cancel.status).toBe(415);
+    expect(await rows()).toBe(before);
+    expect((await start({ "content-type": "application/json; charset=utf-8" })).status).toBe(201);
+    expect((await start({ "content-type": "application/merge-patch+json" })).status).toBe(201);
+    // No Content-Type at all (bytes: a string body would get text/plain): a non-browser client.
+    expect((await start({}, new TextEncoder().encode(JSON.stringify({ input: 1 })))).status).toBe(201);
+  });
+
+  it("serves only loopback and configured Host values (DNS rebinding), probes and internal calls excepted", async () => {
+    const before = await rows();
+    for (const [method, path] of [["GET", "/instances"], ["GET", "/ui"], ["GET", "/openapi.json"], ["POST", "/workflows/fd_echo/instances"], ["POST", "/mcp"]] as const) {
+      const res = await req(open, path, { method, host: "evil.example:8787", headers: { "content-type": "application/json" }, ...(method === "POST" ? { body: JSON.stringify({ input: 1 }) } : {}) });
+      expect(res.status, `${method} ${path}`).toBe(421);
+      expect(await res.text()).not.toContain("fd_echo");
+    }
+    expect(await rows()).toBe(before);
+    expect((await req(open, "/healthz", { host: "10.0.0.7:8787" })).status).toBe(200);
+    expect((await req(open, "/_edda/sweep", { method: "POST", host: "edda.internal" })).status).toBe(401); // reaches the signature check
+    for (const host of ["localhost:3000", "127.0.0.1", "[::1]:8787", "EDDA.internal:443"]) expect((await req(open, "/instances", { host })).status, host).toBe(200);
+    // With a token, the token is what guards: any Host is served to its holder.
+    expect((await req(guarded, "/instances", { host: "evil.example", headers: { authorization: "Bearer fd-token" } })).status).toBe(200);
+  });
+
+  it("refuses writes from a browser origin that is not a configured host, even one equal to the request's Host", async () => {
+    const before = await rows();
+    const json = { "content-type": "application/json" };
+    for (const origin of ["http://localhost:9999", "https://evil.example", "null", "http://127.0.0.1:8788"]) {
+      expect((await start({ ...json, origin })).status, origin).toBe(403);
+      expect((await req(open, "/instances/x/cancel", { method: "POST", headers: { origin } })).status, origin).toBe(403);
+    }
+    const init = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
+    const mcpHeaders = { ...json, accept: "application/json, text/event-stream" };
+    // MCP: the origin is checked against the configured hosts, not the Host the request names.
+    const rebound = await req(guarded, "/mcp", { method: "POST", host: "evil.example:8787", headers: { ...mcpHeaders, authorization: "Bearer fd-token", origin: "http://evil.example:8787" }, body: init });
+    expect(rebound.status).toBe(403);
+    const foreign = await req(open, "/mcp", { method: "POST", headers: { ...mcpHeaders, origin: "http://localhost:9999" }, body: init });
+    expect(foreign.status).toBe(403);
+    // Viewer actions: an Origin equal to the (rebound) Host is not enough.
+    const viewerPost = await req(open, "/ui/channels/publish", { method: "POST", host: "localhost:8787", headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://localhost:8787", "sec-fetch-site": "same-origin" }, body: "channel=x&data=1" });
+    expect(viewerPost.status).toBe(403);
+    expect(await rows()).toBe(before);
+
+    // The configured origin works, and valid traffic flows afterwards.
+    expect((await req(open, "/mcp", { method: "POST", headers: { ...mcpHeaders, origin: `http://${HOST}` }, body: init })).status).toBe(200);
+    const ok = await start({ ...json, origin: `http://${HOST}` }, JSON.stringify({ input: { fine: true }, instanceId: "fd-ok" }));
+    expect(ok.status).toBe(201);
+    expect((await open.waitFor("fd-ok")).output).toEqual({ fine: true });
+  });
+});

@@ -1,0 +1,76 @@
+// Liveness and readiness apart, on real Postgres: /healthz answers 200 while
+// the database is reachable for reads; /readyz takes a write through the
+// engine's own path and answers 503 when writes fail (a read-only session:
+// every start fails the same way) or do not finish within its timeout (the
+// row it writes locked by another session), and 200 again once they work.
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { activity, workflow } from "../../src/index.ts";
+import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
+import type { Database } from "../../src/storage/database.ts";
+import { freshPostgres, makeTestApp, type TestApp } from "../support/engine.ts";
+
+const step = activity("hz_step", async (_ctx, v: number) => v + 1);
+const inc = workflow("hz_inc", async (ctx, n: number) => step(ctx, n));
+
+let ok: TestApp;
+let readOnly: TestApp;
+let locker: Database;
+
+beforeAll(async () => {
+  const db = await freshPostgres("health");
+  ok = makeTestApp(db.open(), { workflows: [inc] });
+  // Every transaction of this one is read-only: reads work, every write fails (SQLSTATE 25006).
+  readOnly = makeTestApp(createPostgresJsDatabase({ url: `${db.url}${db.url.includes("?") ? "&" : "?"}default_transaction_read_only=on`, max: 2 }), { workflows: [inc] });
+  locker = db.open();
+});
+afterAll(async () => {
+  for (const t of [ok, readOnly]) {
+    await t.edda.close();
+    await t.database.close();
+  }
+  await locker.close();
+});
+
+const get = async (t: TestApp, path: string) => {
+  const res = await t.edda.app.request(path);
+  return { status: res.status, body: (await res.json()) as Record<string, string> };
+};
+
+describe("health and readiness", () => {
+  it("a working database: both 200", async () => {
+    expect(await get(ok, "/healthz")).toEqual({ status: 200, body: { status: "ok", database: "ok" } });
+    expect(await get(ok, "/readyz")).toEqual({ status: 200, body: { status: "ready", database: "writable" } });
+  });
+
+  it("writes failing: /healthz still 200 (alive), /readyz 503, and indeed a start fails", async () => {
+    expect((await get(readOnly, "/healthz")).status).toBe(200);
+    expect(await get(readOnly, "/readyz")).toEqual({ status: 503, body: { status: "not_ready", database: "failing" } });
+    const start = await readOnly.edda.app.request("/workflows/hz_inc/instances", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: 1 }) });
+    expect(start.status).toBe(500);
+  });
+
+  it("a write that hangs: /readyz answers 503 within its timeout, then 200 once the lock is gone", async () => {
+    await get(ok, "/readyz"); // the row exists
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const locked = new Promise<void>((ready) => {
+      void locker.db.transaction(async (tx) => {
+        await tx.execute(sql`SELECT 1 FROM system_locks WHERE lock_name = 'edda:readyz' FOR UPDATE`);
+        ready();
+        await held;
+      });
+    });
+    await locked;
+    const t0 = Date.now();
+    expect(await get(ok, "/readyz")).toEqual({ status: 503, body: { status: "not_ready", database: "timeout" } });
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect((await get(ok, "/healthz")).status).toBe(200);
+    release();
+    for (let i = 0; i < 50 && (await get(ok, "/readyz")).status !== 200; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(await get(ok, "/readyz")).toEqual({ status: 200, body: { status: "ready", database: "writable" } });
+    // and work flows
+    await ok.edda.start(inc, 41, { instanceId: "hz-1" });
+    expect((await ok.waitFor("hz-1")).output).toBe(42);
+  });
+});
