@@ -33,6 +33,7 @@ import { runDueSchedules } from "./schedules.ts";
 import { promoteAllQueued, startTimedStarts } from "./flow-control.ts";
 import { emptyRelayReport, relayOutbox, type RelayReport } from "./outbox.ts";
 import { batchOrEach, type Isolation, type RowFailure } from "./poison.ts";
+import { mustRun, rotationTurn, sweepOrder } from "./sweep-rotation.ts";
 import { EXPIRIES, expireDue, type Expiry } from "./wait-kinds.ts";
 
 /** The report's counter of each expiry task. */
@@ -71,6 +72,43 @@ export interface SweepOptions {
    * that task for other sweeps until its lock expires.
    */
   lockSeconds?: number;
+  /**
+   * CPU time one sweep may use, in ms (default: no budget). With one, due
+   * timers, expired message waits and due schedule ticks run first, the other
+   * tasks follow in an order that rotates every minute (sweep-rotation.ts),
+   * and once the budget is spent no further task starts (nor a further
+   * batch): the rest is `deferred` to a later sweep, and every task still
+   * runs at least once every 11 minutes. Workers Free allows 10 ms of CPU per
+   * cron invocation.
+   */
+  cpuBudgetMs?: number;
+  /** CPU used so far in ms, read for the budget (default: `process.cpuUsage` where it exists, else elapsed time, an upper bound). */
+  cpuClock?: () => number;
+  /** The rotation's turn (default: the current minute). */
+  rotationTurn?: number;
+}
+
+/**
+ * Run first in a sweep with a CPU budget, whatever it costs: what is due at a
+ * time — a sleeping workflow, a receive timeout, a schedule tick (whose
+ * `missed: "skip"` grace is two minutes) — never waits for the rotation.
+ */
+const PRIORITY_TASKS: ReadonlySet<SweepTask> = new Set<SweepTask>(["timers", "message_timeouts", "schedules"]);
+
+function defaultCpuClock(): () => number {
+  const usage = (globalThis as { process?: { cpuUsage?: () => { user: number; system: number } } }).process?.cpuUsage;
+  if (typeof usage === "function") {
+    try {
+      usage();
+      return () => {
+        const u = usage();
+        return (u.user + u.system) / 1000;
+      };
+    } catch {
+      // a polyfill that refuses (workerd's process): elapsed time below
+    }
+  }
+  return () => performance.now();
 }
 
 export type SweepTask =
@@ -160,6 +198,11 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     durationMs: 0,
   };
 
+  // The CPU budget (none unless asked): read between tasks and between batches.
+  const clock = opts.cpuClock ?? defaultCpuClock();
+  const cpuAtStart = clock();
+  const cpuLeft = () => opts.cpuBudgetMs === undefined || clock() - cpuAtStart < opts.cpuBudgetMs;
+
   const iso: Isolation = { storage, maxFailures: deps.quarantineAfter, failures: report.rowFailures, failedIds: new Set() };
   const retention = deps.retention;
   const dispatched = new Set<string>();
@@ -170,6 +213,10 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
       dispatcher.dispatch({ instanceId }, scope);
     }
   };
+
+  /** The task table, in the order an unbudgeted sweep runs it; the driver loop below runs it. */
+  const table = new Map<SweepTask, { batchOnce: () => Promise<number>; repeat: boolean }>();
+  const add = (name: SweepTask, batchOnce: () => Promise<number>, repeat = true) => void table.set(name, { batchOnce, repeat });
 
   /**
    * Run `task` under its system lock; `batchOnce` returns how many rows it
@@ -193,7 +240,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     try {
       while (inBudget()) {
         const n = await batchOnce();
-        if (!repeat || n < batch) break;
+        if (!repeat || n < batch || !cpuLeft()) break;
         // Renew before the lease runs low; a lost lock means another sweep owns the task now.
         if (Date.now() - held > (lockSeconds * 1000) / 3) {
           if (!(await storage.renewSystemLock(lock, holder, lockSeconds))) break;
@@ -207,7 +254,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
 
   // One task per wait kind that comes due by itself (wait-kinds.ts): timers fire, receive timeouts expire.
   for (const expiry of EXPIRIES) {
-    await task(expiry.task, async () => {
+    add(expiry.task, async () => {
       const ids = await expireDue(iso, expiry, batch);
       report[EXPIRED_COUNTER[expiry.task]] += ids.length;
       dispatch(ids);
@@ -215,25 +262,25 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     });
   }
   // Status-guarded and deadline-guarded per instance: an instance is failed by its deadline exactly once.
-  await task("deadlines", async () => {
+  add("deadlines", async () => {
     const n = await expireDeadlines(deps, batch, scope);
     report.deadlinesExpired += n;
     return n;
   });
-  await task("stale_leases", async () => {
+  add("stale_leases", async () => {
     const ids = await storage.releaseStaleLeases(batch);
     report.staleLeasesReleased += ids.length;
     dispatch(ids);
     return ids.length;
   });
-  await task("channel_delivery", async () => {
+  add("channel_delivery", async () => {
     const n = await deliverToWaitingSubscribers(deps, batch, scope, undefined, iso);
     report.messagesDelivered += n;
     return n;
   });
   // Not SKIP LOCKED (a plain read of runnable, unlocked rows): one batch per sweep,
   // the oldest first; anything dispatched above is left out.
-  await task(
+  add(
     "resumable",
     async () => {
       const ids = (await storage.findResumableInstances(batch, opts.resumeIdleSeconds ?? 2)).filter((id) => !dispatched.has(id));
@@ -243,7 +290,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     },
     false,
   );
-  await task(
+  add(
     "parked",
     async () => {
       const n = await unparkChanged(deps, batch, scope);
@@ -252,7 +299,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     },
     false,
   );
-  await task(
+  add(
     "outbox",
     async () => {
       // Kept within the lock's lease; were it to run over, claims (SKIP LOCKED) still keep rows from being sent twice.
@@ -262,13 +309,13 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     },
     false,
   );
-  await task("channel_retention", async () => {
+  add("channel_retention", async () => {
     const n = await storage.cleanupChannelMessages(opts.messageRetentionSeconds ?? retention.channelMessagesSeconds, batch);
     report.channelMessagesDeleted += n;
     return n;
   });
   const instanceRetention = opts.instanceRetentionSeconds ?? retention.finishedInstancesSeconds;
-  await task("instance_retention", async () => {
+  add("instance_retention", async () => {
     // A purge that fails (a row the database refuses to delete) is retried alone, counted on the instance, and left out at the limit.
     const ids = await batchOrEach(
       iso,
@@ -280,26 +327,46 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     report.instancesPurged += ids.length;
     return ids.length;
   });
-  await task("dedupe_retention", async () => {
+  add("dedupe_retention", async () => {
     const n = await storage.purgeCloudEventDedupe(opts.dedupeRetentionSeconds ?? retention.cloudEventDedupeSeconds, batch);
     report.dedupeRowsPurged += n;
     return n;
   });
 
-  await task("schedules", async () => {
+  add("schedules", async () => {
     // Counted as each tick's transaction commits: a later failure in the batch does not hide them.
     return runDueSchedules(deps, batch, scope, () => report.scheduledStarted++);
   });
-  await task("concurrency", async () => {
+  add("concurrency", async () => {
     const n = await promoteAllQueued(deps, batch, scope);
     report.queuedPromoted += n;
     return n;
   });
-  await task("timed_starts", async () => {
+  add("timed_starts", async () => {
     const n = await startTimedStarts(deps, batch, scope);
     report.timedStarted += n;
     return n;
   });
+
+  // The driver: every task in table order; with a CPU budget, priority first, then the rotation, each
+  // starting only while the budget lasts (the priority tasks and the rotation's head always start).
+  const names = [...table.keys()];
+  const order = opts.cpuBudgetMs === undefined ? names : sweepOrder(names, PRIORITY_TASKS, opts.rotationTurn ?? rotationTurn(Date.now()));
+  const priorityCount = names.filter((n) => PRIORITY_TASKS.has(n)).length;
+  // A task starts if, at the mean cost of the tasks so far, it still fits: the budget is a limit, not a target.
+  const nextFits = (started: number) => {
+    if (opts.cpuBudgetMs === undefined) return true;
+    const used = clock() - cpuAtStart;
+    return used + (started > 0 ? used / started : 0) <= opts.cpuBudgetMs;
+  };
+  for (const [position, name] of order.entries()) {
+    if (!nextFits(position) && !mustRun(position, priorityCount)) {
+      report.deferred.push(name);
+      continue;
+    }
+    const { batchOnce, repeat } = table.get(name)!;
+    await task(name, batchOnce, repeat);
+  }
 
   report.durationMs = Date.now() - started;
   return report;

@@ -74,6 +74,20 @@ export interface WorkerEnv extends EddaEnv {
  * application's own fetches. Paid plans raise it with EDDA_SUBREQUEST_LIMIT.
  */
 export const WORKERS_SUBREQUEST_BUDGET = 40;
+
+/**
+ * CPU budget of one cron sweep by default (ms): the Free plan's CPU limit per
+ * invocation (developers.cloudflare.com/workers/platform/limits). Paid plans
+ * may set EDDA_SWEEP_CPU_MS higher, or 0 for no budget.
+ */
+export const WORKERS_FREE_SWEEP_CPU_MS = 10;
+
+/**
+ * The sweep's CPU estimate per statement (ms), since an isolate cannot read
+ * its own CPU time (and its clock stands still between I/O): an idle sweep's
+ * engine CPU over its statements, measured by bench/sweep-cost.ts.
+ */
+export const SWEEP_STATEMENT_CPU_MS = 0.6;
 /** Queues limits: 100 messages per sendBatch, delaySeconds up to 24 h. */
 const QUEUES_MAX_BATCH = 100;
 const QUEUES_MAX_DELAY_SECONDS = 24 * 3600;
@@ -119,7 +133,7 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
   };
 
   // One Edda per invocation: it is cheap (routes compile lazily) and its dispatcher may use this invocation's loopback.
-  function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, kind: InvocationKind): { edda: Edda; config: EddaConfig; subrequestLimit: number } {
+  function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, kind: InvocationKind): { edda: Edda; config: EddaConfig; subrequestLimit: number; statements: () => number } {
     const config = readConfig(env);
     // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
     const options = withEnvironment(opts, config, { subrequestLimit: WORKERS_SUBREQUEST_BUDGET });
@@ -128,9 +142,15 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
     const count = tally(kind);
     const outboxFetch = opts.outbox?.fetch ?? fetch;
     if (!secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
+    // Statements this invocation issued: the sweep's CPU estimate (an isolate cannot read its own CPU time).
+    let statements = () => 0;
     const edda = createEdda({
       ...options,
-      database: () => openServerlessDatabase(config, { ...(env.HYPERDRIVE ? { connectionString: env.HYPERDRIVE.connectionString } : {}), max: 5, perRequest: true }),
+      database: () => {
+        const database = openServerlessDatabase(config, { ...(env.HYPERDRIVE ? { connectionString: env.HYPERDRIVE.connectionString } : {}), max: 5, perRequest: true });
+        statements = () => database.stats.statements;
+        return database;
+      },
       secret,
       outbox: {
         ...opts.outbox,
@@ -146,7 +166,7 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
         opts.routes?.(app);
       },
     });
-    return { edda, config, subrequestLimit };
+    return { edda, config, subrequestLimit, statements: () => statements() };
   }
 
   return {
@@ -199,7 +219,10 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
 
     async scheduled(controller, env, ctx) {
       counts.scheduled++;
-      const report = await eddaFor(env, ctx, null, "scheduled").edda.sweep({}, ctx);
+      const { edda, config, statements } = eddaFor(env, ctx, null, "scheduled");
+      // Workers Free allows 10 ms of CPU per invocation: the sweep rotates its tasks under that budget (EDDA_SWEEP_CPU_MS, 0 = none).
+      const cpuBudgetMs = config.sweepCpuMs ?? WORKERS_FREE_SWEEP_CPU_MS;
+      const report = await edda.sweep(cpuBudgetMs > 0 ? { cpuBudgetMs, cpuClock: () => statements() * SWEEP_STATEMENT_CPU_MS } : {}, ctx);
       console.log(`edda: sweep (${controller.cron})`, JSON.stringify(report));
     },
   };

@@ -31,6 +31,7 @@ export interface EddaEnv {
   EDDA_PUBLIC_URL?: string;
   EDDA_ALLOWED_HOSTS?: string;
   EDDA_SWEEP_INTERVAL_MS?: string;
+  EDDA_SWEEP_CPU_MS?: string;
   EDDA_MAX_WAKE_SECONDS?: string;
   EDDA_SUBREQUEST_LIMIT?: string;
   EDDA_MAX_HOPS?: string;
@@ -58,6 +59,8 @@ export interface EddaConfig {
   allowedHosts: string[];
   /** Interval sweeps for servers without a platform cron (ms; unset → the platform's default). */
   sweepIntervalMs: number | undefined;
+  /** CPU budget of a cron sweep on Workers (ms; unset → 10, the Free plan's limit; 0 → none). */
+  sweepCpuMs: number | undefined;
   /** Long-lived servers with the http dispatcher (Node): timers due within this many seconds fire in-process. */
   maxWakeSeconds: number | undefined;
   /** Outgoing fetches per invocation (unset → the platform's default: 40 on Workers, none elsewhere). */
@@ -138,6 +141,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     publicUrl: str(env.EDDA_PUBLIC_URL),
     allowedHosts: configuredHosts(str(env.EDDA_ALLOWED_HOSTS), str(env.EDDA_PUBLIC_URL)),
     sweepIntervalMs: num(env, "EDDA_SWEEP_INTERVAL_MS"),
+    sweepCpuMs: num(env, "EDDA_SWEEP_CPU_MS"),
     maxWakeSeconds: num(env, "EDDA_MAX_WAKE_SECONDS"),
     subrequestLimit: num(env, "EDDA_SUBREQUEST_LIMIT"),
     maxHops: num(env, "EDDA_MAX_HOPS"),

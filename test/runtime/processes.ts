@@ -102,6 +102,9 @@ export async function spawnServer(opts: SpawnOptions): Promise<Server> {
 export async function startWrangler(vars: Record<string, string>, opts: { publicUrl?: boolean; ready?: (status: number) => boolean; config?: string } = {}): Promise<Server> {
   const [port, inspector] = [await freePort(), await freePort()];
   if (opts.publicUrl) vars = { ...vars, EDDA_PUBLIC_URL: `http://127.0.0.1:${port}` };
+  // The tests fire the cron by hand and expect one sweep to run every task: no Free-plan CPU budget
+  // (its rotation is tested in test/engine/sweep-budget.test.ts) unless a test sets one.
+  vars = { EDDA_SWEEP_CPU_MS: "0", ...vars };
   const state = await mkdtemp(join(tmpdir(), "edda-wrangler-"));
   const args = [
     join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"),
