@@ -3,13 +3,15 @@
  * and prints the script's raw and gzipped size and its largest contributors,
  * for three Workers: the README's recipe (no MCP), the same with `mcp()`, and
  * the repository's example Worker (functions/worker.ts: 18 workflows, MCP on).
- * Writes bench/results/worker-bundle.json (read by scripts/figures.ts).
+ * Writes bench/results/worker-bundle.json; with --update-readme, the README's
+ * worker-bundle block (test/runtime/worker-bundle.test.ts checks it within 5 %).
  *
- *   npx tsx bench/worker-bundle.ts
+ *   npx tsx bench/worker-bundle.ts [--update-readme]
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { buildWorkerBundle, type WorkerVariant } from "../test/support/worker-bundle.ts";
+import { buildWorkerBundle, type WorkerBundle, type WorkerVariant } from "../test/support/worker-bundle.ts";
+import { writeFigureBlock } from "./readme-figures.ts";
 
 const kib = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
 const label: Record<WorkerVariant, string> = {
@@ -18,11 +20,24 @@ const label: Record<WorkerVariant, string> = {
   examples: "functions/worker.ts (examples, MCP on)",
 };
 const results: Record<string, { rawBytes: number; gzipBytes: number }> = {};
+const bundles: Partial<Record<WorkerVariant, WorkerBundle>> = {};
 for (const variant of ["recipe", "recipe+mcp", "examples"] as const) {
   const bundle = await buildWorkerBundle(variant);
   results[variant] = { rawBytes: bundle.rawBytes, gzipBytes: bundle.gzipBytes };
+  bundles[variant] = bundle;
   console.log(`${label[variant]}: ${kib(bundle.rawBytes)} raw, ${kib(bundle.gzipBytes)} gzipped${bundle.warnings.length ? `, ${bundle.warnings.length} wrangler warnings` : ""}`);
   for (const [name, bytes] of bundle.contributors.slice(0, variant === "recipe" ? 12 : 6)) console.log(`  ${kib(bytes).padStart(11)}  ${name}`);
 }
 mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
 writeFileSync(join(import.meta.dirname, "results", "worker-bundle.json"), JSON.stringify(results, null, 2));
+
+if (process.argv.includes("--update-readme")) {
+  const size = (b: WorkerBundle) => `**${Math.round(b.rawBytes / 1024)} KiB raw, ${Math.round(b.gzipBytes / 1024)} KiB gzipped**`;
+  const recipe = bundles.recipe!;
+  const parts = recipe.contributors.slice(0, 8).map(([name, bytes]) => `${name.startsWith("src/") ? `\`${name}\`` : name} ${Math.round(bytes / 1024)}`);
+  writeFigureBlock(
+    "worker-bundle",
+    `- **Worker bundle** (\`wrangler deploy --dry-run --outdir\`, minified): the Worker recipe of "Install in your project" (no MCP) ${size(recipe)}; with \`mcp()\` ${size(bundles["recipe+mcp"]!)}. Largest parts (KiB, no MCP): ${parts.join(", ")}.\n`,
+  );
+  console.log("README.md: worker-bundle block updated");
+}

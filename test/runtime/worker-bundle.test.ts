@@ -4,6 +4,7 @@
 // which does not enable MCP, carries none of MCP's code or dependencies, and
 // no zod locale; wrangler builds it without a warning.
 import { describe, expect, it } from "vitest";
+import { readFigureBlock, statedSizes } from "../../bench/readme-figures.ts";
 import { buildWorkerBundle } from "../support/worker-bundle.ts";
 
 const MCP_ONLY = ["@modelcontextprotocol/sdk", "ajv", "ajv-formats", "fast-uri", "zod-to-json-schema"];
@@ -28,14 +29,22 @@ describe("Worker bundles", () => {
     expect(names.filter((n) => MCP_ONLY.includes(n))).toEqual([]);
     expect(bundle.inputs.filter((f) => f.includes("src/http/mcp/") || f.includes("zod/v4/locales/") && !f.endsWith("/en.js"))).toEqual([]);
     expect(bundle.warnings).toEqual([]);
-    // Measured 750 KiB raw / 228 KiB gzipped.
+    // Measured 766 KiB raw / 235 KiB gzipped (README, "Size and cost").
     expect(bundle.gzipBytes).toBeLessThan(260 * 1024);
   });
 
-  it("the same Worker with mcp() holds the MCP SDK and answers for it in size", { timeout: 120_000 }, async () => {
+  it("the same Worker with mcp() holds the MCP SDK; the README states both sizes within 5 %", { timeout: 120_000 }, async () => {
     const [without, withMcp] = [await buildWorkerBundle("recipe"), await buildWorkerBundle("recipe+mcp")];
     expect(withMcp.contributors.map(([n]) => n)).toContain("@modelcontextprotocol/sdk");
     expect(withMcp.inputs.some((f) => f.endsWith("src/http/mcp/index.ts"))).toBe(true);
     expect(withMcp.rawBytes - without.rawBytes).toBeGreaterThan(100 * 1024);
+    // The README's figures come from `npx tsx bench/worker-bundle.ts --update-readme`; rerun it when this fails.
+    const stated = statedSizes(readFigureBlock("worker-bundle"));
+    expect(stated).toHaveLength(2);
+    for (const [i, measured] of [without, withMcp].entries()) {
+      for (const key of ["rawBytes", "gzipBytes"] as const) {
+        expect(Math.abs(stated[i]![key] - measured[key]) / measured[key], `README ${key} of ${i ? "recipe+mcp" : "recipe"}: stated ${stated[i]![key]}, measured ${measured[key]}`).toBeLessThanOrEqual(0.05);
+      }
+    }
   });
 });
