@@ -8,12 +8,12 @@
  * EDDA_PUBLIC_URL. Migrate the database first: `DATABASE_URL=... npx edda-edge migrate`.
  */
 import { createDenoApp } from "../src/platform/deno.ts";
-import { workflows } from "./workflows/index.ts";
+import { webhooks, workflows } from "./workflows/index.ts";
 import { mcp } from "../src/mcp.ts";
 
 const useKv = typeof Deno.openKv === "function" && Deno.env.get("EDDA_KV") !== "off";
 const kv = useKv ? await Deno.openKv(Deno.env.get("EDDA_KV_PATH")) : undefined;
-const app = createDenoApp({ workflows, mcp: mcp(), ...(kv ? { kv } : {}) });
+const app = createDenoApp({ workflows, webhooks, mcp: mcp(), ...(kv ? { kv } : {}) });
 
 // Deno Deploy registers cron jobs and the queue listener only from the module's top level, before the server starts.
 Deno.cron("edda-sweep", "* * * * *", async () => {

@@ -3,11 +3,11 @@
  * is unset; Postgres otherwise. PORT defaults to 8787.
  */
 import { serveNode } from "../src/platform/node.ts";
-import { workflows } from "./workflows/index.ts";
+import { webhooks, workflows } from "./workflows/index.ts";
 import { mcp } from "../src/mcp.ts";
 import { ConfigurationError } from "../src/core/errors.ts";
 
-const node = await serveNode({ workflows, mcp: mcp() }).catch((err: unknown) => {
+const node = await serveNode({ workflows, webhooks, mcp: mcp() }).catch((err: unknown) => {
   // A setting to fix (a taken port, an unauthenticated public bind) is one line, not a stack.
   if (!(err instanceof ConfigurationError)) throw err;
   console.error(`edda-edge: ${err.message}`);

@@ -6,7 +6,7 @@
  * It imports only edge-safe modules: no PGlite, no Node adapter.
  */
 import { createWorker } from "../src/platform/cloudflare.ts";
-import { workflows } from "./workflows/index.ts";
+import { webhooks, workflows } from "./workflows/index.ts";
 import { mcp } from "../src/mcp.ts";
 
-export default createWorker({ workflows, mcp: mcp() });
+export default createWorker({ workflows, webhooks, mcp: mcp() });

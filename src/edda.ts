@@ -12,6 +12,7 @@ import { ActivityRegistry } from "./core/registry.ts";
 import type { Context } from "hono";
 import type { Hono } from "hono";
 import type { Workflow } from "./core/definitions.ts";
+import { webhookSecretVariable, type Webhook } from "./core/webhooks.ts";
 import type { RetryPolicy } from "./core/retry.ts";
 import type { ErrorClass } from "./core/serialization.ts";
 import { checkScheduledInputs } from "./engine/schedules.ts";
@@ -102,6 +103,13 @@ export interface EddaOptions {
    * address with the bound port); read when a request arrives.
    */
   allowedHosts?: readonly string[];
+  /** Declared webhook sources (`webhook("stripe", { verify: stripeVerifier() })`), served at POST /webhooks/:name. */
+  webhooks?: Webhook[];
+  /**
+   * Each webhook's signing secrets by name; every one listed is accepted (rotation).
+   * The platform adapters fill it from EDDA_WEBHOOK_<NAME>_SECRET (comma-separated).
+   */
+  webhookSecrets?: Record<string, string | string[]>;
 }
 
 export interface StartResult {
@@ -203,6 +211,16 @@ function executionCtxOf(c: Context): ExecutionContextLike | undefined {
   }
 }
 
+function checkWebhooks(list: Webhook[]): Webhook[] {
+  const seen = new Set<string>();
+  for (const w of list) {
+    if (typeof w?.name !== "string" || typeof w.verify?.verify !== "function") throw new TypeError("webhooks: each entry must come from webhook(name, { verify })");
+    if (seen.has(w.name)) throw new TypeError(`webhooks: "${w.name}" is declared twice (${webhookSecretVariable(w.name)} would sign both)`);
+    seen.add(w.name);
+  }
+  return list;
+}
+
 export function createEdda(opts: EddaOptions): Edda {
   checkScheduledInputs(opts.workflows);
   // `mcp: true` or a list was the option before MCP moved to its own entry: the error says how to write it now.
@@ -212,6 +230,8 @@ export function createEdda(opts: EddaOptions): Edda {
     const list = value === undefined ? [] : Array.isArray(value) ? value : [value];
     if (list.some((t) => typeof t !== "string" || t.trim() === "")) throw new ConfigurationError(`${name} must be a non-empty string: an empty token would turn authentication off`, name === "apiToken" ? "EDDA_API_TOKEN" : "EDDA_EVENTS_TOKEN");
   }
+  const webhooks = checkWebhooks(opts.webhooks ?? []);
+  const webhookSecrets = new Map(Object.entries(opts.webhookSecrets ?? {}).map(([name, v]) => [name, (Array.isArray(v) ? v : [v]).filter((s) => typeof s === "string" && s !== "")]));
   const tokens = opts.apiToken === undefined ? undefined : Array.isArray(opts.apiToken) ? opts.apiToken : [opts.apiToken];
   const eventTokens = opts.eventsToken === undefined ? undefined : Array.isArray(opts.eventsToken) ? opts.eventsToken : [opts.eventsToken];
   const outbox: OutboxOptions = { ...opts.outbox, ...(opts.brokerUrl ? { brokerUrl: opts.brokerUrl } : {}) };
@@ -274,6 +294,7 @@ export function createEdda(opts: EddaOptions): Edda {
     ...(opts.routes ? { extend: opts.routes } : {}),
     ...(opts.mcp ? { mcp: opts.mcp } : {}),
     allowedHosts: () => opts.allowedHosts ?? [],
+    ...(webhooks.length ? { webhooks: () => webhooks, webhookSecrets: (name: string) => webhookSecrets.get(name) } : {}),
   });
 
   // One scope per request: every step of a batch, every CloudEvent of a batch and the outbox share its budget.

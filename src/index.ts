@@ -46,6 +46,9 @@ export { subscribe, unsubscribe, publish, sendTo, joinGroup, leaveGroup, publish
 export type { PublishOptions, Publisher } from "./engine/messaging.ts";
 export { sendEvent, sendEventTransactional } from "./engine/events.ts";
 export type { OutgoingEvent } from "./engine/events.ts";
+export { webhook, stripeVerifier, githubVerifier, standardWebhooksVerifier, hmacVerifier } from "./core/webhooks.ts";
+export type { Webhook, WebhookEvent, WebhookOptions, WebhookRequest, WebhookVerifier, HmacVerifierOptions, ToleranceOptions, HmacAlgorithm, HmacScheme, SignatureEncoding } from "./core/webhooks.ts";
+export type { RawDelivery, SignatureCheck } from "./core/webhook-signatures.ts";
 
 export { createEdda } from "./edda.ts";
 export type { Edda, EddaOptions, DispatcherOption, ExecutionContextLike, StartResult, InstancePage } from "./edda.ts";

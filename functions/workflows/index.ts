@@ -16,5 +16,10 @@ import { paymentWait } from "./payment-wait.ts";
 import { pipeline } from "./pipeline.ts";
 import { reminder } from "./reminder.ts";
 import { sendInvoice } from "./send-invoice.ts";
+import { stripeCheckout } from "./stripe-checkout.ts";
+import { stripeVerifier, webhook } from "../../src/index.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy, exportReport, sendInvoice];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy, exportReport, sendInvoice, stripeCheckout];
+
+/** The webhook sources every entry point serves: POST /webhooks/stripe, verified with EDDA_WEBHOOK_STRIPE_SECRET. */
+export const webhooks = [webhook("stripe", { verify: stripeVerifier() })];

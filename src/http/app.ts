@@ -21,6 +21,8 @@ import { scheduleRoutes } from "./schedules.ts";
 import { resultRoutes } from "./results.ts";
 import { instanceTransition, operationRoutes } from "./operations.ts";
 import { outboxRoutes } from "./outbox.ts";
+import { webhookRoutes } from "./webhooks.ts";
+import type { Webhook } from "../core/webhooks.ts";
 import { instanceNotFound, onError, problem, sqlStateOf } from "./problem.ts";
 import { instanceIdParam, instancePage, instanceView, started } from "./schemas.ts";
 import { parse, surfaceParts, type ApiSurface, type RouteHelpers } from "./routes.ts";
@@ -44,6 +46,10 @@ export interface AppOptions {
   mcp?: ApiSurface;
   /** Configured Host values (guards.ts): open mode serves only these and loopback names; browser origins are checked against them. */
   allowedHosts?: AllowedHosts;
+  /** Declared webhook sources, served at POST /webhooks/:name (authenticated by their signatures). */
+  webhooks?: () => readonly Webhook[];
+  /** A webhook's configured secrets (EDDA_WEBHOOK_<NAME>_SECRET). */
+  webhookSecrets?: (name: string) => readonly string[] | undefined;
 }
 
 const startBody = (input: z.ZodType = z.unknown()) =>
@@ -191,6 +197,8 @@ export function createApp(opts: AppOptions): Hono {
   // Public API.
   const api = new Hono();
   const helpers: RouteHelpers = { engine, scope, parse, hosts };
+  // Before the API's bearer auth: a webhook sender signs its deliveries instead.
+  if (opts.webhooks) webhookRoutes(app, helpers, { webhooks: opts.webhooks, secrets: opts.webhookSecrets ?? (() => undefined) });
   const isIngestion = (c: Context) => c.req.method === "POST" && ["/", "/events"].includes(new URL(c.req.url).pathname);
   api.use("*", bearerAuth({ apiTokens: opts.apiTokens, ...(opts.eventsTokens ? { eventsTokens: opts.eventsTokens } : {}), isIngestion, eventsTokenTargeting: opts.eventsTokenTargeting === true }));
   api.use("*", jsonWritesOnly(isIngestion));

@@ -37,7 +37,7 @@ interface PreparedEvent {
   input: unknown;
 }
 
-interface IngestResult {
+export interface IngestResult {
   id: string;
   duplicate: boolean;
   messageId?: string;
@@ -123,6 +123,15 @@ async function ingestIn(tx: TxStorage, engine: Engine, byKey: PreparedEvent[], b
     for (const { p, instanceId } of started) engine.afterStart(p.handler!, instanceId, p.input, scope);
   });
   return results;
+}
+
+/**
+ * Events from another front door (a verified webhook delivery) into the same
+ * ingestion: validated as CloudEvents, then stored in one transaction.
+ * An InvalidCloudEventError (400) when an event is not acceptable.
+ */
+export async function ingestCloudEvents(engine: Engine, events: CloudEventRecord[], scope: DispatchScope | undefined): Promise<IngestResult[]> {
+  return ingest(engine, events.map((e) => prepare(engine, e)), scope);
 }
 
 // Not z.record: it drops a `__proto__` key, and metadata round-trips unchanged.

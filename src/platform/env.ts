@@ -72,6 +72,8 @@ export interface EddaConfig {
   handoffLeaseSeconds: number | undefined;
   /** EDDA_RETENTION_DAYS: how long finished instances, channel messages and CloudEvent dedupe rows are kept (default 7). */
   retention: { finishedInstancesSeconds: number; channelMessagesSeconds: number; cloudEventDedupeSeconds: number } | undefined;
+  /** EDDA_WEBHOOK_<NAME>_SECRET, by webhook name (`stripe`), each a comma-separated list (rotation: all are accepted). */
+  webhookSecrets: Record<string, string[]> | undefined;
 }
 
 const str = (v: unknown) => (typeof v === "string" && v.trim() !== "" ? v.trim() : undefined);
@@ -122,6 +124,21 @@ export function configuredHosts(allowedHosts: string | undefined, publicUrl: str
   return out;
 }
 
+const WEBHOOK_SECRET = /^EDDA_WEBHOOK_([A-Z][A-Z0-9_]*)_SECRET$/;
+
+/** Every EDDA_WEBHOOK_<NAME>_SECRET; set-but-empty is a mistake, like a blank token. */
+function webhookSecrets(env: EddaEnv): Record<string, string[]> | undefined {
+  const out: Record<string, string[]> = {};
+  for (const key of Object.keys(env)) {
+    const m = WEBHOOK_SECRET.exec(key);
+    if (!m) continue;
+    const list = String(token(env, key)).split(",").map((s) => s.trim()).filter(Boolean);
+    if (list.length === 0) throw new ConfigurationError(`${key} holds no secret: give it one (or several, comma-separated), or remove it`, key);
+    out[m[1]!.toLowerCase()] = list;
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
 export function readConfig(env: EddaEnv): EddaConfig {
   const driver = str(env.DATABASE_DRIVER) ?? "postgres-js";
   if (driver !== "postgres-js" && driver !== "neon-serverless") {
@@ -148,6 +165,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     leaseSeconds: num(env, "EDDA_LEASE_SECONDS"),
     handoffLeaseSeconds: num(env, "EDDA_HANDOFF_LEASE_SECONDS"),
     retention: retentionDays(env),
+    webhookSecrets: webhookSecrets(env),
   };
 }
 
@@ -166,7 +184,7 @@ export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError |
 /** The app options an environment variable can supply (the adapters build the dispatcher and the sweep themselves). */
 export type EnvOptions = Pick<
   EddaOptions,
-  "serviceName" | "secret" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts"
+  "serviceName" | "secret" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets"
 >;
 
 /** Each option the environment supplies, from the parsed configuration. */
@@ -183,6 +201,7 @@ function envOptions(config: EddaConfig): EnvOptions {
     retention: config.retention,
     subrequestLimit: config.subrequestLimit,
     allowedHosts: config.allowedHosts.length ? config.allowedHosts : undefined,
+    webhookSecrets: config.webhookSecrets,
   };
 }
 
