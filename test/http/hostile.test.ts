@@ -9,13 +9,15 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sign } from "../../src/core/signature.ts";
-import { activity, workflow } from "../../src/index.ts";
+import { createHmac } from "node:crypto";
+import { activity, hmacVerifier, webhook, workflow } from "../../src/index.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { orderSaga } from "../../functions/workflows/order-saga.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 
 const TOKEN = "hostile-token";
 const SECRET = "test-secret";
+const HOOK_SECRET = "hook-secret";
 
 // Cheap workflows only: an accepted request must settle in milliseconds.
 const echoStep = activity("hostile_echo_step", async (_ctx, v: unknown) => v);
@@ -41,7 +43,14 @@ async function settle(): Promise<void> {
 
 beforeAll(async () => {
   const database = await openTestDatabase("pglite", "hostile");
-  t = makeTestApp(database, { workflows: [orderSaga, echo, typed, onEvent], apiToken: TOKEN, secret: SECRET });
+  t = makeTestApp(database, {
+    workflows: [orderSaga, echo, typed, onEvent],
+    apiToken: TOKEN,
+    secret: SECRET,
+    // POST /webhooks/h_hook: signed by an HMAC over "<timestamp>.<body>", so stale and forged signatures are exercised too
+    webhooks: [webhook("h_hook", { verify: hmacVerifier({ header: "x-h-signature", timestampHeader: "x-h-timestamp" }) })],
+    webhookSecrets: { h_hook: HOOK_SECRET },
+  });
   const tables = await queryRows<{ table_name: string }>(
     database.db,
     sql`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY 1`,
@@ -119,6 +128,8 @@ const ROUTES: { method: string; path: (s: string) => string }[] = [
   { method: "POST", path: () => "/_edda/sweep" },
   { method: "GET", path: () => "/healthz" },
   { method: "GET", path: () => "/readyz" },
+  { method: "POST", path: () => "/webhooks/h_hook" },
+  { method: "POST", path: (s) => `/webhooks/${s}` },
 ];
 const route = fc.constantFrom(...ROUTES);
 
@@ -158,9 +169,27 @@ const ceHeaders = fc.record(
 const auth = fc.oneof({ weight: 6, arbitrary: fc.constant(`Bearer ${TOKEN}`) }, { weight: 1, arbitrary: fc.constantFrom("Bearer wrong", "Basic abc", `bearer  ${TOKEN} `, "") }, { weight: 1, arbitrary: ascii(40) });
 const signing = fc.constantFrom("none", "valid", "valid", "garbage", "wrong-secret", "stale");
 
+/** A webhook delivery's signature as its sender would make it (or forge it). */
+function webhookHeaders(kind: string, payload: string, now: number): Record<string, string> {
+  const mac = (secret: string, ts: number) => ({ "x-h-timestamp": String(ts), "x-h-signature": createHmac("sha256", secret).update(`${ts}.${payload}`).digest("hex") });
+  switch (kind) {
+    case "valid":
+      return mac(HOOK_SECRET, now);
+    case "wrong-secret":
+      return mac("not-the-secret", now);
+    case "stale":
+      return mac(HOOK_SECRET, now - 3600);
+    case "garbage":
+      return { "x-h-timestamp": String(now), "x-h-signature": "0".repeat(64) };
+    default:
+      return {};
+  }
+}
+
 async function signatureHeaders(kind: string, path: string, payload: string): Promise<Record<string, string>> {
   const request = { method: "POST", path, body: payload };
   const now = Math.floor(Date.now() / 1000);
+  if (path.startsWith("/webhooks/")) return webhookHeaders(kind, payload, now);
   switch (kind) {
     case "valid":
       return sign(SECRET, request);

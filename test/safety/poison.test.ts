@@ -16,10 +16,11 @@
 //     received messages), and no instance is left runnable: everything is at
 //     rest (finished, waiting, or set aside as quarantined, visibly).
 // On real Postgres. POISON_RUNS=200 npx vitest run test/safety/poison.test.ts for a long run.
+import { createHmac } from "node:crypto";
 import fc from "fast-check";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { activity, publish, sendEvent, sendTo, subscribe, receive, waitEvent, waitMessage, workflow } from "../../src/index.ts";
+import { activity, hmacVerifier, publish, sendEvent, sendTo, subscribe, receive, waitEvent, waitMessage, webhook, workflow } from "../../src/index.ts";
 import { sign } from "../../src/core/signature.ts";
 import type { SweepReport } from "../../src/engine/sweeper.ts";
 import { endpointsOf } from "../../src/http/openapi.ts";
@@ -147,6 +148,9 @@ beforeAll(async () => {
     apiToken: TOKEN,
     // MCP on, so /mcp is one of the routes under attack too
     mcp: mcp(),
+    // a declared webhook, so POST /webhooks/:name is under attack too (signed and unsigned)
+    webhooks: [webhook("p_hook", { verify: hmacVerifier({ header: "x-p-signature" }) })],
+    webhookSecrets: { p_hook: "p-hook-secret" },
     quarantineAfterFailures: 3,
     // The outbox relays to this very app's ingestion: hostile events make the full round.
     brokerUrl: "http://edda.test/events",
@@ -234,6 +238,17 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "POST /": ({ r, v0 }) => [
     req("binary event", "/", { raw: JSON.stringify(v0), headers: { "content-type": "application/json", "ce-specversion": "1.0", "ce-type": "p.order", "ce-source": "/poison-bin", "ce-id": `hbin-${r}` } }),
   ],
+  "POST /webhooks/{name}": ({ r, v0, v1, n0, n1 }) => {
+    const hook = (what: string, raw: string, secret = "p-hook-secret", name = "p_hook") =>
+      req(what, `/webhooks/${name}`, { raw, headers: { "content-type": "application/json", "x-p-signature": createHmac("sha256", secret).update(raw).digest("hex") } });
+    return [
+      hook("valid webhook", JSON.stringify({ type: `hook.${r}`, data: { ok: r } })),
+      hook("webhook data", text(v0)),
+      hook("webhook wrong secret", text(v1), "not-the-secret"),
+      hook("webhook unknown name", text(v1), "p-hook-secret", seg(n0)),
+      req("webhook unsigned", "/webhooks/p_hook", { raw: text(v1), headers: { "x-p-signature": text(n1).replace(/[^\x21-\x7e]/g, "") || "x" } }),
+    ];
+  },
   "GET /instances/{id}": ({ n0, n1 }) => [req("get instance", `/instances/${seg(n0)}?history=${seg(n1)}`)],
   "GET /instances": ({ n0, n1, n2, n3 }) => [
     req("list", `/instances?status=${seg(n1)}&workflow=${seg(n2)}&cursor=${seg(n3)}&limit=${seg(n0)}`),
@@ -329,7 +344,8 @@ it("hostile values in every slot, while valid traffic flows: valid work complete
         for (const what of ["valid schedules", "valid dead letters", "ui list"]) expect(outcomes.get(what)!.status, what).toBe(200);
         expect(outcomes.get("sweep")!.status).toBe(200);
         expect((outcomes.get("sweep")!.body as SweepReport).failures).toEqual([]);
-        for (const what of ["step unsigned", "sweep unsigned"]) expect(outcomes.get(what)!.status, what).toBe(401);
+        for (const what of ["step unsigned", "sweep unsigned", "webhook unsigned", "webhook wrong secret"]) expect(outcomes.get(what)!.status, what).toBe(401);
+        expect(outcomes.get("valid webhook")!.status).toBe(202);
 
         // hostile values through the code paths: publish, sendTo (in a workflow), sendEvent (to this app)
         await inCode("edda.publish", () => t.edda.publish(n0, v3, { metadata: { m: v2 } }));
