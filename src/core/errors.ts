@@ -185,3 +185,16 @@ export const BUILTIN_ERRORS: Record<string, new (message: string) => Error> = {
     }
   },
 };
+
+/**
+ * A name stored in a text column (channel, group, event type, target id…):
+ * 1–`max` characters and no NUL, which Postgres text cannot hold. Checked at
+ * the call, so a bad name is a ValidationError there — never a database error
+ * raised later inside a step, where it would look transient and be retried.
+ */
+export function checkStoredName(what: string, value: unknown, max = 255): asserts value is string {
+  if (typeof value !== "string" || value.length === 0 || value.length > max) {
+    throw new ValidationError(`${what} must be a non-empty string of at most ${max} characters`, [{ path: [what], message: `1–${max} characters` }]);
+  }
+  if (value.includes("\u0000")) throw new ValidationError(`${what} must not contain a NUL character (U+0000)`, [{ path: [what], message: "contains U+0000" }]);
+}

@@ -7,7 +7,7 @@
  */
 import type { z } from "zod";
 import type { WorkflowContext } from "./context.ts";
-import { EventTimeoutError, MessageTimeoutError, ValidationError } from "./errors.ts";
+import { checkStoredName, EventTimeoutError, MessageTimeoutError, ValidationError } from "./errors.ts";
 import { encodeIdPart } from "./ids.ts";
 import { normalizeMatch, type EventMatch, type MatchDocument } from "./match.ts";
 import { EV, type ChannelMode, type HistoryEvent } from "./model.ts";
@@ -51,7 +51,7 @@ export interface RecordedMessage {
 }
 
 export function checkChannel(channel: string) {
-  if (typeof channel !== "string" || channel.length === 0 || channel.length > 255) throw new TypeError("channel must be a non-empty string of at most 255 characters");
+  checkStoredName("channel", channel);
 }
 
 function checkTimeout(t: number | undefined) {

@@ -9,7 +9,7 @@
  * (`Uses<…>`) and none of which imports this file.
  */
 import type { Workflow } from "../core/definitions.ts";
-import { ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
+import { checkStoredName, ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
 import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import { fromJson, historyDataView, toStoredJson, toStoredPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
@@ -167,9 +167,8 @@ export class Engine implements StepRunner, EngineParts {
   /** Publish a message from outside any workflow; subscribers wake after the commit. */
   async publish(channel: string, data: unknown, opts: { metadata?: Record<string, unknown>; targetInstanceId?: string } = {}, scope?: DispatchScope): Promise<string> {
     // Checked here, not only by the routes: a name the column cannot hold must be a typed error, never a database error.
-    for (const [path, v] of [["channel", channel], ["targetInstanceId", opts.targetInstanceId ?? "x"]] as const) {
-      if (typeof v !== "string" || v.length === 0 || v.length > 255) throw new ValidationError(`${path} must be 1–255 characters`, [{ path: [path], message: "1–255 characters" }]);
-    }
+    checkStoredName("channel", channel);
+    if (opts.targetInstanceId !== undefined) checkStoredName("targetInstanceId", opts.targetInstanceId);
     const msg = await this.storage.publishMessage({
       channel,
       data: toStoredPayload(data, `message data on channel "${channel}"`),

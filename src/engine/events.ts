@@ -8,7 +8,7 @@
  */
 import type { ActivityContext } from "../core/context.ts";
 import { outgoingEvent, SPEC_VERSION, type CloudEventRecord } from "../core/cloudevent.ts";
-import { InvalidCloudEventError } from "../core/errors.ts";
+import { checkStoredName, InvalidCloudEventError } from "../core/errors.ts";
 import { toJson, toStoredPayload } from "../core/serialization.ts";
 import { activityInternalsOf } from "./execute.ts";
 import { postEvent, structuredMessage } from "./outbox.ts";
@@ -68,6 +68,8 @@ export async function sendEvent(event: OutgoingEvent, opts: { brokerUrl: string;
 /** Write the event to the outbox in the activity's transaction; relayed after commit. */
 export async function sendEventTransactional(ctx: ActivityContext, event: OutgoingEvent): Promise<string> {
   const rt = activityInternalsOf(ctx);
+  checkStoredName("event type", event.type);
+  if (event.id !== undefined) checkStoredName("event id", event.id);
   const seq = (outboxCounters.get(ctx) ?? 0) + 1;
   const id = event.id ?? `${ctx.idempotencyKey}:${seq}`;
   // The distributed-tracing extension: the consumer's work joins this run's trace (unless the caller set one).

@@ -8,6 +8,7 @@
  * directly. Subscribers are woken only after the publishing transaction
  * commits — never after a rollback.
  */
+import { checkStoredName } from "../core/errors.ts";
 import { activity, type Activity } from "../core/definitions.ts";
 import type { ActivityContext, WorkflowContext } from "../core/context.ts";
 import { encodeIdPart } from "../core/ids.ts";
@@ -67,9 +68,7 @@ function builtin<A extends unknown[], R>(ctx: WorkflowContext, def: Activity<A, 
   return callActivityAt(ctx, def, args, operationId(ctx, `${op}_${encodeIdPart(text)}`));
 }
 
-function checkName(what: string, v: string) {
-  if (typeof v !== "string" || v.length === 0 || v.length > 255) throw new TypeError(`${what} must be a non-empty string of at most 255 characters`);
-}
+const checkName = (what: string, v: string) => checkStoredName(what, v);
 
 const isActivityCtx = isActivityContext;
 

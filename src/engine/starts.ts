@@ -7,7 +7,7 @@
  * included.
  */
 import type { Workflow } from "../core/definitions.ts";
-import { ValidationError } from "../core/errors.ts";
+import { ConflictError, ValidationError } from "../core/errors.ts";
 import type { InstanceStatus } from "../core/model.ts";
 import { toStoredJson } from "../core/serialization.ts";
 import type { Storage } from "../storage/types.ts";
@@ -78,6 +78,8 @@ export async function createValidated(
   // Flow control admits (or collapses) the start under its keys' locks, in the creating transaction (flow-control.ts).
   if (keys) return { ...(await createControlled(storage, wf, keys, inputData, link !== undefined, create)), traceContext };
   const { created, instance } = await create(storage);
+  // The id is another workflow's: a conflict, never that other instance passed off as this start's.
+  if (!created && instance.workflowName !== wf.workflowName) throw new ConflictError(`instance "${instanceId}" already exists and belongs to workflow "${instance.workflowName}", not "${wf.workflowName}"`);
   return { instanceId: instance.instanceId, status: instance.status, created, traceContext };
 }
 

@@ -90,7 +90,7 @@ const { value: hostileValue } = fc.letrec<{ value: unknown }>((tie) => ({
 }));
 const hostileName = fc.oneof(
   fc.string({ maxLength: 30 }),
-  fc.constantFrom("__proto__", "constructor", "$bytes", "..", "a/b", "a#b", "a:b", "a%2Fb", "é", "😀", "\ud800", "x".repeat(300), " ", "p-reply", "p-feed"),
+  fc.constantFrom("__proto__", "constructor", "$bytes", "..", "a/b", "a#b", "a:b", "a%2Fb", "é", "😀", "\ud800", "x\u0000y", "\u0000", "x".repeat(300), " ", "p-reply", "p-feed"),
 );
 
 // --- the invariants of every response -----------------------------------------------------

@@ -18,6 +18,7 @@ import { ChannelPage, ChannelsPage } from "./channels.tsx";
 import { inputFields, readInput, StartForm } from "./forms.tsx";
 import { InstancePage, TIMELINE_PAGE, type InstancePageProps } from "./instance.tsx";
 import { formatSize, Oversized, PARSE_MAX_CHARS } from "./format.ts";
+import { isDataException } from "../problem.ts";
 import { toView, type InstanceView } from "../../engine/views.ts";
 import type { InstanceRecord } from "../../storage/types.ts";
 import { Page, Problem } from "./layout.tsx";
@@ -115,6 +116,8 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     if (err instanceof ValidationError) return errorPage(c, 422, err.message, err.issues as never);
     if (err instanceof InvalidArgumentError) return errorPage(c, 400, err.message);
     if (err instanceof ConflictError) return errorPage(c, 409, err.message);
+    // A value Postgres refuses (a NUL in an id from the URL): the client's input, as on the API.
+    if (isDataException(err)) return errorPage(c, 400, "a value in the request is not acceptable");
     console.error("edda: viewer error", err);
     return errorPage(c, 500, "internal error");
   });

@@ -29,19 +29,22 @@ export interface ListParams {
 }
 
 /** Query parameters → list params; unknown values are dropped rather than refused (it is a page, not an API). */
+/** Postgres text cannot hold a NUL, so a filter value is read without one (the query would fail, not match). */
+const noNul = (v: string | undefined) => (v ?? "").replaceAll("\u0000", "");
+
 export function readListParams(query: Record<string, string>): ListParams {
   const status = (query.status ?? "")
     .split(",")
     .filter((s): s is InstanceStatus => (INSTANCE_STATUSES as readonly string[]).includes(s));
   return {
     status,
-    workflow: (query.workflow ?? "").slice(0, 255),
-    q: (query.q ?? "").slice(0, 200),
+    workflow: noNul(query.workflow).slice(0, 255),
+    q: noNul(query.q).slice(0, 200),
     // own keys only: `__proto__` or `constructor` must not pick up Object.prototype as a range
     range: query.range && Object.hasOwn(RANGES, query.range) ? query.range : "",
     from: validLocal(query.from),
     to: validLocal(query.to),
-    cursor: (query.cursor ?? "").slice(0, 1000),
+    cursor: noNul(query.cursor).slice(0, 1000),
   };
 }
 
