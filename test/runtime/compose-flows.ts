@@ -5,6 +5,7 @@
 // handler, Deno.cron). Shared by worker-queue.test.ts and deno.test.ts, on
 // the wrangler / Deno process those files already run.
 import { sql } from "drizzle-orm";
+import Stripe from "stripe";
 import { expect, it } from "vitest";
 import { workflows } from "../../functions/workflows/index.ts";
 import { createEdda } from "../../src/edda.ts";
@@ -12,6 +13,9 @@ import { LocalDispatcher } from "../../src/engine/dispatcher.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { api, waitForStatus } from "./processes.ts";
+
+/** EDDA_WEBHOOK_STRIPE_SECRET of the platform processes that run these flows. */
+export const STRIPE_WEBHOOK_SECRET = "whsec_runtime_flows";
 
 export interface ComposePlatform {
   /** Prefix of the instance ids this file creates. */
@@ -71,6 +75,23 @@ export function composeFlows(p: ComposePlatform) {
     expect((await waitForStatus(p.base(), a, ["waiting_for_message", "completed", "failed"])).status).toBe("waiting_for_message");
     await sendPayment(`${a}-evt`, `${a}-order`, 7);
     expect((await waitForStatus(p.base(), a, ["completed", "failed"])).output).toEqual({ orderId: `${a}-order`, amount: 7 });
+    await check();
+  });
+
+  it("stripe_checkout: a Stripe-signed delivery to /webhooks/stripe wakes the order's wait, verified on the platform's Web Crypto; a tampered one is a 401", { timeout: 40_000 }, async () => {
+    const check = await p.transport();
+    const id = `${p.prefix}-stripe`;
+    await start("stripe_checkout", { orderId: `${id}-order` }, id);
+    await waitForStatus(p.base(), id, ["waiting_for_message"]);
+    const payload = JSON.stringify({ id: `evt_${id}`, object: "event", type: "checkout.session.completed", data: { object: { id: `cs_${id}`, metadata: { orderId: `${id}-order` } } } });
+    const deliver = (body: string) =>
+      fetch(`${p.base()}/webhooks/stripe`, { method: "POST", headers: { "content-type": "application/json", "stripe-signature": new Stripe("sk_test_unused").webhooks.generateTestHeaderString({ payload, secret: STRIPE_WEBHOOK_SECRET }) }, body });
+    const forged = await deliver(payload.replace(`${id}-order`, "someone-else"));
+    expect(forged.status).toBe(401);
+    await forged.text();
+    const res = await deliver(payload);
+    expect(res.status, await res.text()).toBe(202);
+    expect((await waitForStatus(p.base(), id, ["completed", "failed"])).output).toEqual({ paid: true, sessionId: `cs_${id}` });
     await check();
   });
 

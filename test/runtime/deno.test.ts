@@ -21,7 +21,7 @@ import { queryRows, type Database } from "../../src/storage/database.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { migrate } from "../../src/storage/migrate.ts";
 import { freshDatabase } from "../support/db.ts";
-import { checkSweepWork, composeFlows, prepareSweepWork } from "./compose-flows.ts";
+import { checkSweepWork, composeFlows, prepareSweepWork, STRIPE_WEBHOOK_SECRET } from "./compose-flows.ts";
 import { api, ROOT, startDeno, waitForStatus, type Server } from "./processes.ts";
 
 let deno: Server;
@@ -37,7 +37,7 @@ beforeAll(async () => {
   db = createPostgresJsDatabase({ url, max: 1 });
   await migrate(db.db);
   kvDir = await mkdtemp(join(tmpdir(), "edda-deno-kv-"));
-  env = { DATABASE_URL: url, EDDA_SECRET: "deno-secret", EDDA_ALLOW_UNAUTHENTICATED: "1", EDDA_KV_PATH: join(kvDir, "kv.sqlite3"), EDDA_LEASE_SECONDS: "3", EDDA_HANDOFF_LEASE_SECONDS: "3" };
+  env = { DATABASE_URL: url, EDDA_SECRET: "deno-secret", EDDA_WEBHOOK_STRIPE_SECRET: STRIPE_WEBHOOK_SECRET, EDDA_ALLOW_UNAUTHENTICATED: "1", EDDA_KV_PATH: join(kvDir, "kv.sqlite3"), EDDA_LEASE_SECONDS: "3", EDDA_HANDOFF_LEASE_SECONDS: "3" };
   deno = await startDeno(env);
   // Prepared first, so Deno.cron's next minute comes while the flows below run.
   ({ orphan } = await prepareSweepWork(url, deno.url, db, "dn"));

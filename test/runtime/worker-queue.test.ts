@@ -16,7 +16,7 @@ import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.
 import { migrate } from "../../src/storage/migrate.ts";
 import { WORKERS_SUBREQUEST_BUDGET, type InvocationCounts as Counts } from "../../src/platform/cloudflare.ts";
 import { freshDatabase } from "../support/db.ts";
-import { checkSweepWork, composeFlows, prepareSweepWork } from "./compose-flows.ts";
+import { checkSweepWork, composeFlows, prepareSweepWork, STRIPE_WEBHOOK_SECRET } from "./compose-flows.ts";
 import { api, startWrangler, waitForStatus, type Server } from "./processes.ts";
 
 /** Workers Free: 50 subrequests per invocation; the database pool holds up to 5 of them (TCP connections). */
@@ -33,7 +33,7 @@ beforeAll(async () => {
   db = createPostgresJsDatabase({ url, max: 2 });
   await migrate(db.db);
   // Short leases: a step killed with wrangler is resumable 3 s later rather than 30 s / 5 min.
-  vars = { DATABASE_URL: url, EDDA_SECRET: "queue-secret", EDDA_ALLOW_UNAUTHENTICATED: "1", EDDA_LEASE_SECONDS: "3", EDDA_HANDOFF_LEASE_SECONDS: "3" };
+  vars = { DATABASE_URL: url, EDDA_SECRET: "queue-secret", EDDA_WEBHOOK_STRIPE_SECRET: STRIPE_WEBHOOK_SECRET, EDDA_ALLOW_UNAUTHENTICATED: "1", EDDA_LEASE_SECONDS: "3", EDDA_HANDOFF_LEASE_SECONDS: "3" };
   worker = await startWrangler(vars);
 }, 90_000);
 
