@@ -19,8 +19,13 @@
  * callback that ends after that, or fails because the connection went away,
  * is never handed back to postgres.js, so no COMMIT or ROLLBACK is sent for a
  * transaction the server already rolled back.
+ *
+ * Every statement's result is also made dense (postgres-js-rows.ts): after
+ * such a drop postgres.js can resolve the connection's next statement with
+ * its rows shifted up, the first ones missing.
  */
 import { inlineParameters } from "./postgres-js-inline.ts";
+import { denseResults } from "./postgres-js-rows.ts";
 
 type Client = ((...args: unknown[]) => unknown) & Record<string | symbol, unknown>;
 
@@ -123,7 +128,7 @@ export function createFencing(): Fencing {
     return new Proxy(client as unknown as Client, {
       apply(target, self, args) {
         if (tx?.over) return refused();
-        return Reflect.apply(target, self, args);
+        return denseResults(Reflect.apply(target, self, args));
       },
       get(target, key) {
         if (key === "unsafe") {
@@ -144,7 +149,7 @@ export function createFencing(): Fencing {
             const unsafe = target.unsafe as (...a: unknown[]) => unknown;
             // Inlined: still the extended protocol (postgres.js would use the simple one for a statement without
             // parameters), which refuses more than one command in a statement.
-            return inlined === null ? unsafe(q, p, { ...unsafeOpts, ...hook }) : unsafe(inlined, [], { ...unsafeOpts, simple: false, ...hook });
+            return denseResults(inlined === null ? unsafe(q, p, { ...unsafeOpts, ...hook }) : unsafe(inlined, [], { ...unsafeOpts, simple: false, ...hook }));
           };
         }
         if (key === "begin" || key === "savepoint") {

@@ -18,6 +18,8 @@
  *
  * Transactions are fenced (postgres-js-fence.ts): once a transaction's
  * connection dropped, its callback can no longer send statements anywhere.
+ * Results are kept dense (postgres-js-rows.ts): after a connection dropped
+ * mid-result, postgres.js would shift the next result's rows up.
  */
 import postgres from "postgres";
 import { drizzle } from "drizzle-orm/postgres-js";
