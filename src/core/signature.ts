@@ -2,10 +2,14 @@
  * HMAC-SHA256 request signatures for the internal routes (`/_edda/step`,
  * `/_edda/sweep`) and the follow-up requests the http dispatcher sends.
  * Web Crypto only, so it runs on Workers, Deno and Node alike. The MAC
- * covers the method, the path, the timestamp and the body (`v1`, one per
- * line), so a captured request cannot be replayed against another route (a
- * step request against /_edda/sweep) or with another body; verification is
- * constant-time and rejects timestamps outside the replay window (±300 s).
+ * covers the method, the path, the query string, the timestamp and the body
+ * (one per line), so a captured request cannot be replayed against another
+ * route (a step request against /_edda/sweep), with another query or with
+ * another body; verification is constant-time and rejects timestamps outside
+ * the window (±60 s). The host is not covered: platforms reach their own
+ * internal routes under names of their own (a service binding, a loopback),
+ * and which host answers does not change what the route does. Replays inside
+ * the window are harmless by design (docs/design.md "Security model").
  */
 export const SIGNATURE_HEADER = "x-edda-signature";
 export const TIMESTAMP_HEADER = "x-edda-timestamp";
@@ -26,15 +30,23 @@ function toHex(buf: ArrayBuffer): string {
   return Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** What a signature covers: the request's method, its URL path (no query) and its body. */
+/** What a signature covers: the request's method, its URL path, its query string (`?…`, or none) and its body. */
 export interface SignedRequest {
   method: string;
   path: string;
+  /** The URL's search part including `?` (`URL.search`); empty or absent for none. */
+  query?: string;
   body: string;
 }
 
-// A path never holds a newline (URLs percent-encode it), so the fields cannot run into each other.
-const signedString = (r: SignedRequest, ts: number) => `v1\n${r.method.toUpperCase()}\n${r.path}\n${ts}\n${r.body}`;
+// A path or query never holds a newline (URLs percent-encode it), so the fields cannot run into each other.
+// Without a query the string is the original v1 one, so senders that never use one are unchanged; with one
+// it is v2, which names it: a query appended to a captured request changes the MAC.
+const signedString = (r: SignedRequest, ts: number) =>
+  r.query ? `v2\n${r.method.toUpperCase()}\n${r.path}\n${r.query}\n${ts}\n${r.body}` : `v1\n${r.method.toUpperCase()}\n${r.path}\n${ts}\n${r.body}`;
+
+/** How far a signed request's timestamp may be from the receiver's clock, in seconds. */
+export const SIGNATURE_WINDOW_SECONDS = 60;
 
 export async function sign(secret: string, request: SignedRequest, timestampSeconds = Math.floor(Date.now() / 1000)) {
   const mac = await crypto.subtle.sign("HMAC", await hmacKey(secret), encoder.encode(signedString(request, timestampSeconds)));
@@ -53,7 +65,7 @@ export async function verify(
   request: SignedRequest,
   timestamp: string | null | undefined,
   signature: string | null | undefined,
-  windowSeconds = 300,
+  windowSeconds = SIGNATURE_WINDOW_SECONDS,
   nowSeconds = Math.floor(Date.now() / 1000),
 ): Promise<boolean> {
   if (!timestamp || !signature || !/^\d{1,12}$/.test(timestamp)) return false;

@@ -57,7 +57,7 @@ export function bearerAuth(opts: BearerAuthOptions): MiddlewareHandler {
   };
 }
 
-/** Verifies the signature over method, path, timestamp and raw body; the body stays readable downstream. */
+/** Verifies the signature over method, path, query, timestamp and raw body; the body stays readable downstream. */
 export function signedOnly(secret: () => string | undefined): MiddlewareHandler {
   return async (c, next) => {
     const key = secret();
@@ -67,7 +67,8 @@ export function signedOnly(secret: () => string | undefined): MiddlewareHandler 
       return problem(c, 401, "missing or invalid signature", "Unauthorized");
     }
     const body = await c.req.text();
-    const request = { method: c.req.method, path: new URL(c.req.url).pathname, body };
+    const url = new URL(c.req.url);
+    const request = { method: c.req.method, path: url.pathname, query: url.search, body };
     const ok = await verify(key, request, c.req.header(TIMESTAMP_HEADER), c.req.header(SIGNATURE_HEADER));
     if (!ok) return problem(c, 401, "missing or invalid signature", "Unauthorized");
     return next();
