@@ -39,8 +39,11 @@ export function referenceRoutes(app: Hono, api: Hono, opts: ReferenceOptions): v
   );
   app.get("/docs", (c) =>
     c.html(DOCS_PAGE, 200, {
-      "content-security-policy": "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'",
+      // No framing: the page holds a token typed into it, so no other site may overlay it (clickjacking).
+      "content-security-policy": "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+      "x-frame-options": "DENY",
       "x-content-type-options": "nosniff",
+      "referrer-policy": "same-origin",
     }),
   );
 }

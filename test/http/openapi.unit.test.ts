@@ -127,6 +127,12 @@ describe("/docs", () => {
     expect(html).not.toMatch(/<(script|link)[^>]+(src|href)=["']?(https?:)?\/\//i);
     expect(r.headers.get("content-security-policy")).toContain("connect-src 'self'");
   });
+
+  it("may not be framed by another site (it holds a typed-in token)", async () => {
+    const r = await t.edda.app.request("/docs");
+    expect(r.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
+    expect(r.headers.get("x-frame-options")).toBe("DENY");
+  });
 });
 
 it("is the same document whatever the app was asked first (built once per app)", () => {
