@@ -14,6 +14,7 @@
  * another), the invocation's subrequest budget and how many follow-up hops
  * led to it.
  */
+import { logError } from "../core/log.ts";
 import { SubrequestBudget } from "./budget.ts";
 
 export { SubrequestBudget };
@@ -156,13 +157,13 @@ export class LocalDispatcher implements Dispatcher {
   private pump(): void {
     while (this.running < this.concurrency && this.queue.length) {
       const q = this.queue.shift()!;
-      this.track(this.runOne(q.runner, q.req, q.scope), q.done);
+      this.track(this.runOne(q.runner, q.req, q.scope), q.done, q.req.instanceId);
     }
   }
 
-  private track(p: Promise<unknown>, done?: () => void): void {
+  private track(p: Promise<unknown>, done?: () => void, instanceId?: string): void {
     this.running++;
-    p.catch((err: unknown) => console.error("edda: step failed", err)).finally(() => {
+    p.catch((err: unknown) => logError("edda: step failed", err, { instance_id: instanceId })).finally(() => {
       this.running--;
       done?.();
       this.pump();

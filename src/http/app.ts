@@ -11,6 +11,7 @@ import type { Engine } from "../engine/engine.ts";
 import type { DispatchScope, StepRequest } from "../engine/dispatcher.ts";
 import { TRACEPARENT_PATTERN } from "../engine/tracing.ts";
 import { INSTANCE_STATUSES, type InstanceStatus } from "../core/model.ts";
+import { logError } from "../core/log.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
 import { jsonWritesOnly, openModeGuard, type AllowedHosts } from "./guards.ts";
 import { cloudEventRoutes } from "./cloudevents.ts";
@@ -171,7 +172,7 @@ export function createApp(opts: AppOptions): Hono {
       // work: the sender's invocation does not stay open for the chain behind it.
       const work = (async () => {
         for (const step of steps) await e.runStep(step, s);
-      })().catch((err: unknown) => console.error("edda: follow-up step failed (the sweeper will resume it)", err));
+      })().catch((err: unknown) => logError("edda: follow-up step failed (the sweeper will resume it)", err));
       s?.waitUntil?.(work);
       return c.json({ accepted: steps.length }, 202);
     },

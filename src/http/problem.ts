@@ -5,6 +5,7 @@
  */
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
+import { logError } from "../core/log.ts";
 import { ConfigurationError, ConflictError, InvalidArgumentError, NotFoundError, ValidationError } from "../core/errors.ts";
 
 export class BadRequestError extends Error {
@@ -59,10 +60,10 @@ export function onError(err: unknown, c: Context) {
   if (isDataException(err)) {
     // A request value Postgres refuses (a NUL byte, an impossible timestamp…) reached a
     // query unchecked: still the client's input, so a 400 — logged, since a check is missing.
-    console.warn("edda: request value refused by the database", err);
+    logError("edda: request value refused by the database", err, { method: c.req.method, path: new URL(c.req.url).pathname }, "warn");
     return problem(c, 400, "a value in the request is not acceptable", "BadRequest");
   }
-  console.error("edda: unhandled error in request", err);
+  logError("edda: unhandled error in request", err, { method: c.req.method, path: new URL(c.req.url).pathname });
   return problem(c, 500, "internal error", "InternalError");
 }
 

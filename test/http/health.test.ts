@@ -4,7 +4,7 @@
 // every start fails the same way) or do not finish within its timeout (the
 // row it writes locked by another session), and 200 again once they work.
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { activity, workflow } from "../../src/index.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import type { Database } from "../../src/storage/database.ts";
@@ -43,11 +43,22 @@ describe("health and readiness", () => {
     expect(await get(ok, "/readyz")).toEqual({ status: 200, body: { status: "ready", database: "writable" } });
   });
 
-  it("writes failing: /healthz still 200 (alive), /readyz 503, and indeed a start fails", async () => {
+  it("writes failing: /healthz still 200 (alive), /readyz 503, and indeed a start fails — logged as one JSON line with class and SQLSTATE, no SQL parameters", async () => {
     expect((await get(readOnly, "/healthz")).status).toBe(200);
     expect(await get(readOnly, "/readyz")).toEqual({ status: 503, body: { status: "not_ready", database: "failing" } });
-    const start = await readOnly.edda.app.request("/workflows/hz_inc/instances", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: 1 }) });
-    expect(start.status).toBe(500);
+    const lines: string[] = [];
+    const spy = vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => void lines.push(args.map(String).join(" ")));
+    try {
+      const start = await readOnly.edda.app.request("/workflows/hz_inc/instances", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: 1, instanceId: "secret-payload-7f3a" }) });
+      expect(start.status).toBe(500);
+    } finally {
+      spy.mockRestore();
+    }
+    const line = lines.find((l) => l.includes("unhandled error in request"));
+    expect(line).toBeDefined();
+    expect(JSON.parse(line!)).toMatchObject({ level: "error", error_class: "DrizzleQueryError", sqlstate: "25006", path: "/workflows/hz_inc/instances" });
+    expect(lines.join("\n")).not.toContain("secret-payload-7f3a");
+    expect(lines.join("\n")).not.toMatch(/params|Failed query/);
   });
 
   it("a write that hangs: /readyz answers 503 within its timeout, then 200 once the lock is gone", async () => {
