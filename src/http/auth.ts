@@ -7,6 +7,7 @@
  */
 import type { Context, MiddlewareHandler } from "hono";
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, verify } from "../core/signature.ts";
+import { clientKey, FailureThrottle, tooManyFailures } from "./guards.ts";
 import { problem } from "./problem.ts";
 
 /** Who a request authenticated as: the API token, the events token, or nobody because no token is configured. */
@@ -38,6 +39,7 @@ export interface BearerAuthOptions {
 }
 
 export function bearerAuth(opts: BearerAuthOptions): MiddlewareHandler {
+  const throttle = new FailureThrottle();
   return async (c, next) => {
     const api = opts.apiTokens() ?? [];
     const events = opts.isIngestion(c) ? (opts.eventsTokens?.() ?? []) : [];
@@ -45,6 +47,9 @@ export function bearerAuth(opts: BearerAuthOptions): MiddlewareHandler {
       c.set("eddaCaller", { kind: "open" });
       return next();
     }
+    const key = clientKey(c);
+    const wait = throttle.blockedFor(key);
+    if (wait > 0) return tooManyFailures(c, wait);
     const m = /^Bearer\s+(.+)$/i.exec(c.req.header("authorization") ?? "");
     const presented = m?.[1]!.trim();
     // Every comparison runs, so timing does not tell which list matched.
@@ -52,7 +57,10 @@ export function bearerAuth(opts: BearerAuthOptions): MiddlewareHandler {
     const isEvents = presented !== undefined && events.map((t) => constantTimeEqual(presented, t)).includes(true);
     if (isApi) c.set("eddaCaller", { kind: "api" });
     else if (isEvents) c.set("eddaCaller", { kind: "events", mayTarget: opts.eventsTokenTargeting === true });
-    else return problem(c, 401, "missing or invalid bearer token", "Unauthorized");
+    else {
+      throttle.fail(key);
+      return problem(c, 401, "missing or invalid bearer token", "Unauthorized");
+    }
     return next();
   };
 }

@@ -84,3 +84,49 @@ export function jsonWritesOnly(isIngestion: (c: Context) => boolean): Middleware
     return next();
   };
 }
+
+/**
+ * Failed credential checks (bearer tokens, viewer logins) per client, in this
+ * process: after `limit` failures within `windowMs` the client is refused
+ * (429, Retry-After) before its credential is even compared, so guessing is
+ * bounded; a client that has not failed is never slowed. The client is its
+ * address where the platform tells it (Node's socket, Cloudflare's
+ * cf-connecting-ip); where it does not, nothing is throttled — one shared
+ * key would let anyone lock every client out. Per process: each Worker
+ * isolate counts its own.
+ */
+export class FailureThrottle {
+  private readonly failures = new Map<string, number[]>();
+  constructor(
+    readonly limit = 20,
+    readonly windowMs = 60_000,
+  ) {}
+
+  /** Milliseconds until `key` may try again, or 0. */
+  blockedFor(key: string | undefined, now = Date.now()): number {
+    if (key === undefined) return 0;
+    const recent = (this.failures.get(key) ?? []).filter((t) => now - t < this.windowMs);
+    if (recent.length < this.limit) return 0;
+    return this.windowMs - (now - recent[0]!);
+  }
+
+  fail(key: string | undefined, now = Date.now()): void {
+    if (key === undefined) return;
+    if (this.failures.size > 10_000) this.failures.clear(); // bounded memory under a spray of addresses
+    const recent = (this.failures.get(key) ?? []).filter((t) => now - t < this.windowMs);
+    recent.push(now);
+    this.failures.set(key, recent.slice(-this.limit));
+  }
+}
+
+/** The client's address as the platform reports it, or undefined. */
+export function clientKey(c: Context): string | undefined {
+  const incoming = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming;
+  return incoming?.socket?.remoteAddress ?? c.req.header("cf-connecting-ip") ?? undefined;
+}
+
+export function tooManyFailures(c: Context, retryMs: number): Response {
+  const res = problem(c, 429, "too many failed authentication attempts; try again later", "TooManyRequests");
+  res.headers.set("retry-after", String(Math.max(1, Math.ceil(retryMs / 1000))));
+  return res;
+}

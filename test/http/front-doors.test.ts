@@ -104,3 +104,21 @@ describe("open mode against other origins", () => {
     expect((await open.waitFor("fd-ok")).output).toEqual({ fine: true });
   });
 });
+
+describe("failed credentials are throttled", () => {
+  it("after 20 failed bearer checks or logins from a client, it gets 429 before any comparison; another client is unaffected", async () => {
+    const app = makeTestApp(open.database, { workflows: [echo], apiToken: "throttle-token" });
+    const from = (ip: string, auth: string) => app.edda.app.request("/instances", { headers: { authorization: `Bearer ${auth}`, "cf-connecting-ip": ip } });
+    for (let i = 0; i < 20; i++) expect((await from("203.0.113.7", `wrong-${i}`)).status).toBe(401);
+    const blocked = await from("203.0.113.7", "throttle-token");
+    expect(blocked.status).toBe(429); // even the right token: a blocked client learns nothing
+    expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect((await from("198.51.100.2", "throttle-token")).status).toBe(200);
+    const login = (ip: string, token: string) =>
+      app.edda.app.request("/ui/login", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://localhost", "cf-connecting-ip": ip }, body: `token=${token}` });
+    for (let i = 0; i < 20; i++) expect((await login("203.0.113.9", `bad-${i}`)).status).toBe(401);
+    expect((await login("203.0.113.9", "throttle-token")).status).toBe(429);
+    expect((await login("198.51.100.3", "throttle-token")).status).toBe(303);
+    await app.edda.close();
+  });
+});

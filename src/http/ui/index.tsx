@@ -19,6 +19,7 @@ import { inputFields, readInput, StartForm } from "./forms.tsx";
 import { InstancePage, TIMELINE_PAGE, type InstancePageProps } from "./instance.tsx";
 import { formatSize, Oversized, PARSE_MAX_CHARS } from "./format.ts";
 import { isDataException } from "../problem.ts";
+import { clientKey, FailureThrottle } from "../guards.ts";
 import { toView, type InstanceView } from "../../engine/views.ts";
 import type { InstanceRecord } from "../../storage/types.ts";
 import { Page, Problem } from "./layout.tsx";
@@ -141,11 +142,17 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
       status as 200,
     );
   ui.get("/login", (c) => (auth() ? loginPage(c) : c.redirect("/ui", 303)));
+  const logins = new FailureThrottle();
   ui.post("/login", async (c) => {
     if (!auth()) return c.redirect("/ui", 303);
+    const wait = logins.blockedFor(clientKey(c));
+    if (wait > 0) return loginPage(c, 429, `Too many failed attempts: try again in ${Math.ceil(wait / 1000)} s.`);
     const token = (await formValues(c)).token ?? "";
     const matched = token ? await matchToken(opts, token) : null;
-    if (!matched) return loginPage(c, 401, "That token is not valid.");
+    if (!matched) {
+      logins.fail(clientKey(c));
+      return loginPage(c, 401, "That token is not valid.");
+    }
     await startSession(c, opts, matched);
     return c.redirect("/ui", 303);
   });
