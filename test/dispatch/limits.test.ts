@@ -99,7 +99,7 @@ describe("per-request engines on one dispatcher", () => {
       },
     });
     const starts = await Promise.all(
-      [1, 2, 3].map((i) => edda.fetch(new Request("http://edda.test/workflows/pipeline/instances", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: { steps: 4 }, instanceId: `req-${i}` }) }))),
+      [1, 2, 3].map((i) => edda.fetch(new Request("http://localhost/workflows/pipeline/instances", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: { steps: 4 }, instanceId: `req-${i}` }) }))),
     );
     expect(starts.map((r) => r.status)).toEqual([201, 201, 201]);
     const check = pg.open();

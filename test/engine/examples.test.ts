@@ -95,7 +95,7 @@ describe("send_invoice (safe code upgrades)", () => {
 
 /** POST /instances/:id/messages, as the README's curl does. */
 async function fetchSend(a: TestApp, id: string) {
-  const res = await a.edda.fetch(new Request(`http://edda.test/instances/${encodeURIComponent(id)}/messages`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ channel: "paid", data: { amount: 120 } }) }));
+  const res = await a.edda.fetch(new Request(`http://localhost/instances/${encodeURIComponent(id)}/messages`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ channel: "paid", data: { amount: 120 } }) }));
   expect(res.status).toBeLessThan(300);
   await res.text();
 }

@@ -81,7 +81,7 @@ describe("schedules on real Postgres with several engines", () => {
     expect(await count("sch_latest")).toBe(1);
     expect(await count("sch_skip")).toBe(0);
     expect(reports.every((r) => r.failures.length === 0)).toBe(true);
-    const client = createClient({ baseUrl: "http://app", fetch: (input, init) => Promise.resolve(apps[1]!.edda.app.request(input as string, init)) });
+    const client = createClient({ baseUrl: "http://localhost", fetch: (input, init) => Promise.resolve(apps[1]!.edda.app.request(input as string, init)) });
     const schedules = await client.schedules();
     expect(schedules.map((s) => s.workflow)).toEqual(["sch_every_second", "sch_latest", "sch_skip"]);
     const l = schedules.find((s) => s.workflow === "sch_latest")!;

@@ -67,10 +67,10 @@ async function serve(command: string, args: string[], env: Record<string, string
   return server;
 }
 
-/** The README's curl, then polling the instance until it completes. */
+/** The README's curl (with its JSON content type), then polling the instance until it completes. */
 async function helloRoundTrip(base: string, token?: string): Promise<unknown> {
   const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
-  const res = await fetch(`${base}/workflows/hello/instances`, { method: "POST", headers, body: JSON.stringify({ input: { name: "Ada" } }) });
+  const res = await fetch(`${base}/workflows/hello/instances`, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ input: { name: "Ada" } }) });
   expect(res.status).toBe(201);
   const { instanceId } = (await res.json()) as { instanceId: string };
   const deadline = Date.now() + 60_000;

@@ -52,7 +52,7 @@ it("pages the history in order with a cursor; the cap and bad cursors are 4xx th
 });
 
 it("the client walks the pages", async () => {
-  const client = createClient({ baseUrl: "http://edda.test", fetch: (input, init) => Promise.resolve(t.edda.app.request(input, init)) });
+  const client = createClient({ baseUrl: "http://localhost", fetch: (input, init) => Promise.resolve(t.edda.app.request(input, init)) });
   const seen: string[] = [];
   let after: string | undefined;
   for (;;) {
