@@ -13,7 +13,8 @@ import type { Workflow } from "../core/definitions.ts";
 // The server's views, as types only: the client's answers are the engine's views over JSON.
 import type { FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError } from "../engine/views.ts";
 import type { DeadLetterView } from "../engine/dead-letters.ts";
-import type { ChildSummary, DeadLetterStatus, InstanceStatus } from "../storage/types.ts";
+import type { ChildSummary, DeadLetterStatus } from "../engine/records.ts";
+import type { InstanceStatus } from "../core/model.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";

@@ -13,7 +13,7 @@ import { checkStoredName, ConflictError, NotFoundError, ValidationError } from "
 import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import { fromJson, historyDataView, toStoredJson, toStoredPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
-import type { InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
+import type { InstanceFilter, InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
 import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
 import { guardHooks, type EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
@@ -31,6 +31,8 @@ import { EXPIRIES, expireDue } from "./wait-kinds.ts";
 import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
 import { checkScheduledInputs } from "./schedules.ts";
 import { startTimedStarts } from "./flow-control.ts";
+import * as inspection from "./inspection.ts";
+import { ingest, type IngestResult, type PreparedEvent } from "./ingestion.ts";
 import { HISTORY_PAGE_MAX, toView, type HistoryEntry, type InstanceDetail, type InstanceView } from "./views.ts";
 
 export { HISTORY_PAGE_MAX, toView };
@@ -295,6 +297,28 @@ export class Engine implements StepRunner, EngineParts {
    * made runnable. A batch that fails runs one instance at a time (poison
    * isolation, as in the sweeper), so one bad row does not hold up the others.
    */
+  // --- reads and probes for the operator surfaces (inspection.ts) -----------------
+  /** One page of stored instances (an InvalidArgumentError for a stale cursor). */
+  listInstances(query: ListInstancesQuery) { return inspection.listInstances(this, query); }
+  /** Instances matching `filter`, counted per status. */
+  countInstances(filter: InstanceFilter) { return inspection.countInstances(this, filter); }
+  /** The stored record of one instance, or null. */
+  instanceRecord(instanceId: string) { return inspection.instanceRecord(this, instanceId); }
+  instanceExists(instanceId: string): Promise<boolean> { return inspection.instanceExists(this, instanceId); }
+  /** A bounded page of history, payloads cut at `maxChars`. */
+  historyPreview(instanceId: string, opts: { afterId: number; limit: number; maxChars: number; run?: number }) { return inspection.historyPreview(this, instanceId, opts); }
+  historyEvents(instanceId: string) { return inspection.historyEvents(this, instanceId); }
+  /** An instance with its timers, subscriptions, groups, compensations, runs and children, or null. */
+  instanceInspection(instanceId: string, opts: { historyAfter: number; run: number; limit: number; maxChars: number }) { return inspection.instanceInspection(this, instanceId, opts); }
+  channelOverview(limit: number) { return inspection.channelOverview(this, limit); }
+  channelDetail(channel: string, limits: { subscribers: number; pending: number }) { return inspection.channelDetail(this, channel, limits); }
+  /** Throws when the database cannot be read. */
+  checkReadable(): Promise<void> { return inspection.checkReadable(this); }
+  /** Throws when the database cannot be written (a system-lock row, taken and released). */
+  checkWritable(lock: string): Promise<void> { return inspection.checkWritable(this, lock, this.workerId); }
+  /** Store validated CloudEvents in one transaction (ingestion.ts). */
+  ingestEvents(prepared: PreparedEvent[], scope?: DispatchScope): Promise<IngestResult[]> { return ingest(this, prepared, scope); }
+
   async fireDueTimers(scope?: DispatchScope): Promise<number> {
     let fired = 0;
     const iso: Isolation = { storage: this.storage, maxFailures: this.quarantineAfter, failures: [], failedIds: new Set() };

@@ -114,7 +114,7 @@ export function createApp(opts: AppOptions): Hono {
     async (c) => {
       try {
         const e = await engine(c);
-        await e.storage.getInstance("__healthz__");
+        await e.checkReadable();
         return c.json({ status: "ok", database: "ok" });
       } catch {
         return c.json({ status: "degraded", database: "unreachable" }, 503);
@@ -137,7 +137,7 @@ export function createApp(opts: AppOptions): Hono {
       const write = (async () => {
         const e = await engine(c);
         // The same upsert the sweep's lock takes: a real write through the engine's own path.
-        if (await e.storage.tryAcquireSystemLock(READY_LOCK, e.workerId, 5)) await e.storage.releaseSystemLock(READY_LOCK, e.workerId);
+        await e.checkWritable(READY_LOCK);
         return "writable" as const;
       })().catch((err: unknown) => {
         console.error(`edda: readiness check failed: ${err instanceof Error ? err.name : "error"}${sqlStateOf(err) ? ` (SQLSTATE ${sqlStateOf(err)})` : ""}`);

@@ -14,11 +14,9 @@ import type { Context, Hono } from "hono";
 import * as z from "zod";
 import { INGESTION_LIMITS, type CloudEventRecord } from "../core/cloudevent.ts";
 import { InvalidCloudEventError, NotFoundError, ValidationError } from "../core/errors.ts";
-import { toJson, toPayload } from "../core/serialization.ts";
-import type { Workflow } from "../core/definitions.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { DispatchScope } from "../engine/dispatcher.ts";
-import type { TxStorage } from "../engine/records.ts";
+import type { IngestResult, PreparedEvent } from "../engine/ingestion.ts";
 import type { RouteHelpers } from "./routes.ts";
 import { callerOf } from "./auth.ts";
 import { readCloudEvents } from "./cloudevent-modes.ts";
@@ -26,23 +24,7 @@ import { documented } from "./openapi.ts";
 import { BadRequestError, problem } from "./problem.ts";
 import { accepted } from "./schemas.ts";
 
-interface PreparedEvent {
-  event: CloudEventRecord;
-  id: string;
-  source: string;
-  type: string;
-  metadata: Record<string, unknown>;
-  target: string | null;
-  handler: Workflow | undefined;
-  input: unknown;
-}
-
-export interface IngestResult {
-  id: string;
-  duplicate: boolean;
-  messageId?: string;
-  instanceId?: string;
-}
+export type { IngestResult };
 
 function badEvent(c: Context, err: InvalidCloudEventError, status: 400 | 403 = 400) {
   return problem(c, status, err.message, status === 403 ? "Forbidden" : "InvalidCloudEvent", {
@@ -68,70 +50,13 @@ function prepare(engine: Engine, event: CloudEventRecord): PreparedEvent {
   return { event, id: attributes.id, source: attributes.source, type: attributes.type, metadata, target, handler, input };
 }
 
-/** Postgres aborted the transaction to break a deadlock or a serialization conflict: safe to run again. */
-function isTransient(err: unknown): boolean {
-  for (let e: unknown = err, i = 0; i < 5 && typeof e === "object" && e !== null; i++, e = (e as { cause?: unknown }).cause) {
-    const code = (e as { code?: unknown }).code;
-    if (code === "40P01" || code === "40001") return true;
-  }
-  return false;
-}
-
-/**
- * All events in one transaction. Locks are taken in one global order — dedupe
- * keys sorted by (source, id), then channels sorted by type (stable, so a
- * channel's messages keep the request's order) — so concurrent batches
- * cannot deadlock each other.
- */
-async function ingest(engine: Engine, prepared: PreparedEvent[], scope: DispatchScope | undefined): Promise<IngestResult[]> {
-  const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-  const byKey = [...prepared].sort((a, b) => cmp(a.source, b.source) || cmp(a.id, b.id));
-  const byChannel = [...prepared].sort((a, b) => cmp(a.type, b.type));
-  await engine.ensureDefinitions(prepared.flatMap((p) => (p.handler ? [p.handler] : [])));
-  const run = (tx: TxStorage) => ingestIn(tx, engine, byKey, byChannel, scope);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const results = await engine.storage.transaction(run);
-      return prepared.map((p) => results.get(p)!);
-    } catch (err) {
-      if (attempt >= 3 || !isTransient(err)) throw err;
-    }
-  }
-}
-
-async function ingestIn(tx: TxStorage, engine: Engine, byKey: PreparedEvent[], byChannel: PreparedEvent[], scope: DispatchScope | undefined) {
-  const results = new Map<PreparedEvent, IngestResult>();
-  for (const p of byKey) {
-    if (!(await tx.recordCloudEvent(p.source, p.id))) results.set(p, { id: p.id, duplicate: true });
-  }
-  const started: { p: PreparedEvent; instanceId: string }[] = [];
-  for (const p of byChannel) {
-    if (results.has(p)) continue;
-    const msg = await tx.publishMessage({ channel: p.type, data: toPayload(p.event.data ?? null), metadata: toJson(p.metadata), targetInstanceId: p.target });
-    const result: IngestResult = { id: p.id, duplicate: false, messageId: msg.messageId };
-    if (p.handler) {
-      // The distributed-tracing extension: the run's trace continues the sender's.
-      const traceparent = p.event.attributes.traceparent;
-      const s = await engine.createValidated(tx, p.handler, p.input, typeof traceparent === "string" ? { traceparent } : {});
-      result.instanceId = s.instanceId;
-      if (s.created) started.push({ p, instanceId: s.instanceId });
-    }
-    results.set(p, result);
-  }
-  tx.afterCommit(() => {
-    for (const type of new Set(byChannel.filter((p) => !results.get(p)!.duplicate).map((p) => p.type))) engine.notifyPublished(type, scope);
-    for (const { p, instanceId } of started) engine.afterStart(p.handler!, instanceId, p.input, scope);
-  });
-  return results;
-}
-
 /**
  * Events from another front door (a verified webhook delivery) into the same
  * ingestion: validated as CloudEvents, then stored in one transaction.
  * An InvalidCloudEventError (400) when an event is not acceptable.
  */
 export async function ingestCloudEvents(engine: Engine, events: CloudEventRecord[], scope: DispatchScope | undefined): Promise<IngestResult[]> {
-  return ingest(engine, events.map((e) => prepare(engine, e)), scope);
+  return engine.ingestEvents(events.map((e) => prepare(engine, e)), scope);
 }
 
 // Not z.record: it drops a `__proto__` key, and metadata round-trips unchanged.
@@ -177,7 +102,7 @@ export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
         return badEvent(c, batch ? new InvalidCloudEventError(`batch member ${i}: ${err.message}`, { attribute: "data", index: i }) : err);
       }
     }
-    const results = await ingest(engine, prepared, h.scope(c));
+    const results = await engine.ingestEvents(prepared, h.scope(c));
     return c.json(batch ? { status: "accepted", events: results } : { status: "accepted", ...results[0] }, 202);
   };
   const ingestion = (operationId: string) =>
@@ -222,7 +147,7 @@ export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
       const body = c.var.valid.body;
       const engine = await h.engine(c);
       const id = c.var.valid.params.id;
-      if (!(await engine.storage.getInstance(id))) throw new NotFoundError(`instance "${id}" not found`);
+      if (!(await engine.instanceExists(id))) throw new NotFoundError(`instance "${id}" not found`);
       const messageId = await engine.publish(body.channel, body.data ?? null, { targetInstanceId: id, ...(body.metadata ? { metadata: body.metadata as Record<string, unknown> } : {}) }, h.scope(c));
       return c.json({ status: "accepted", messageId }, 202);
     },

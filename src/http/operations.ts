@@ -77,7 +77,7 @@ export function operationRoutes(api: Hono, h: RouteHelpers): void {
     async (c) => {
       const { params, query } = c.var.valid;
       const e = await h.engine(c);
-      if (!(await e.storage.getInstance(params.id))) return instanceNotFound(c, params.id);
+      if (!(await e.instanceExists(params.id))) return instanceNotFound(c, params.id);
       return c.json(await e.historyPage(params.id, { ...(query.after ? { after: query.after } : {}), ...(query.limit ? { limit: query.limit } : {}) }));
     },
   );

@@ -74,4 +74,27 @@ describe("src/ import graph", () => {
     expect(cycles(new Map([[a, [b]], [b, [c]], [c, [a]]])).map((cy) => cy.map((f) => relative(SRC, f)))).toEqual([["a.ts", "b.ts", "c.ts", "a.ts"]]);
     expect(cycles(new Map([[a, [b, c]], [b, [c]], [c, []]]))).toEqual([]);
   });
+
+  // http/ and the client talk to the engine, never to storage (design.md "Narrow dependencies").
+  it("no file under src/http or src/client imports src/storage", () => {
+    const files = sourceFiles(SRC);
+    const graph = importGraph(files);
+    const storage = join(SRC, "storage") + "/";
+    const outer = files.filter((f) => f.startsWith(join(SRC, "http") + "/") || f.startsWith(join(SRC, "client") + "/"));
+    expect(outer.length).toBeGreaterThan(20);
+    const reaching = outer.flatMap((f) => (graph.get(f) ?? []).filter((t) => t.startsWith(storage)).map((t) => `${relative(SRC, f)} → ${relative(SRC, t)}`));
+    expect(reaching).toEqual([]);
+  });
+
+  it("src/http reaches no storage through the engine (`.storage.` or `.storage)`)", () => {
+    const http = sourceFiles(join(SRC, "http"));
+    const hits = http.flatMap((f) =>
+      readFileSync(f, "utf8")
+        .split("\n")
+        .flatMap((line, i) => (/\.storage\b/.test(line) ? [`${relative(SRC, f)}:${i + 1}: ${line.trim()}`] : [])),
+    );
+    expect(hits).toEqual([]);
+    // The pattern sees what it should: a line like the ones it forbids matches.
+    expect(/\.storage\b/.test("await e.storage.getInstance(id)")).toBe(true);
+  });
 });

@@ -75,7 +75,7 @@ export interface HistoryEntry {
 export async function loadInstance(engine: Engine, instanceId: string): Promise<{ view: InstanceView; history: HistoryEntry[]; completed: number } | null> {
   const view = await engine.getInstance(instanceId);
   if (!view) return null;
-  const events = await engine.storage.loadHistory(instanceId);
+  const events = await engine.historyEvents(instanceId);
   const history = events.map((e) => ({ activity_id: e.activityId, event_type: e.eventType, created_at: e.createdAt.toISOString() }));
   return { view, history, completed: events.filter((e) => e.eventType === EV.ActivityCompleted).length };
 }

@@ -21,7 +21,7 @@ import { formatSize, Oversized, PARSE_MAX_CHARS } from "./format.ts";
 import { isDataException } from "../problem.ts";
 import { clientKey, FailureThrottle } from "../guards.ts";
 import { toView, type InstanceView } from "../../engine/views.ts";
-import type { InstanceRecord } from "../../storage/types.ts";
+import type { InstanceRecord } from "../../engine/records.ts";
 import { Page, Problem } from "./layout.tsx";
 import { filterOf, ListPage, readListParams } from "./list.tsx";
 import { OutboxPage } from "./outbox.tsx";
@@ -175,14 +175,14 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     let page;
     let problem: string | undefined;
     try {
-      page = await e.storage.listInstances({ ...filter, ...(params.status.length ? { status: params.status } : {}), ...(params.cursor ? { cursor: params.cursor } : {}), limit: 50 });
+      page = await e.listInstances({ ...filter, ...(params.status.length ? { status: params.status } : {}), ...(params.cursor ? { cursor: params.cursor } : {}), limit: 50 });
     } catch (err) {
       if (!(err instanceof InvalidArgumentError)) throw err;
       problem = "That page link is no longer valid; showing the newest instances.";
       params.cursor = "";
-      page = await e.storage.listInstances({ ...filter, ...(params.status.length ? { status: params.status } : {}), limit: 50 });
+      page = await e.listInstances({ ...filter, ...(params.status.length ? { status: params.status } : {}), limit: 50 });
     }
-    const counts = await e.storage.countInstancesByStatus(filter);
+    const counts = await e.countInstances(filter);
     return render(
       c,
       "Instances",
@@ -195,24 +195,12 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
 
   const instancePage = async (c: C, id: string, extra: Partial<InstancePageProps> = {}, status = 200) => {
     const e = await opts.engine(c);
-    const s = e.storage;
-    const inst = await s.getInstance(id);
-    if (!inst) return errorPage(c, 404, `instance "${id}" not found`);
     const runParam = Number(c.req.query("run"));
     const afterParam = Number(c.req.query("after") ?? 0);
     const historyAfter = Number.isSafeInteger(afterParam) && afterParam > 0 ? afterParam : 0;
-    const [page, timers, subscriptions, groups, compensations, runs, children] = await Promise.all([
-      s.loadHistoryPreview(id, { afterId: historyAfter, limit: TIMELINE_PAGE, maxChars: PARSE_MAX_CHARS }),
-      s.listTimers(id),
-      s.listSubscriptions(id),
-      s.listGroups(id),
-      s.listCompensations(id),
-      s.listArchivedRuns(id),
-      s.listChildren(id, 100),
-    ]);
-    // Each compensation's state needs only the event rows, never their payloads.
-    const compensationEvents = compensations.length ? (await s.loadHistoryPreview(id, { afterId: 0, limit: 10_000, maxChars: 0 })).events.filter((ev) => ev.activityId.startsWith("compensate:")) : [];
-    const archived = Number.isInteger(runParam) && runs.some((r) => r.run === runParam) ? { run: runParam, history: (await s.loadHistoryPreview(id, { afterId: 0, limit: TIMELINE_PAGE, maxChars: PARSE_MAX_CHARS, run: runParam })).events } : null;
+    const found = await e.instanceInspection(id, { historyAfter, run: runParam, limit: TIMELINE_PAGE, maxChars: PARSE_MAX_CHARS });
+    if (!found) return errorPage(c, 404, `instance "${id}" not found`);
+    const { inst, page, timers, subscriptions, groups, compensations, runs, children, compensationEvents, archived } = found;
     const notice = noticeOf(c);
     return render(
       c,
@@ -241,7 +229,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   ui.get("/instances/:id", (c) => instancePage(c, c.req.param("id")));
   // All of a stored value, as the JSON it is stored as (the page shows a bounded part of it).
   ui.get("/instances/:id/raw/:part{input|output|error|cancellation}", async (c) => {
-    const inst = await (await opts.engine(c)).storage.getInstance(c.req.param("id"));
+    const inst = await (await opts.engine(c)).instanceRecord(c.req.param("id"));
     if (!inst) return errorPage(c, 404, `instance "${c.req.param("id")}" not found`);
     const part = c.req.param("part");
     const text = part === "input" ? inst.inputData : part === "output" ? inst.outputData : part === "error" ? inst.errorData : inst.cancelData;
@@ -253,7 +241,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     if (!Number.isSafeInteger(eventId)) return errorPage(c, 404, "no such history entry");
     const runParam = Number(c.req.query("run"));
     const run = Number.isSafeInteger(runParam) && c.req.query("run") !== undefined ? { run: runParam } : {};
-    const [ev] = (await e.storage.loadHistoryPreview(c.req.param("id"), { afterId: eventId - 1, limit: 1, maxChars: 2_147_483_647, ...run })).events;
+    const [ev] = (await e.historyPreview(c.req.param("id"), { afterId: eventId - 1, limit: 1, maxChars: 2_147_483_647, ...run })).events;
     if (!ev || ev.id !== eventId || !ev.data) return errorPage(c, 404, "no such history entry");
     if (ev.data.type === "binary") return new Response(ev.data.bytes as Uint8Array<ArrayBuffer>, { headers: { "content-type": "application/octet-stream", "content-disposition": "attachment" } });
     return rawJson(ev.data.json);
@@ -283,7 +271,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     if (!channel || channel.length > 255) return instancePage(c, id, { problem: { message: "channel must be 1–255 characters" }, message: values }, 422);
     if (!data.ok) return instancePage(c, id, { problem: { message: data.message }, message: values }, 422);
     const e = await opts.engine(c);
-    if (!(await e.storage.getInstance(id))) throw new NotFoundError(`instance "${id}" not found`);
+    if (!(await e.instanceExists(id))) throw new NotFoundError(`instance "${id}" not found`);
     await e.publish(channel, data.value, { targetInstanceId: id, metadata: { sent_by: "viewer" } }, opts.scope(c));
     return c.redirect(instanceUrl(id, "sent"), 303);
   });
@@ -356,7 +344,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   ui.get("/channels", async (c) => {
     const e = await opts.engine(c);
     const notice = noticeOf(c);
-    return render(c, "Channels", <ChannelsPage channels={await e.storage.channelOverview(200)} now={new Date()} notice={notice} />);
+    return render(c, "Channels", <ChannelsPage channels={await e.channelOverview(200)} now={new Date()} notice={notice} />);
   });
   ui.post("/channels/publish", async (c) => {
     const form = await formValues(c);
@@ -365,7 +353,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     const values = { channel, data: form.data ?? "" };
     const refuse = async (message: string) => {
       const e = await opts.engine(c);
-      return render(c, "Channels", <ChannelsPage channels={await e.storage.channelOverview(200)} now={new Date()} problem={message} values={values} />, 422);
+      return render(c, "Channels", <ChannelsPage channels={await e.channelOverview(200)} now={new Date()} problem={message} values={values} />, 422);
     };
     if (!channel || channel.length > 255) return refuse("channel must be 1–255 characters");
     if (!data.ok) return refuse(data.message);
@@ -376,7 +364,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   ui.get("/channels/:name{.+}", async (c) => {
     const e = await opts.engine(c);
     const channel = c.req.param("name");
-    const [subscribers, pending] = await Promise.all([e.storage.channelSubscribers(channel, 500), e.storage.pendingMessages(channel, 100)]);
+    const { subscribers, pending } = await e.channelDetail(channel, { subscribers: 500, pending: 100 });
     const notice = noticeOf(c);
     return render(
       c,
