@@ -73,6 +73,13 @@ export interface WaitKindHandlers<K extends WaitKind> {
 
 export type WaitKindTable = { [K in WaitKind]: WaitKindHandlers<K> };
 
+/** A sweep task's expiry: its own statement, and the due instances of the same task for the one-at-a-time pass. */
+const sweepExpiry = (task: Expiry["task"], expire: Expiry["expire"]): Expiry => ({
+  task,
+  expire,
+  due: (storage, limit) => storage.findDueInstances(task, limit),
+});
+
 const timerSeconds = (w: WaitOf<"timer">, now: number) => (w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - now) / 1000) : (w.delaySeconds ?? 0));
 
 export const WAIT_KINDS: WaitKindTable = {
@@ -88,11 +95,7 @@ export const WAIT_KINDS: WaitKindTable = {
       },
       wakeInSeconds: timerSeconds(w, now),
     }),
-    expire: {
-      task: "timers",
-      expire: (storage, limit, only) => storage.fireExpiredTimers(limit, only),
-      due: (storage, limit) => storage.findDueInstances("timers", limit),
-    },
+    expire: sweepExpiry("timers", (storage, limit, only) => storage.fireExpiredTimers(limit, only)),
     cancel: "the timer row is deleted with the instance's end (workflow_timer_subscriptions)",
     view: { says: "sleeping until a timer fires", pollIntervalMs: 5000, span: true },
   },
@@ -104,11 +107,7 @@ export const WAIT_KINDS: WaitKindTable = {
     },
     // The receive's timeout, as prepare computed it from the database's clock (or a race's absolute time).
     conclude: (w, rows, waiting) => ({ conclusion: { status: "waiting_for_message", currentActivityId: w.activityId, ...rows }, wakeInSeconds: waiting.wakeInSeconds }),
-    expire: {
-      task: "message_timeouts",
-      expire: (storage, limit, only) => storage.expireMessageWaits(limit, only),
-      due: (storage, limit) => storage.findDueInstances("message_timeouts", limit),
-    },
+    expire: sweepExpiry("message_timeouts", (storage, limit, only) => storage.expireMessageWaits(limit, only)),
     cancel: "the subscription's wait is cleared (kept while compensations run), else the subscription is deleted",
     view: { says: "waiting for a message", pollIntervalMs: 30_000, span: true },
   },
