@@ -3,10 +3,14 @@
  * wrangler.toml): `fetch` serves the API, the cron trigger sweeps. Settings
  * come from vars and secrets: DATABASE_URL (or a HYPERDRIVE binding),
  * DATABASE_DRIVER, EDDA_SECRET, EDDA_API_TOKEN, EDDA_BROKER_URL, EDDA_PUBLIC_URL.
- * It imports only edge-safe modules: no PGlite, no Node adapter.
+ * It imports only edge-safe modules: no PGlite, no Node adapter. It bundles
+ * both serverless drivers so DATABASE_DRIVER can pick either (the tests run
+ * it on each); a Worker that needs one imports only that one.
  */
 import { createWorker } from "../src/platform/cloudflare.ts";
+import { neonServerless } from "../src/storage/drivers/neon-serverless.ts";
+import { postgresJs } from "../src/storage/drivers/postgres-js.ts";
 import { webhooks, workflows } from "./workflows/index.ts";
 import { mcp } from "../src/mcp.ts";
 
-export default createWorker({ workflows, webhooks, mcp: mcp() });
+export default createWorker({ workflows, webhooks, mcp: mcp(), driver: [postgresJs, neonServerless] });

@@ -65,6 +65,6 @@ export type { ChildSummary, FailureTask, InstanceFilter, InstanceStatus, ListIns
 export { INSTANCE_STATUSES } from "./core/model.ts";
 export type { ChannelMode } from "./core/model.ts";
 export type { ApiSurface } from "./http/routes.ts";
-export type { Database, DriverName, Db, QueryStats } from "./storage/database.ts";
+export type { Database, DatabaseDriver, DriverConnection, DriverName, Db, QueryStats } from "./storage/database.ts";
 export { migrate } from "./storage/migrate.ts";
 export type { MigrationResult } from "./storage/migrate.ts";

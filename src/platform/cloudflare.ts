@@ -6,8 +6,11 @@
  * Database clients live for one invocation (Workers forbid sharing I/O
  * objects across requests): each opens one (postgres.js over TCP with
  * `nodejs_compat`, through Hyperdrive when bound, or Neon's WebSocket driver)
- * and closes it once its background work is done. Nothing is migrated here;
- * run `edda-edge migrate` against the deployed database.
+ * and closes it once its background work is done. postgres.js is the
+ * default; Neon's driver is bundled only when the Worker imports it
+ * (`driver: neonServerless` from `edda-edge/drivers/neon-serverless`), since
+ * a bundler cannot drop a driver chosen at run time. Nothing is migrated
+ * here; run `edda-edge migrate` against the deployed database.
  *
  * Follow-up transport, the first available:
  * 1. `EDDA_QUEUE` (a Queues producer bound to a queue this worker consumes):
@@ -25,8 +28,10 @@ import { SubrequestBudget, type Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { QueueDispatcher, runFollowUp, type FollowUpQueue, type OutgoingMessage } from "../engine/queue-dispatcher.ts";
 import { configurationProblem } from "../http/problem.ts";
+import type { DatabaseDriver } from "../storage/database.ts";
+import { postgresJs } from "../storage/drivers/postgres-js.ts";
 import { readConfig, unauthenticatedRefusal, withEnvironment, type EddaConfig, type EddaEnv } from "./env.ts";
-import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";
+import { chooseDriver, ConfigurationError, openServerlessDatabase } from "./serverless.ts";
 
 /** The parts of the Workers runtime types this adapter uses (no @cloudflare/workers-types). */
 export type { EddaConfig, EddaEnv } from "./env.ts";
@@ -94,7 +99,14 @@ const QUEUES_MAX_DELAY_SECONDS = 24 * 3600;
 /** Messages of one batch run at once (the database pool holds 5 connections). */
 const BATCH_CONCURRENCY = 5;
 
-export type WorkerOptions = Omit<EddaOptions, "database" | "dispatcher" | "secret" | "apiToken" | "brokerUrl" | "autoMigrate">;
+export type WorkerOptions = Omit<EddaOptions, "database" | "dispatcher" | "secret" | "apiToken" | "brokerUrl" | "autoMigrate"> & {
+  /**
+   * The driver(s) this Worker bundles (default `postgresJs`); with several,
+   * DATABASE_DRIVER picks one by name, else the first. Naming a driver the
+   * Worker was not given is a configuration error, not a silent fallback.
+   */
+  driver?: DatabaseDriver | readonly DatabaseDriver[];
+};
 
 export interface EddaWorker {
   fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext): Promise<Response>;
@@ -121,7 +133,9 @@ export interface InvocationCounts {
 
 type InvocationKind = keyof InvocationCounts["maxSubrequests"];
 
-export function createWorker(opts: WorkerOptions): EddaWorker {
+export function createWorker(workerOptions: WorkerOptions): EddaWorker {
+  const { driver, ...opts } = workerOptions;
+  const drivers = [driver ?? postgresJs].flat();
   const counts: InvocationCounts = { requests: 0, fetchFollowUps: 0, queueBatches: 0, queueMessages: 0, scheduled: 0, maxSubrequests: { request: 0, queueBatch: 0, scheduled: 0 } };
   /** A counter of one invocation's subrequests, folded into `counts.maxSubrequests` as it grows. */
   const tally = (kind: InvocationKind) => {
@@ -142,12 +156,14 @@ export function createWorker(opts: WorkerOptions): EddaWorker {
     const count = tally(kind);
     const outboxFetch = opts.outbox?.fetch ?? fetch;
     if (!secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
+    // Checked here, not at the first statement: a DATABASE_DRIVER this Worker does not bundle is a configuration problem.
+    const chosen = [chooseDriver(config, drivers)];
     // Statements this invocation issued: the sweep's CPU estimate (an isolate cannot read its own CPU time).
     let statements = () => 0;
     const edda = createEdda({
       ...options,
       database: () => {
-        const database = openServerlessDatabase(config, { ...(env.HYPERDRIVE ? { connectionString: env.HYPERDRIVE.connectionString } : {}), max: 5, perRequest: true });
+        const database = openServerlessDatabase(config, chosen, { ...(env.HYPERDRIVE ? { connectionString: env.HYPERDRIVE.connectionString } : {}), max: 5, perRequest: true });
         statements = () => database.stats.statements;
         return database;
       },

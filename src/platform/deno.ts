@@ -18,7 +18,9 @@ import { createEdda, runInvocation, type Edda, type EddaOptions } from "../edda.
 import type { Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { QueueDispatcher, runFollowUp, type FollowUpQueue } from "../engine/queue-dispatcher.ts";
-import type { Database } from "../storage/database.ts";
+import type { Database, DatabaseDriver } from "../storage/database.ts";
+import { neonServerless } from "../storage/drivers/neon-serverless.ts";
+import { postgresJs } from "../storage/drivers/postgres-js.ts";
 import { configurationProblem } from "../http/problem.ts";
 import { readConfig, unauthenticatedRefusal, withEnvironment, type EddaConfig } from "./env.ts";
 import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";
@@ -51,6 +53,8 @@ export type DenoServeOptions = Omit<EddaOptions, "database" | "dispatcher" | "se
   cronSchedule?: string;
   /** A Deno KV database whose queue carries follow-ups (`await Deno.openKv()`); without it, signed fetches. */
   kv?: DenoKv;
+  /** The driver(s) DATABASE_DRIVER may name (default both: `postgresJs`, the default, and `neonServerless`). */
+  driver?: DatabaseDriver | readonly DatabaseDriver[];
 };
 
 export interface DenoApp {
@@ -80,7 +84,7 @@ const KV_MAX_DELAY_SECONDS = 30 * 24 * 3600;
 
 export function createDenoApp(opts: DenoServeOptions): DenoApp {
   const Deno = (globalThis as unknown as { Deno: DenoRuntime }).Deno;
-  const { env: envOption, hostname, cronSchedule: _schedule, kv, ...eddaOptions } = opts;
+  const { env: envOption, hostname, cronSchedule: _schedule, kv, driver, ...eddaOptions } = opts;
   const env = envOption ?? Deno.env.toObject();
   const config = readConfig(env);
   // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
@@ -90,7 +94,7 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
   // Secure by default: without a token (or EDDA_ALLOW_UNAUTHENTICATED=1) the server answers every request 503.
   const refusal = unauthenticatedRefusal(config);
   if (refusal) console.error(`edda: refusing to serve the API: ${refusal.message}`);
-  const database = openServerlessDatabase(config, { max: 10 });
+  const database = openServerlessDatabase(config, [driver ?? [postgresJs, neonServerless]].flat(), { max: 10 });
   const host = hostname ?? "127.0.0.1";
   const port = Number(env.PORT ?? 8000);
 

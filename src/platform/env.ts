@@ -42,7 +42,8 @@ export interface EddaEnv {
 
 export interface EddaConfig {
   databaseUrl: string | undefined;
-  driver: "postgres-js" | "neon-serverless";
+  /** DATABASE_DRIVER; unset → the platform's default (postgres.js, or the first driver an edge adapter was given). */
+  driver: "postgres-js" | "neon-serverless" | undefined;
   neonWsProxy: string | undefined;
   secret: string | undefined;
   apiToken: string | undefined;
@@ -140,8 +141,8 @@ function webhookSecrets(env: EddaEnv): Record<string, string[]> | undefined {
 }
 
 export function readConfig(env: EddaEnv): EddaConfig {
-  const driver = str(env.DATABASE_DRIVER) ?? "postgres-js";
-  if (driver !== "postgres-js" && driver !== "neon-serverless") {
+  const driver = str(env.DATABASE_DRIVER);
+  if (driver !== undefined && driver !== "postgres-js" && driver !== "neon-serverless") {
     throw new ConfigurationError(`DATABASE_DRIVER must be "postgres-js" or "neon-serverless", got "${driver}"`, "DATABASE_DRIVER");
   }
   return {

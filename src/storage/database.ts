@@ -36,6 +36,27 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/**
+ * What an edge adapter hands a driver to open one client: the edge adapters
+ * (Workers, Deno) take drivers as values (`postgresJs`, `neonServerless`),
+ * so a bundle holds only the drivers its entry imports.
+ */
+export interface DriverConnection {
+  url: string;
+  /** Pool size (small where a client lives for one request). */
+  max: number;
+  /** The client lives for one request (Workers): no named prepared statements. */
+  perRequest: boolean;
+  /** NEON_WS_PROXY: a local WebSocket→TCP proxy for Neon's driver (local development, tests). */
+  wsProxy: string | undefined;
+}
+
+/** A serverless driver as a value: its DATABASE_DRIVER name and how it opens a client. */
+export interface DatabaseDriver {
+  readonly name: Exclude<DriverName, "pglite">;
+  open(connection: DriverConnection): Database;
+}
+
 /** A drizzle logger that counts statements, for the per-step statement budget. */
 export function countingLogger(stats: QueryStats) {
   return { logQuery: () => void stats.statements++ };

@@ -1,8 +1,9 @@
 // The Worker bundle stays lean: built as `wrangler deploy` builds it, it holds
 // no PGlite (WASM Postgres), no Node adapter or Node server, and stays within
 // a size budget well under the Workers script limits. The README's Worker,
-// which does not enable MCP, carries none of MCP's code or dependencies, and
-// no zod locale; wrangler builds it without a warning.
+// which does not enable MCP, carries none of MCP's code or dependencies, no
+// zod locale and no Neon driver (it did not import one); wrangler builds it
+// without a warning.
 import { describe, expect, it } from "vitest";
 import { readFigureBlock, statedSizes } from "../../bench/readme-figures.ts";
 import { buildWorkerBundle } from "../support/worker-bundle.ts";
@@ -17,33 +18,44 @@ describe("Worker bundles", () => {
     expect(names).not.toContain("@hono/node-server");
     expect(bundle.inputs.filter((f) => /src\/platform\/node\.ts$|drivers\/pglite\.ts$/.test(f))).toEqual([]);
     expect(bundle.inputs.some((f) => f.endsWith("src/platform/cloudflare.ts"))).toBe(true);
-    // With MCP on it holds the SDK; measured 988 KiB raw / 299 KiB gzipped (bench/worker-bundle.ts).
+    // With MCP on and both drivers it holds the SDK; measured 1,023 KiB raw / 315 KiB gzipped (bench/worker-bundle.ts).
     expect(names).toContain("@modelcontextprotocol/sdk");
     expect(bundle.rawBytes).toBeLessThan(1200 * 1024);
     expect(bundle.gzipBytes).toBeLessThan(350 * 1024);
   });
 
-  it("the README's Worker (no MCP) holds no MCP code, no MCP dependency, no zod locale, and builds without warnings", { timeout: 120_000 }, async () => {
+  it("the README's Worker (no MCP) holds no MCP code, no MCP dependency, no zod locale, no Neon driver, and builds without warnings", { timeout: 120_000 }, async () => {
     const bundle = await buildWorkerBundle("recipe");
     const names = bundle.contributors.map(([name]) => name);
     expect(names.filter((n) => MCP_ONLY.includes(n))).toEqual([]);
+    expect(names).not.toContain("@neondatabase/serverless");
+    expect(bundle.inputs.filter((f) => f.endsWith("drivers/neon-serverless.ts"))).toEqual([]);
+    expect(names).toContain("postgres");
     expect(bundle.inputs.filter((f) => f.includes("src/http/mcp/") || f.includes("zod/v4/locales/") && !f.endsWith("/en.js"))).toEqual([]);
     expect(bundle.warnings).toEqual([]);
-    // Measured 766 KiB raw / 235 KiB gzipped (README, "Size and cost").
-    expect(bundle.gzipBytes).toBeLessThan(260 * 1024);
+    // Measured 624 KiB raw / 190 KiB gzipped (README, "Size and cost").
+    expect(bundle.gzipBytes).toBeLessThan(210 * 1024);
   });
 
-  it("the same Worker with mcp() holds the MCP SDK; the README states both sizes within 5 %", { timeout: 120_000 }, async () => {
-    const [without, withMcp] = [await buildWorkerBundle("recipe"), await buildWorkerBundle("recipe+mcp")];
+  it("the same Worker with driver: neonServerless holds Neon's driver", { timeout: 120_000 }, async () => {
+    const bundle = await buildWorkerBundle("recipe+neon");
+    expect(bundle.contributors.map(([n]) => n)).toContain("@neondatabase/serverless");
+    expect(bundle.inputs.some((f) => f.endsWith("src/storage/drivers/neon-serverless.ts"))).toBe(true);
+    expect(bundle.warnings).toEqual([]);
+  });
+
+  it("the same Worker with mcp() holds the MCP SDK; the README states the three sizes within 5 %", { timeout: 180_000 }, async () => {
+    const [without, withMcp, neon] = [await buildWorkerBundle("recipe"), await buildWorkerBundle("recipe+mcp"), await buildWorkerBundle("recipe+neon")];
     expect(withMcp.contributors.map(([n]) => n)).toContain("@modelcontextprotocol/sdk");
     expect(withMcp.inputs.some((f) => f.endsWith("src/http/mcp/index.ts"))).toBe(true);
     expect(withMcp.rawBytes - without.rawBytes).toBeGreaterThan(100 * 1024);
     // The README's figures come from `npx tsx bench/worker-bundle.ts --update-readme`; rerun it when this fails.
     const stated = statedSizes(readFigureBlock("worker-bundle"));
-    expect(stated).toHaveLength(2);
-    for (const [i, measured] of [without, withMcp].entries()) {
+    expect(stated).toHaveLength(3);
+    const names = ["recipe", "recipe+mcp", "recipe+neon"];
+    for (const [i, measured] of [without, withMcp, neon].entries()) {
       for (const key of ["rawBytes", "gzipBytes"] as const) {
-        expect(Math.abs(stated[i]![key] - measured[key]) / measured[key], `README ${key} of ${i ? "recipe+mcp" : "recipe"}: stated ${stated[i]![key]}, measured ${measured[key]}`).toBeLessThanOrEqual(0.05);
+        expect(Math.abs(stated[i]![key] - measured[key]) / measured[key], `README ${key} of ${names[i]}: stated ${stated[i]![key]}, measured ${measured[key]}`).toBeLessThanOrEqual(0.05);
       }
     }
   });

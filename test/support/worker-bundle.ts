@@ -3,7 +3,8 @@
 // which source files and packages went into it (from esbuild's metafile), and
 // what wrangler warned about. Either the repository's own Worker
 // (functions/worker.ts, the examples, MCP on) or the README's Worker recipe
-// built from the sources, with or without `mcp()`.
+// built from the sources, as written (postgres.js), with `mcp()`, or with
+// Neon's driver (`driver: neonServerless`).
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -25,18 +26,22 @@ export interface WorkerBundle {
 
 const ROOT = join(import.meta.dirname, "..", "..");
 
-export type WorkerVariant = "examples" | "recipe" | "recipe+mcp";
+export type WorkerVariant = "examples" | "recipe" | "recipe+mcp" | "recipe+neon";
 
 /**
  * The README's Worker recipe (worker.js and wrangler.toml, read from the
  * README) in a temporary folder, its `edda-edge/…` imports pointed at the
- * sources (the subpaths of deno.json's exports); with `mcp`, `mcp: mcp()` added.
+ * sources (the subpaths of deno.json's exports); "recipe+mcp" adds
+ * `mcp: mcp()`, "recipe+neon" `driver: neonServerless`.
  */
-async function writeRecipe(dir: string, mcp: boolean): Promise<void> {
+async function writeRecipe(dir: string, variant: Exclude<WorkerVariant, "examples">): Promise<void> {
   const { files } = readRecipes(ROOT);
   const entries = (JSON.parse(await readFile(join(ROOT, "deno.json"), "utf8")) as { exports: Record<string, string> }).exports;
   let worker = files["worker.js"]!;
-  if (mcp) worker = `import { mcp } from "edda-edge/mcp";\n${worker.replace("createWorker({ workflows: [hello] })", "createWorker({ workflows: [hello], mcp: mcp() })")}`;
+  const call = "createWorker({ workflows: [hello] })";
+  if (!worker.includes(call)) throw new Error(`the README's worker.js no longer calls ${call}`);
+  if (variant === "recipe+mcp") worker = `import { mcp } from "edda-edge/mcp";\n${worker.replace(call, "createWorker({ workflows: [hello], mcp: mcp() })")}`;
+  if (variant === "recipe+neon") worker = `import { neonServerless } from "edda-edge/drivers/neon-serverless";\n${worker.replace(call, "createWorker({ workflows: [hello], driver: neonServerless })")}`;
   worker = worker.replace(/from "edda-edge(\/[^"]*)?"/g, (_m, sub: string | undefined) => `from ${JSON.stringify(join(ROOT, entries[`.${sub ?? ""}`]!))}`);
   await writeFile(join(dir, "worker.js"), worker);
   await writeFile(join(dir, "wrangler.toml"), files["wrangler.toml"]!);
@@ -49,7 +54,7 @@ export async function buildWorkerBundle(variant: WorkerVariant = "examples"): Pr
     if (variant !== "examples") {
       cwd = join(out, "project");
       await mkdir(cwd);
-      await writeRecipe(cwd, variant === "recipe+mcp");
+      await writeRecipe(cwd, variant);
     }
     const { stderr } = await promisify(execFile)(
       process.execPath,

@@ -5,9 +5,9 @@
  */
 import { Pool, neonConfig } from "@neondatabase/serverless";
 import { drizzle } from "drizzle-orm/neon-serverless";
-import { countingLogger, type Database, type Db, type QueryStats } from "../database.ts";
+import { countingLogger, type Database, type DatabaseDriver, type Db, type QueryStats } from "../database.ts";
 
-export type { Database, Db, DriverName, QueryStats } from "../database.ts";
+export type { Database, DatabaseDriver, Db, DriverConnection, DriverName, QueryStats } from "../database.ts";
 
 export interface NeonOptions {
   url: string;
@@ -70,3 +70,13 @@ export function createNeonDatabase(opts: NeonOptions): Database {
     close: () => pool.end(),
   };
 }
+
+/**
+ * Neon's driver for the edge adapters, e.g. `createWorker({ workflows,
+ * driver: neonServerless })`: a Worker bundles Neon's driver only when its
+ * entry imports this. NEON_WS_PROXY routes it through a local proxy.
+ */
+export const neonServerless: DatabaseDriver = {
+  name: "neon-serverless",
+  open: ({ url, max, wsProxy }) => createNeonDatabase({ url, max, ...(wsProxy ? { wsProxy } : {}) }),
+};

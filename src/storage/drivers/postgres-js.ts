@@ -23,11 +23,11 @@
  */
 import postgres from "postgres";
 import { drizzle } from "drizzle-orm/postgres-js";
-import { countingLogger, type Database, type Db, type QueryStats } from "../database.ts";
+import { countingLogger, type Database, type DatabaseDriver, type Db, type QueryStats } from "../database.ts";
 import { createFencing } from "./postgres-js-fence.ts";
 import { declareArrayTypes, type PostgresJsTypeOptions } from "./postgres-js-types.ts";
 
-export type { Database, Db, DriverName, QueryStats } from "../database.ts";
+export type { Database, DatabaseDriver, Db, DriverConnection, DriverName, QueryStats } from "../database.ts";
 
 export interface PostgresJsOptions {
   url: string;
@@ -68,3 +68,14 @@ export function createPostgresJsDatabase(opts: PostgresJsOptions): Database {
     close: () => client.end({ timeout: 5 }),
   };
 }
+
+/**
+ * postgres.js for the edge adapters (TCP, Hyperdrive on Workers): a client
+ * opened per request sends unnamed statements with their values written in,
+ * one round trip each, instead of preparing statements its connection will
+ * not see again.
+ */
+export const postgresJs: DatabaseDriver = {
+  name: "postgres-js",
+  open: ({ url, max, perRequest }) => createPostgresJsDatabase({ url, max, prepare: !perRequest }),
+};
