@@ -135,9 +135,35 @@ export interface ScheduleView<N extends string = string> {
   lastInstanceId: string | null;
 }
 
-/** A non-2xx answer from the app (its problem body in `body`). */
-export class EddaApiError extends Error {
+/** What the client throws: EddaApiError (the app answered with an error) or EddaConnectionError (no answer). */
+export class EddaClientError extends Error {
+  override name = "EddaClientError";
+}
+
+/** An RFC 9457 problem, as the app sends it (`error`, `error_type` and `issues` are its extensions). */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  instance?: string;
+  error_type?: string;
+  issues?: unknown[];
+  [extension: string]: unknown;
+}
+
+/** A non-2xx answer from the app: its RFC 9457 members as fields, the whole problem body in `body`. */
+export class EddaApiError extends EddaClientError {
   override name = "EddaApiError";
+  /** The problem type URI (`about:blank` when the app names none, or the body was no problem). */
+  readonly type: string;
+  /** The HTTP status phrase for `about:blank` problems. */
+  readonly title: string | undefined;
+  readonly detail: string | undefined;
+  /** The request path the problem occurred on. */
+  readonly instance: string | undefined;
+  /** Validation issues (zod's, with their `path`), when the app sent any. */
+  readonly issues: unknown[] | undefined;
   constructor(
     readonly status: number,
     readonly errorType: string,
@@ -145,6 +171,25 @@ export class EddaApiError extends Error {
     readonly body: unknown,
   ) {
     super(message);
+    const p = (typeof body === "object" && body !== null ? body : {}) as Partial<Problem>;
+    this.type = typeof p.type === "string" ? p.type : "about:blank";
+    this.title = typeof p.title === "string" ? p.title : undefined;
+    this.detail = typeof p.detail === "string" ? p.detail : undefined;
+    this.instance = typeof p.instance === "string" ? p.instance : undefined;
+    this.issues = Array.isArray(p.issues) ? p.issues : undefined;
+  }
+}
+
+/** The request got no answer: the app is down, the URL is wrong, DNS or TLS failed (`cause` is the fetch error). */
+export class EddaConnectionError extends EddaClientError {
+  override name = "EddaConnectionError";
+  constructor(
+    readonly url: string,
+    readonly method: string,
+    cause: unknown,
+  ) {
+    const why = cause instanceof Error ? ((cause.cause as { code?: string } | undefined)?.code ?? cause.message) : String(cause);
+    super(`${method} ${url}: no answer from the Edda Edge app (${why}); is it running at this URL?`, { cause });
   }
 }
 
@@ -171,13 +216,21 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
     const headers: Record<string, string> = { accept: "application/json", ...opts.headers };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
     if (body !== undefined) headers["content-type"] = init.contentType ?? "application/json";
-    const res = await fetchFn(base + path, {
-      method,
-      headers,
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      ...(init.signal ? { signal: init.signal } : {}),
-    });
-    const text = await res.text();
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetchFn(base + path, {
+        method,
+        headers,
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        ...(init.signal ? { signal: init.signal } : {}),
+      });
+      text = await res.text(); // a connection that drops mid-body is no answer either
+    } catch (err) {
+      // The caller's own abort stays an abort; anything else is "no answer".
+      if (init.signal?.aborted) throw err;
+      throw new EddaConnectionError(base + path, method, err);
+    }
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : null;
@@ -185,8 +238,8 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
       parsed = text;
     }
     if (res.ok || init.accept?.includes(res.status)) return { status: res.status, body: parsed as T };
-    const p = (typeof parsed === "object" && parsed !== null ? parsed : {}) as { error?: string; error_type?: string };
-    throw new EddaApiError(res.status, p.error_type ?? "HttpError", p.error ?? `${method} ${path} → HTTP ${res.status}`, parsed);
+    const p = (typeof parsed === "object" && parsed !== null ? parsed : {}) as { error?: string; error_type?: string; detail?: string };
+    throw new EddaApiError(res.status, p.error_type ?? "HttpError", p.detail ?? p.error ?? `${method} ${path} → HTTP ${res.status}`, parsed);
   }
 
   async function result(instanceId: string, o: ResultOptions = {}): Promise<InstanceOutcome<any>> {

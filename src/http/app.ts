@@ -12,6 +12,7 @@ import type { DispatchScope, StepRequest } from "../engine/dispatcher.ts";
 import { TRACEPARENT_PATTERN } from "../engine/tracing.ts";
 import { INSTANCE_STATUSES, type InstanceStatus } from "../core/model.ts";
 import { logError } from "../core/log.ts";
+import { ValidationError } from "../core/errors.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
 import { jsonWritesOnly, openModeGuard, type AllowedHosts } from "./guards.ts";
 import { cloudEventRoutes } from "./cloudevents.ts";
@@ -58,6 +59,20 @@ const startBody = (input: z.ZodType = z.unknown()) =>
     input: input.optional(),
     instanceId: z.string().min(1).max(200).optional().describe("idempotency: starting the same id again returns the existing instance (200)"),
   });
+/** A start whose body has members but no `input`: the issues stay, the message says how to wrap it. */
+function withInputHint(err: ValidationError, text: string): ValidationError {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return err;
+  }
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return err;
+  const keys = Object.keys(raw).filter((k) => k !== "instanceId");
+  if (!keys.length) return err;
+  const shown = keys.slice(0, 5).map((k) => JSON.stringify(k.slice(0, 40))).join(", ");
+  return new ValidationError(`${err.message}: the body has no "input" member; wrap the input as {"input": …} (the body's members: ${shown}${keys.length > 5 ? ", …" : ""})`, err.issues);
+}
 const nameParam = z.object({ name: z.string().describe("a registered workflow") });
 
 /** How long /readyz waits for its write before it answers 503. */
@@ -224,8 +239,14 @@ export function createApp(opts: AppOptions): Hono {
       const e = await engine(c);
       const wf = e.workflow(c.var.valid.params.name);
       const body = c.var.valid.body;
-      const r = await e.start(wf, body.input, body.instanceId ? { instanceId: body.instanceId } : {}, scope(c));
-      return c.json({ instanceId: r.instanceId, status: r.status }, r.created ? 201 : 200);
+      try {
+        const r = await e.start(wf, body.input, body.instanceId ? { instanceId: body.instanceId } : {}, scope(c));
+        return c.json({ instanceId: r.instanceId, status: r.status }, r.created ? 201 : 200);
+      } catch (err) {
+        // The commonest first mistake: the input posted as the body itself. The body was read once already (Hono keeps it).
+        if (err instanceof ValidationError && body.input === undefined) throw withInputHint(err, await c.req.text());
+        throw err;
+      }
     },
   );
 

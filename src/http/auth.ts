@@ -8,7 +8,10 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, verify } from "../core/signature.ts";
 import { clientKey, FailureThrottle, tooManyFailures } from "./guards.ts";
-import { problem } from "./problem.ts";
+import { BEARER_CHALLENGE, problem } from "./problem.ts";
+
+/** The challenge of the signed internal routes: the two headers, keyed by EDDA_SECRET. */
+const SIGNATURE_CHALLENGE = `EddaSignature realm="edda-internal", headers="${TIMESTAMP_HEADER} ${SIGNATURE_HEADER}"`;
 
 /** Who a request authenticated as: the API token, the events token, or nobody because no token is configured. */
 export type Caller = { kind: "api" } | { kind: "events"; mayTarget: boolean } | { kind: "open" };
@@ -59,7 +62,10 @@ export function bearerAuth(opts: BearerAuthOptions): MiddlewareHandler {
     else if (isEvents) c.set("eddaCaller", { kind: "events", mayTarget: opts.eventsTokenTargeting === true });
     else {
       throttle.fail(key);
-      return problem(c, 401, "missing or invalid bearer token", "Unauthorized");
+      // RFC 6750 §3: no error code when no credentials came, invalid_token when a wrong one did.
+      const challenge = presented === undefined ? BEARER_CHALLENGE : `${BEARER_CHALLENGE}, error="invalid_token"`;
+      const which = events.length ? "EDDA_API_TOKEN (or EDDA_EVENTS_TOKEN)" : "EDDA_API_TOKEN";
+      return problem(c, 401, `missing or invalid bearer token: send "Authorization: Bearer <token>" with the token this server has in ${which}`, "Unauthorized", {}, { "www-authenticate": challenge });
     }
     return next();
   };
@@ -72,13 +78,13 @@ export function signedOnly(secret: () => string | undefined): MiddlewareHandler 
     if (!key) {
       // A configuration problem: logged for the operator; the caller learns no more than for a bad signature.
       console.error("edda: configuration error: an internal route was called but EDDA_SECRET is not set");
-      return problem(c, 401, "missing or invalid signature", "Unauthorized");
+      return problem(c, 401, "missing or invalid signature", "Unauthorized", {}, { "www-authenticate": SIGNATURE_CHALLENGE });
     }
     const body = await c.req.text();
     const url = new URL(c.req.url);
     const request = { method: c.req.method, path: url.pathname, query: url.search, body };
     const ok = await verify(key, request, c.req.header(TIMESTAMP_HEADER), c.req.header(SIGNATURE_HEADER));
-    if (!ok) return problem(c, 401, "missing or invalid signature", "Unauthorized");
+    if (!ok) return problem(c, 401, "missing or invalid signature", "Unauthorized", {}, { "www-authenticate": SIGNATURE_CHALLENGE });
     return next();
   };
 }

@@ -131,7 +131,19 @@ export interface DocumentOptions {
   tokenRequired: boolean;
 }
 
-const problemSchema = z.object({ error: z.string(), error_type: z.string(), issues: z.array(z.unknown()).optional() }).loose();
+/** RFC 9457 members, then the extensions every problem carries (problem.ts). */
+const problemSchema = z
+  .object({
+    type: z.string().describe("a URI reference; about:blank: the status says it all, error_type is the finer kind"),
+    title: z.string().describe("the HTTP status phrase"),
+    status: z.number().int(),
+    detail: z.string(),
+    instance: z.string().optional().describe("the request path"),
+    error: z.string().describe("the same as detail (the field clients read before RFC 9457)"),
+    error_type: z.string(),
+    issues: z.array(z.unknown()).optional().describe("validation issues, each with its path"),
+  })
+  .loose();
 
 /** The OpenAPI 3.1 document of `app`'s documented routes. */
 export function openApiDocument(app: Hono, opts: DocumentOptions): Record<string, unknown> {

@@ -1,7 +1,13 @@
 /**
- * Problem responses: every error a client can cause maps to a 4xx with a JSON
- * body `{ error, error_type, ... }`; anything else is a 500 with no details.
- * Never a stack trace.
+ * Problem responses: every error a client can cause maps to a 4xx with an
+ * RFC 9457 problem body (`application/problem+json`): `type`, `title`,
+ * `status`, `detail`, `instance`, plus the fields clients have always read as
+ * extensions (`error` = detail, `error_type` = the kind, `issues`, …).
+ * Anything else is a 500 with no details. Never a stack trace.
+ *
+ * `type` is `about:blank` throughout, so `title` is the HTTP status phrase
+ * (RFC 9457 §4.2.1): the finer kind is `error_type`, and no URI is minted that
+ * nothing would serve. `instance` is the request's path.
  */
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
@@ -19,8 +25,46 @@ export class BadRequestError extends Error {
   }
 }
 
-export function problem(c: Context, status: number, error: string, errorType: string, extra: Record<string, unknown> = {}) {
-  return c.body(JSON.stringify({ error, error_type: errorType, ...extra }), status as 400, {
+const TITLES: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  409: "Conflict",
+  413: "Content Too Large",
+  415: "Unsupported Media Type",
+  421: "Misdirected Request",
+  422: "Unprocessable Content",
+  429: "Too Many Requests",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
+};
+
+/** The RFC 9457 members of a problem plus today's fields as extensions (extensions never override the standard members). */
+export function problemBody(status: number, detail: string, errorType: string, instance: string | undefined, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    ...extra,
+    error: detail,
+    error_type: errorType,
+    type: "about:blank",
+    title: TITLES[status] ?? (status >= 500 ? "Server Error" : "Client Error"),
+    status,
+    detail,
+    ...(instance !== undefined ? { instance } : {}),
+  };
+}
+
+/**
+ * The challenge a 401 names (RFC 9110 §11.6.1 requires one): bearer tokens
+ * for the API, the HMAC headers for internal routes and webhooks.
+ */
+export const BEARER_CHALLENGE = 'Bearer realm="edda"';
+
+export function problem(c: Context, status: number, error: string, errorType: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
+  return c.body(JSON.stringify(problemBody(status, error, errorType, new URL(c.req.url).pathname, extra)), status as 400, {
+    ...(status === 401 && !headers["www-authenticate"] ? { "www-authenticate": BEARER_CHALLENGE } : {}),
+    ...headers,
     "content-type": "application/problem+json",
   });
 }
@@ -35,19 +79,19 @@ export function instanceNotFound(c: Context, instanceId: string) {
  * 503 naming the variable to fix; the full message (which may quote a value)
  * goes only to the log.
  */
-export function configurationProblem(err: ConfigurationError): Response {
+export function configurationProblem(err: ConfigurationError, path?: string): Response {
   console.error(`edda: configuration error: ${err.message}`);
   const what = err.variable === "EDDA_API_TOKEN"
     ? "EDDA_API_TOKEN is not set (or set EDDA_ALLOW_UNAUTHENTICATED=1 to serve without authentication)"
     : `${err.variable ?? "a setting"} is missing or invalid`;
   return new Response(
-    JSON.stringify({ error: `service unavailable: ${what}; see the server log`, error_type: "ConfigurationError", retryable: false, ...(err.variable ? { variable: err.variable } : {}) }),
+    JSON.stringify(problemBody(503, `service unavailable: ${what}; see the server log`, "ConfigurationError", path, { retryable: false, ...(err.variable ? { variable: err.variable } : {}) })),
     { status: 503, headers: { "content-type": "application/problem+json" } },
   );
 }
 
 export function onError(err: unknown, c: Context) {
-  if (err instanceof ConfigurationError) return configurationProblem(err);
+  if (err instanceof ConfigurationError) return configurationProblem(err, new URL(c.req.url).pathname);
   if (err instanceof InvalidArgumentError) return problem(c, 400, err.message, "BadRequest", { issues: err.issues });
   if (err instanceof ValidationError) return problem(c, 422, err.message, "ValidationError", { issues: err.issues });
   if (err instanceof NotFoundError) return problem(c, 404, err.message, "NotFoundError");

@@ -99,7 +99,7 @@ export function webhookRoutes(app: Hono, h: Pick<RouteHelpers, "engine" | "scope
       const headers = c.req.raw.headers;
       const now = opts.now?.() ?? Math.floor(Date.now() / 1000);
       const check = await hook.verify.verify({ headers, body }, secrets, now, variable);
-      if (!check.ok) return problem(c, 401, `webhook "${name}": ${check.reason}`, "InvalidWebhookSignature", { retryable: false });
+      if (!check.ok) return problem(c, 401, `webhook "${name}": ${check.reason}`, "InvalidWebhookSignature", { retryable: false }, { "www-authenticate": `Signature realm="webhook ${name}"` });
       let record: CloudEventRecord;
       try {
         record = asCloudEvent(await hook.toEvent(requestOf(name, headers, body)));

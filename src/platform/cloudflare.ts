@@ -196,7 +196,7 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
         if (refusal) throw refusal;
         edda = eddaFor(env, ctx, new URL(request.url).origin, "request").edda;
       } catch (err) {
-        if (err instanceof ConfigurationError) return configurationProblem(err);
+        if (err instanceof ConfigurationError) return configurationProblem(err, new URL(request.url).pathname);
         throw err;
       }
       return edda.fetch(request, env, ctx);

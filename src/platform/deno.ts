@@ -125,7 +125,7 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
     sweep,
     runQueued,
     serve() {
-      const server = Deno.serve({ port, hostname: host, onListen: () => {} }, (req) => (refusal ? configurationProblem(refusal) : edda.fetch(req)));
+      const server = Deno.serve({ port, hostname: host, onListen: () => {} }, (req) => (refusal ? configurationProblem(refusal, new URL(req.url).pathname) : edda.fetch(req)));
       const interval = config.sweepIntervalMs !== undefined ? setInterval(() => void sweep(), config.sweepIntervalMs) : null;
       return {
         edda,

@@ -151,7 +151,7 @@ describe("internal routes", () => {
     expect((await t.edda.app.request("/_edda/step", { method: "POST", body, headers: captured })).status).toBeLessThan(300);
     const replayed = await t.edda.app.request("/_edda/sweep", { method: "POST", body, headers: captured });
     expect(replayed.status).toBe(401);
-    expect(await replayed.json()).toEqual({ error: "missing or invalid signature", error_type: "Unauthorized" });
+    expect(await replayed.json()).toMatchObject({ error: "missing or invalid signature", error_type: "Unauthorized", status: 401 });
     const asGet = await sign("test-secret", { method: "GET", path: "/_edda/step", body });
     expect((await t.edda.app.request("/_edda/step", { method: "POST", body, headers: asGet })).status).toBe(401);
   });

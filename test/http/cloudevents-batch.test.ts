@@ -43,7 +43,7 @@ describe("a CloudEvents batch is one transaction", () => {
     const ids = ["tx-1", "tx-2", "tx-3"];
     const r = await post([event("tx-1", "batch.a"), event("tx-2", "batch.b"), event("tx-3", "batch.explode")]);
     expect(r.status).toBe(500);
-    expect(await r.json()).toEqual({ error: "internal error", error_type: "InternalError" });
+    expect(await r.json()).toMatchObject({ error: "internal error", error_type: "InternalError", status: 500, detail: "internal error" });
     expect(await stored(ids)).toEqual({ dedupe: 0, messages: 0 });
     // Not deduplicated away: nothing of the failed batch was recorded.
     const ok = await post([event("tx-1", "batch.a"), event("tx-2", "batch.b")]);

@@ -115,6 +115,12 @@ async function call(what: string, path: string, init: { method?: string; body?: 
   } catch {
     parsed = text;
   }
+  // Every API refusal is an RFC 9457 problem (the viewer answers HTML pages, MCP JSON-RPC errors).
+  if (res.status >= 400 && !/^\/(ui|mcp)(\/|$|\?)/.test(path)) {
+    expect(res.headers.get("content-type"), `${what}: problem media type`).toBe("application/problem+json");
+    expect(parsed, `${what}: problem members`).toMatchObject({ type: "about:blank", status: res.status, title: expect.any(String), detail: expect.any(String), instance: new URL(path, "http://x").pathname, error_type: expect.any(String) });
+    if (res.status === 401) expect(res.headers.get("www-authenticate"), `${what}: a 401 names its challenge`).toBeTruthy();
+  }
   return { status: res.status, body: parsed };
 }
 
