@@ -37,7 +37,7 @@ export class SourceHashes implements DefinitionRecorder {
 
 /** A workflow's source hash, computed once per process (engines may be built per request). */
 const sourceHashes = new WeakMap<Workflow, Promise<string>>();
-function sourceHash(wf: Workflow): Promise<string> {
+export function sourceHash(wf: Workflow): Promise<string> {
   let h = sourceHashes.get(wf);
   if (!h) sourceHashes.set(wf, (h = sha256Hex(wf.source)));
   return h;

@@ -353,19 +353,19 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   const names = [...table.keys()];
   const order = opts.cpuBudgetMs === undefined ? names : sweepOrder(names, PRIORITY_TASKS, opts.rotationTurn ?? rotationTurn(Date.now()));
   const priorityCount = names.filter((n) => PRIORITY_TASKS.has(n)).length;
-  // A task starts if, at the mean cost of the tasks so far, it still fits: the budget is a limit, not a target.
-  const nextFits = (started: number) => {
-    if (opts.cpuBudgetMs === undefined) return true;
-    const used = clock() - cpuAtStart;
-    return used + (started > 0 ? used / started : 0) <= opts.cpuBudgetMs;
-  };
+  // A task starts if, at the cost of the dearest task so far, it still fits: the budget is a limit, not a
+  // target. (At the mean cost, a task dearer than the mean — the one that fired a timer — overshot it.)
+  let dearest = 0;
+  const nextFits = () => opts.cpuBudgetMs === undefined || clock() - cpuAtStart + dearest <= opts.cpuBudgetMs;
   for (const [position, name] of order.entries()) {
-    if (!nextFits(position) && !mustRun(position, priorityCount)) {
+    if (!nextFits() && !mustRun(position, priorityCount)) {
       report.deferred.push(name);
       continue;
     }
     const { batchOnce, repeat } = table.get(name)!;
+    const before = clock();
     await task(name, batchOnce, repeat);
+    dearest = Math.max(dearest, clock() - before);
   }
 
   report.durationMs = Date.now() - started;

@@ -27,6 +27,8 @@ import { createEdda, runInvocation, type Edda, type EddaOptions } from "../edda.
 import { SubrequestBudget, type Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { QueueDispatcher, runFollowUp, type FollowUpQueue, type OutgoingMessage } from "../engine/queue-dispatcher.ts";
+import { rotationTurn } from "../engine/sweep-rotation.ts";
+import type { SweepTask } from "../engine/sweeper.ts";
 import { configurationProblem } from "../http/problem.ts";
 import type { DatabaseDriver } from "../storage/database.ts";
 import { postgresJs } from "../storage/drivers/postgres-js.ts";
@@ -129,6 +131,23 @@ export interface InvocationCounts {
    * them against the platform's limit, which `wrangler dev` does not enforce.
    */
   maxSubrequests: { request: number; queueBatch: number; scheduled: number };
+  /** The last cron sweep: its rotation turn, what it cost by the budget's estimate, and what it left for later. */
+  lastSweep: SweepRecord | null;
+}
+
+export interface SweepRecord {
+  /** The cron tick's time (`controller.scheduledTime`), whose minute is the rotation's turn. */
+  scheduledTime: number;
+  rotationTurn: number;
+  /** 0: no budget. */
+  cpuBudgetMs: number;
+  /** Statements the invocation issued, and the CPU estimate the budget was held to (statements × SWEEP_STATEMENT_CPU_MS). */
+  statements: number;
+  cpuEstimateMs: number;
+  deferred: SweepTask[];
+  skipped: SweepTask[];
+  timersFired: number;
+  failures: number;
 }
 
 type InvocationKind = keyof InvocationCounts["maxSubrequests"];
@@ -136,7 +155,7 @@ type InvocationKind = keyof InvocationCounts["maxSubrequests"];
 export function createWorker(workerOptions: WorkerOptions): EddaWorker {
   const { driver, ...opts } = workerOptions;
   const drivers = [driver ?? postgresJs].flat();
-  const counts: InvocationCounts = { requests: 0, fetchFollowUps: 0, queueBatches: 0, queueMessages: 0, scheduled: 0, maxSubrequests: { request: 0, queueBatch: 0, scheduled: 0 } };
+  const counts: InvocationCounts = { requests: 0, fetchFollowUps: 0, queueBatches: 0, queueMessages: 0, scheduled: 0, maxSubrequests: { request: 0, queueBatch: 0, scheduled: 0 }, lastSweep: null };
   /** A counter of one invocation's subrequests, folded into `counts.maxSubrequests` as it grows. */
   const tally = (kind: InvocationKind) => {
     let n = 0;
@@ -238,7 +257,21 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
       const { edda, config, statements } = eddaFor(env, ctx, null, "scheduled");
       // Workers Free allows 10 ms of CPU per invocation: the sweep rotates its tasks under that budget (EDDA_SWEEP_CPU_MS, 0 = none).
       const cpuBudgetMs = config.sweepCpuMs ?? WORKERS_FREE_SWEEP_CPU_MS;
-      const report = await edda.sweep(cpuBudgetMs > 0 ? { cpuBudgetMs, cpuClock: () => statements() * SWEEP_STATEMENT_CPU_MS } : {}, ctx);
+      // The rotation turns with the cron tick's minute (not this isolate's clock), so each tick of a schedule leads with the next task.
+      const turn = rotationTurn(controller.scheduledTime);
+      const report = await edda.sweep(cpuBudgetMs > 0 ? { cpuBudgetMs, cpuClock: () => statements() * SWEEP_STATEMENT_CPU_MS, rotationTurn: turn } : {}, ctx);
+      const n = statements();
+      counts.lastSweep = {
+        scheduledTime: controller.scheduledTime,
+        rotationTurn: turn,
+        cpuBudgetMs,
+        statements: n,
+        cpuEstimateMs: n * SWEEP_STATEMENT_CPU_MS,
+        deferred: report.deferred,
+        skipped: report.skipped,
+        timersFired: report.timersFired,
+        failures: report.failures.length,
+      };
       console.log(`edda: sweep (${controller.cron})`, JSON.stringify(report));
     },
   };

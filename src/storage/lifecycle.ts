@@ -34,7 +34,7 @@ export interface LifecycleArea {
   /** Cancellable instances whose deadline passed (bounded). */
   findExpiredDeadlines(limit: number): Promise<string[]>;
   /** Parked instances of a workflow that diverged from other code than `currentHash` → running; their ids. */
-  unparkInstances(workflowName: string, currentHash: string, limit: number): Promise<string[]>;
+  unparkInstances(current: readonly { workflowName: string; hash: string }[], limit: number): Promise<string[]>;
   /** One parked instance → running; false when it is not parked. */
   resumeParked(instanceId: string): Promise<boolean>;
 }
@@ -109,19 +109,24 @@ export function lifecycleArea(ex: Executor): LifecycleArea {
     },
 
     /**
-     * Parked instances of `workflowName` that diverged from code other than
-     * `currentHash` go back to `running` (the deployed code may replay them now);
-     * returns their ids. One that still diverges is parked again under the new hash.
+     * Parked instances of the `current` workflows that diverged from code other
+     * than their workflow's current hash go back to `running` (the deployed code
+     * may replay them now); returns their ids (oldest first, `limit` in all). One
+     * that still diverges is parked again under the new hash. One statement for
+     * every workflow: the pairs travel as one JSON value, the same on each driver.
      */
-    async unparkInstances(workflowName, currentHash, limit) {
+    async unparkInstances(current, limit) {
+      const pairs = JSON.stringify(current.map((c) => ({ workflow_name: c.workflowName, hash: c.hash })));
       const rows = await queryRows<{ instance_id: string }>(
         ex,
         sql`
-        WITH due AS (
-          SELECT instance_id FROM workflow_instances
-          WHERE status = 'parked' AND workflow_name = ${workflowName} AND parked_hash IS DISTINCT FROM ${currentHash}
-          ORDER BY updated_at LIMIT ${limit}::int
-          FOR UPDATE SKIP LOCKED
+        WITH current_code AS (
+          SELECT workflow_name, hash FROM jsonb_to_recordset(${pairs}::jsonb) AS c(workflow_name text, hash text)
+        ), due AS (
+          SELECT p.instance_id FROM workflow_instances p JOIN current_code c ON c.workflow_name = p.workflow_name
+          WHERE p.status = 'parked' AND p.parked_hash IS DISTINCT FROM c.hash
+          ORDER BY p.updated_at LIMIT ${limit}::int
+          FOR UPDATE OF p SKIP LOCKED
         )
         UPDATE workflow_instances w SET status = 'running', parked_hash = NULL, error_data = NULL, updated_at = ${DB_NOW}
         FROM due WHERE w.instance_id = due.instance_id AND w.status = 'parked'
