@@ -448,7 +448,9 @@ class Step {
     const reports = reportsToParent(this.instance, c.status);
     // Lock order: the parent's row before this (child) row, as everywhere (storage/lifecycle.ts).
     if (reports) await tx.lockInstanceRow(this.instance.parentInstanceId!);
-    const r = await tx.concludeStep(this.fence, c);
+    // Nothing follows the conclusion unless a parent is told: it is the last statement, and a pipelining driver
+    // sends COMMIT behind it (or the conclusion alone, autocommitted, when the activity never touched ctx.tx).
+    const r = await tx.concludeStep(this.fence, c, { last: !reports });
     if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
     if (reports) {
       await deliverToParent(this.deps, tx, this.instance, c.status, c.outputData ?? this.instance.outputData, c.errorData ?? this.instance.errorData, this.scope);

@@ -57,6 +57,14 @@ export interface DatabaseDriver {
   open(connection: DriverConnection): Database;
 }
 
+/**
+ * Leads the text of a transaction's last statement (a step's fenced conclusion, which fails when its
+ * fence does not hold). A driver may then send it alone, autocommitted, when it is the
+ * transaction's only statement (drivers/postgres-js-lazy-tx.ts).
+ * Elsewhere it is a comment.
+ */
+export const LAST_STATEMENT = "/* edda:last */ ";
+
 /** A drizzle logger that counts statements, for the per-step statement budget. */
 export function countingLogger(stats: QueryStats) {
   return { logQuery: () => void stats.statements++ };

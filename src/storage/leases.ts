@@ -10,7 +10,7 @@
  * ran a step in between), so expiry alone does not void a conclusion.
  */
 import { sql, type SQL } from "drizzle-orm";
-import { queryRows, type Executor } from "./database.ts";
+import { LAST_STATEMENT, queryRows, type Executor } from "./database.ts";
 import { compensationValues, historyValues, timerExpiry } from "./history.ts";
 import { DB_NOW, dbNowPlus, historyJson, INSTANCE_COLUMNS, toHistoryList, toInstance, toNumber, type Row } from "./rows.ts";
 import {
@@ -61,6 +61,16 @@ export interface ConcludeResult {
   token?: number;
 }
 
+export interface ConcludeOptions {
+  /**
+   * The transaction's last statement: a pipelining driver sends COMMIT right behind it, or sends it
+   * alone, autocommitted, when the transaction has no other statement (LAST_STATEMENT). The statement
+   * then fails when the fence does not hold, so that a COMMIT sent behind it rolls back; the result is
+   * the same `{ ok: false }`.
+   */
+  last?: boolean;
+}
+
 /** Leases (fenced by their token) and the writes that conclude a step under one. */
 export interface LeasesArea {
   /**
@@ -85,9 +95,20 @@ export interface LeasesArea {
    * The fenced conclusion of a step (see StepConclusion). On a terminal status
    * the instance also leaves its channel subscriptions, groups and timers.
    */
-  concludeStep(fence: Fence, conclusion: StepConclusion): Promise<ConcludeResult>;
+  concludeStep(fence: Fence, conclusion: StepConclusion, opts?: ConcludeOptions): Promise<ConcludeResult>;
   /** Fenced: archive the current history under the current run, clear it, start run+1 with new input. */
   recurInstance(fence: Fence, newInputData: string): Promise<boolean>;
+}
+
+const DIVISION_BY_ZERO = "22012";
+
+/** The SQLSTATE of a database error, through the wrappers drivers and drizzle put around it. */
+function sqlState(err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e && typeof e === "object" && depth < 6; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return undefined;
 }
 
 const RUNNABLE = sql.raw(RUNNABLE_STATUSES.map((s) => `'${s}'`).join(", "));
@@ -195,7 +216,7 @@ export function leasesArea(ex: Executor): LeasesArea {
      * A hand-off is only honoured for a runnable status (a waiting or finished
      * instance must not stay locked).
      */
-    async concludeStep(fence, c) {
+    async concludeStep(fence, c, opts) {
       const terminal = TERMINAL_STATUSES.includes(c.status);
       const handoff = c.handoff && RUNNABLE_STATUSES.includes(c.status) ? c.handoff : undefined;
 
@@ -249,7 +270,24 @@ export function leasesArea(ex: Executor): LeasesArea {
         }
       }
 
-      const [row] = await queryRows<{ lock_token: unknown }>(ex, sql`WITH ${sql.join(ctes, sql`, `)} SELECT lock_token FROM upd`);
+      const ctePart = sql`WITH ${sql.join(ctes, sql`, `)}`;
+      let row: { lock_token: unknown } | undefined;
+      if (opts?.last) {
+        // One row always, and a division by zero when the fence matched nothing: the statement fails, the
+        // transaction it ends is aborted, and a COMMIT pipelined behind it rolls back (user writes included).
+        try {
+          [row] = await queryRows<{ lock_token: unknown }>(
+            ex,
+            sql`${sql.raw(LAST_STATEMENT)}${ctePart} SELECT (SELECT lock_token FROM upd) AS lock_token, 1 / (SELECT count(*)::int FROM upd) AS fenced`,
+          );
+        } catch (err) {
+          if (sqlState(err) === DIVISION_BY_ZERO) return { ok: false };
+          throw err;
+        }
+        if (row?.lock_token === null || row?.lock_token === undefined) return { ok: false };
+      } else {
+        [row] = await queryRows<{ lock_token: unknown }>(ex, sql`${ctePart} SELECT lock_token FROM upd`);
+      }
       if (!row) return { ok: false };
       return handoff ? { ok: true, token: toNumber(row.lock_token) } : { ok: true };
     },

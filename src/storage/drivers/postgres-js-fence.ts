@@ -25,6 +25,7 @@
  * its rows shifted up, the first ones missing.
  */
 import { inlineParameters } from "./postgres-js-inline.ts";
+import { lazyTransaction, type Query } from "./postgres-js-lazy-tx.ts";
 import { denseResults } from "./postgres-js-rows.ts";
 
 type Client = ((...args: unknown[]) => unknown) & Record<string | symbol, unknown>;
@@ -56,8 +57,8 @@ function closedError(): Error {
 }
 
 /** What a refused statement returns: rejects however it is consumed (awaited, `.values()`, `.raw()`), only when consumed. */
-function refused(): Record<string, (...a: never[]) => Promise<unknown>> {
-  const settle = () => Promise.reject(closedError());
+function refused(err: () => Error = closedError): Record<string, (...a: never[]) => Promise<unknown>> {
+  const settle = () => Promise.reject(err());
   return {
     then: (ok?: (v: never) => unknown, bad?: (e: unknown) => unknown) => settle().then(ok, bad),
     catch: (bad: (e: unknown) => unknown) => settle().catch(bad),
@@ -83,7 +84,16 @@ export interface Fencing {
 
 export type StatementMode = "prepared" | "inline";
 
-export function createFencing(): Fencing {
+export interface FencingOptions {
+  /**
+   * Transactions that begin with their first statement (postgres-js-lazy-tx.ts; default true): a lone
+   * last statement goes without BEGIN and COMMIT. false: postgres.js's own `begin()` for every transaction.
+   */
+  lazy?: boolean;
+}
+
+export function createFencing(options: FencingOptions = {}): Fencing {
+  const lazy = options.lazy ?? true;
   const open = new Set<TxState>();
 
   const onclose = (connectionId: number) => {
@@ -124,6 +134,18 @@ export function createFencing(): Fencing {
     return tx.over ? never() : result;
   }
 
+  /** postgres.js `begin()` / `savepoint()` with the transaction fenced. */
+  function begin(target: Client, mode: StatementMode, tx: TxState | null, key: "begin" | "savepoint", args: unknown[]): Promise<unknown> {
+    if (tx?.over) return Promise.reject(closedError());
+    const fn = args.pop() as (c: unknown) => unknown;
+    const inner = newState();
+    if (tx) inner.connectionId = tx.connectionId;
+    const p = (target[key] as (...a: unknown[]) => Promise<unknown>)(...args, (c: unknown) => guarded(fn, wrap(c, mode, inner), inner));
+    // A savepoint is over with its transaction too.
+    if (tx) void tx.ended.then(inner.end);
+    return p.finally(inner.end);
+  }
+
   function wrap<C>(client: C, mode: StatementMode, tx: TxState | null = null): C {
     return new Proxy(client as unknown as Client, {
       apply(target, self, args) {
@@ -134,36 +156,26 @@ export function createFencing(): Fencing {
         if (key === "unsafe") {
           return (q: string, p: unknown[] = [], o: Record<string, unknown> = {}) => {
             if (tx?.over) return refused();
-            const inlined = mode === "inline" && p.length > 0 ? inlineParameters(q, p) : null;
-            const unsafeOpts = mode === "prepared" ? { ...o, prepare: true } : o;
-            // postgres.js calls `onexecute` when it writes the statement to a connection (not for one it describes first).
-            const hook =
-              tx && tx.connectionId === null
-                ? {
-                    onexecute: (conn: { id: number }) => {
-                      if (tx.connectionId === null) tx.connectionId = conn.id;
-                      return true;
-                    },
-                  }
-                : {};
-            const unsafe = target.unsafe as (...a: unknown[]) => unknown;
-            // Inlined: still the extended protocol (postgres.js would use the simple one for a statement without
-            // parameters), which refuses more than one command in a statement.
-            return denseResults(inlined === null ? unsafe(q, p, { ...unsafeOpts, ...hook }) : unsafe(inlined, [], { ...unsafeOpts, simple: false, ...hook }));
+            return send(target, mode, tx, q, p, o);
           };
         }
-        if (key === "begin" || key === "savepoint") {
+        if (key === "begin" && lazy && !tx) {
+          const fencedBegin = (...args: unknown[]) => begin(target, mode, null, "begin", args);
           return (...args: unknown[]): Promise<unknown> => {
-            if (tx?.over) return Promise.reject(closedError());
             const fn = args.pop() as (c: unknown) => unknown;
-            const inner = newState();
-            if (tx) inner.connectionId = tx.connectionId;
-            const p = (target[key] as (...a: unknown[]) => Promise<unknown>)(...args, (c: unknown) => guarded(fn, wrap(c, mode, inner), inner));
-            // A savepoint is over with its transaction too.
-            if (tx) void tx.ended.then(inner.end);
-            return p.finally(inner.end);
+            return lazyTransaction(
+              {
+                sendAlone: (q, p, o) => send(target, mode, null, q, p, o),
+                begin: (inner) => fencedBegin(...args, inner),
+                rejected: (err) => refused(err) as unknown as Query,
+                closedError,
+                client: (own) => ownClient(target, own),
+              },
+              fn,
+            );
           };
         }
+        if (key === "begin" || key === "savepoint") return (...args: unknown[]) => begin(target, mode, tx, key, args);
         const v = target[key];
         return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
       },
@@ -171,4 +183,43 @@ export function createFencing(): Fencing {
   }
 
   return { onclose, wrap: (client, mode) => wrap(client, mode) };
+}
+
+/**
+ * A statement as the driver sends it: prepared, or with its values inlined (postgres-js-inline.ts),
+ * rows made dense; on a transaction's connection, the first one sent tells the fence that connection's id.
+ */
+function send(target: Client, mode: StatementMode, tx: TxState | null, q: string, p: unknown[], o: Record<string, unknown>): Query {
+  const inlined = mode === "inline" && p.length > 0 ? inlineParameters(q, p) : null;
+  const unsafeOpts = mode === "prepared" ? { ...o, prepare: true } : o;
+  // postgres.js calls `onexecute` when it writes the statement to a connection (not for one it describes first).
+  const hook =
+    tx && tx.connectionId === null
+      ? {
+          onexecute: (conn: { id: number }) => {
+            if (tx.connectionId === null) tx.connectionId = conn.id;
+            return true;
+          },
+        }
+      : {};
+  const unsafe = target.unsafe as (...a: unknown[]) => Query;
+  // Inlined: still the extended protocol (postgres.js would use the simple one for a statement without
+  // parameters), which refuses more than one command in a statement.
+  return denseResults(inlined === null ? unsafe(q, p, { ...unsafeOpts, ...hook }) : unsafe(inlined, [], { ...unsafeOpts, simple: false, ...hook }));
+}
+
+/** The client a lazy transaction hands its callback (drizzle uses `unsafe` and `savepoint`). */
+function ownClient(pool: Client, own: { unsafe: unknown; savepoint: unknown }): unknown {
+  return new Proxy(pool, {
+    apply() {
+      throw new TypeError("edda: tagged-template statements are not sent inside a transaction; use unsafe()");
+    },
+    get(target, key) {
+      if (key === "unsafe") return own.unsafe;
+      if (key === "savepoint") return own.savepoint;
+      if (key === "begin") return () => Promise.reject(new TypeError("edda: begin() inside a transaction; use savepoint()"));
+      const v = target[key];
+      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
 }

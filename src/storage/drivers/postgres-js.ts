@@ -16,6 +16,9 @@
  * No connection fetches the array types (postgres-js-types.ts declares
  * them), so a new connection's first statement goes with its start-up.
  *
+ * Transactions begin with their first statement (postgres-js-lazy-tx.ts):
+ * a step's lone fenced conclusion goes without BEGIN and COMMIT.
+ *
  * Transactions are fenced (postgres-js-fence.ts): once a transaction's
  * connection dropped, its callback can no longer send statements anywhere.
  * Results are kept dense (postgres-js-rows.ts): after a connection dropped
@@ -39,12 +42,18 @@ export interface PostgresJsOptions {
    * clients opened per request and for transaction-mode poolers.
    */
   prepare?: boolean;
+  /**
+   * Transactions begin with their first statement (default true, postgres-js-lazy-tx.ts): a step whose
+   * transaction holds only its fenced conclusion (its activity never touched `ctx.tx`) sends that alone,
+   * autocommitted — one round trip instead of three. false: every transaction is BEGIN … COMMIT.
+   */
+  lazyTransactions?: boolean;
 }
 
 export function createPostgresJsDatabase(opts: PostgresJsOptions): Database {
   const stats: QueryStats = { statements: 0 };
   const prepare = opts.prepare ?? true;
-  const fencing = createFencing();
+  const fencing = createFencing({ lazy: opts.lazyTransactions ?? true });
   const client = postgres(opts.url, {
     max: opts.max ?? 10,
     prepare,
