@@ -46,7 +46,7 @@ const PEERS = [
   ["local", "Edda local"],
   ["dbos", "DBOS 5.3"],
   ["absurd", "Absurd 0.5"],
-  ["graphile", "graphile-worker 0.18"],
+  ["graphile", "graphile-worker 0.17"],
 ] as const;
 const m = doc.meta;
 const load = (l: number[]) => l.map((v) => v.toFixed(1)).join(" / ");
