@@ -316,6 +316,9 @@ export class Engine implements StepRunner, EngineParts {
   checkReadable(): Promise<void> { return inspection.checkReadable(this); }
   /** Throws when the database cannot be written (a system-lock row, taken and released). */
   checkWritable(lock: string): Promise<void> { return inspection.checkWritable(this, lock, this.workerId); }
+  /** Refuse a viewer session from now until `expiresAt` (logout). */
+  revokeViewerSession(sessionId: string, expiresAt: Date): Promise<void> { return inspection.revokeViewerSession(this, sessionId, expiresAt); }
+  viewerSessionRevoked(sessionId: string): Promise<boolean> { return inspection.viewerSessionRevoked(this, sessionId); }
   /** Store validated CloudEvents in one transaction (ingestion.ts). */
   ingestEvents(prepared: PreparedEvent[], scope?: DispatchScope): Promise<IngestResult[]> { return ingest(this, prepared, scope); }
 

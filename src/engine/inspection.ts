@@ -76,3 +76,13 @@ export async function checkReadable(e: Uses<"storage">): Promise<void> {
 export async function checkWritable(e: Uses<"storage">, lock: string, holder: string): Promise<void> {
   if (await e.storage.tryAcquireSystemLock(lock, holder, 5)) await e.storage.releaseSystemLock(lock, holder);
 }
+
+/** End a viewer session server-side: its id is refused until `expiresAt`, when its cookie expires anyway. */
+export function revokeViewerSession(e: Uses<"storage">, sessionId: string, expiresAt: Date): Promise<void> {
+  return e.storage.revokeViewerSession(sessionId, expiresAt);
+}
+
+/** Whether a viewer session was ended by logging out. */
+export function viewerSessionRevoked(e: Uses<"storage">, sessionId: string): Promise<boolean> {
+  return e.storage.viewerSessionRevoked(sessionId);
+}

@@ -123,6 +123,7 @@ export type SweepTask =
   | "channel_retention"
   | "instance_retention"
   | "dedupe_retention"
+  | "session_retention"
   | "schedules"
   | "concurrency"
   | "timed_starts";
@@ -144,6 +145,8 @@ export interface SweepReport {
   instancesPurged: number;
   /** CloudEvent dedupe rows deleted after the retention. */
   dedupeRowsPurged: number;
+  /** Viewer-session revocations deleted once their session had expired anyway. */
+  sessionRevocationsPurged: number;
   /** Rows that failed inside a task (the task went on with the others): which instance, why, and whether it was set aside. */
   rowFailures: RowFailure[];
   /** Instances started for due cron ticks (schedules.ts). */
@@ -188,6 +191,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     channelMessagesDeleted: 0,
     instancesPurged: 0,
     dedupeRowsPurged: 0,
+    sessionRevocationsPurged: 0,
     rowFailures: [],
     scheduledStarted: 0,
     queuedPromoted: 0,
@@ -330,6 +334,11 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   add("dedupe_retention", async () => {
     const n = await storage.purgeCloudEventDedupe(opts.dedupeRetentionSeconds ?? retention.cloudEventDedupeSeconds, batch);
     report.dedupeRowsPurged += n;
+    return n;
+  });
+  add("session_retention", async () => {
+    const n = await storage.purgeExpiredSessionRevocations(batch);
+    report.sessionRevocationsPurged += n;
     return n;
   });
 

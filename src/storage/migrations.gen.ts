@@ -168,5 +168,13 @@ export const MIGRATIONS: BundledMigration[] = [
       "CREATE INDEX \"idx_instances_leased\" ON \"workflow_instances\" USING btree (\"locked_by\") WHERE \"workflow_instances\".\"locked_by\" IS NOT NULL;",
       "-- Room on every page for the new version of a row a step rewrites, so the update can stay on its page (HOT).\nALTER TABLE \"workflow_instances\" SET (fillfactor = 80);"
     ]
+  },
+  {
+    "version": 11,
+    "tag": "0010_viewer_session_revocations",
+    "statements": [
+      "CREATE TABLE \"viewer_session_revocations\" (\n\t\"session_id\" varchar(64) PRIMARY KEY NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL\n);",
+      "CREATE INDEX \"idx_viewer_session_revocations_expires\" ON \"viewer_session_revocations\" USING btree (\"expires_at\");"
+    ]
   }
 ];

@@ -28,6 +28,7 @@ import { lifecycleArea } from "./lifecycle.ts";
 import { locksArea } from "./locks.ts";
 import { outboxArea } from "./outbox.ts";
 import { schedulesArea } from "./schedules.ts";
+import { sessionsArea } from "./sessions.ts";
 import type { Storage, StorageCore, TxStorage } from "./types.ts";
 
 type AfterCommit = () => void | Promise<void>;
@@ -65,6 +66,7 @@ const AREAS = [
   inspectArea,
   failuresArea,
   locksArea,
+  sessionsArea,
 ] as const;
 
 type UnionToIntersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;

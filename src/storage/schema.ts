@@ -430,3 +430,17 @@ export const cloudeventDedupe = pgTable(
   },
   (t) => [primaryKey({ columns: [t.source, t.eventId] }), index("idx_cloudevent_dedupe_received").on(t.receivedAt)],
 );
+
+/**
+ * Viewer sessions ended by logging out, until the session would have expired
+ * anyway: a copied cookie of a revoked session is refused. The sweep deletes
+ * rows once `expires_at` has passed (the cookie's own expiry refuses it then).
+ */
+export const viewerSessionRevocations = pgTable(
+  "viewer_session_revocations",
+  {
+    sessionId: varchar("session_id", { length: 64 }).primaryKey(),
+    expiresAt: tz("expires_at").notNull(),
+  },
+  (t) => [index("idx_viewer_session_revocations_expires").on(t.expiresAt)],
+);

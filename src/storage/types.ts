@@ -26,6 +26,7 @@ import type { OutboxArea } from "./outbox.ts";
 import type { InspectArea } from "./inspect.ts";
 import type { FailuresArea } from "./failures.ts";
 import type { LocksArea } from "./locks.ts";
+import type { SessionsArea } from "./sessions.ts";
 
 export * from "./records.ts";
 export type { InstanceEnd, InstancePage, ListInstancesQuery, NewInstance } from "./instances.ts";
@@ -38,7 +39,7 @@ export type { DueSchedule, ScheduleRecord, ScheduleRegistration } from "./schedu
 export type { DeadLetterAction, DeadLetterPage, DeadLetterQuery } from "./outbox.ts";
 export type { ArchivedRunSummary, ChannelSubscriber, ChannelSummary, GroupMembership, TimerRecord } from "./inspect.ts";
 export type { FailureTask, InstanceFailure } from "./failures.ts";
-export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea };
+export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea };
 
 /** What every Storage has besides its areas: its executor, transactions, LISTEN. */
 export interface StorageCore {
@@ -68,7 +69,8 @@ export type Storage = StorageCore &
   OutboxArea &
   InspectArea &
   FailuresArea &
-  LocksArea;
+  LocksArea &
+  SessionsArea;
 
 export interface TxStorage extends Storage {
   afterCommit(cb: () => void | Promise<void>): void;

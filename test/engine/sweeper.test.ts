@@ -191,6 +191,7 @@ describe("each task", () => {
       "channel_retention",
       "instance_retention",
       "dedupe_retention",
+      "session_retention",
       "schedules",
       "concurrency",
       "timed_starts",

@@ -26,7 +26,7 @@ import { Page, Problem } from "./layout.tsx";
 import { filterOf, ListPage, readListParams } from "./list.tsx";
 import { OutboxPage } from "./outbox.tsx";
 import { SchedulesPage } from "./schedules.tsx";
-import { authRequired, endSession, hasSession, matchToken, sameOriginOnly, securityHeaders, startSession, type SessionKeys, type ViewerEnv } from "./session.ts";
+import { authRequired, endSession, hasSession, matchToken, sameOriginOnly, securityHeaders, startSession, type SessionKeys, type SessionStore, type ViewerEnv } from "./session.ts";
 
 export interface ViewerOptions extends SessionKeys {
   engine: (c: Context) => Promise<Engine>;
@@ -156,12 +156,16 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     await startSession(c, opts, matched);
     return c.redirect("/ui", 303);
   });
-  ui.post("/logout", (c) => {
-    endSession(c);
+  const sessions: SessionStore = {
+    revoked: async (c, id) => (await opts.engine(c)).viewerSessionRevoked(id),
+    revoke: async (c, id, expiresAt) => (await opts.engine(c)).revokeViewerSession(id, expiresAt),
+  };
+  ui.post("/logout", async (c) => {
+    await endSession(c, opts, sessions);
     return c.redirect(auth() ? "/ui/login" : "/ui", 303);
   });
   ui.use("*", async (c, next) => {
-    if (!auth() || (await hasSession(c, opts))) return next();
+    if (!auth() || (await hasSession(c, opts, sessions))) return next();
     if (c.req.method === "GET" || c.req.method === "HEAD") return c.redirect("/ui/login", 303);
     return loginPage(c, 401, "Log in first.");
   });

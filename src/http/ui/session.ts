@@ -3,9 +3,12 @@
  *
  * - When an API token is configured the viewer asks for it once (POST
  *   /ui/login) and keeps a session cookie: HttpOnly, Secure, SameSite=Strict,
- *   path /ui, 12 h, whose value (its expiry) is HMAC-signed with a key derived
- *   from the token and EDDA_SECRET — rotating either ends every session. The
- *   token never travels in a URL. (Browsers accept Secure cookies from
+ *   path /ui, 12 h, whose value (a random session id and its expiry) is
+ *   HMAC-signed with a key derived from the token and EDDA_SECRET — rotating
+ *   either ends every session. Logging out revokes the session server-side
+ *   (its id is stored until its expiry, storage/sessions.ts), so a copied
+ *   cookie stops working too; a login writes nothing. The token never
+ *   travels in a URL. (Browsers accept Secure cookies from
  *   http://localhost / 127.0.0.1; elsewhere the viewer needs HTTPS.)
  * - Every non-GET request must come from the viewer's own origin
  *   (an `Origin` among the configured hosts, else `Sec-Fetch-Site: same-origin`);
@@ -30,6 +33,15 @@ export interface SessionKeys {
 
 export type ViewerEnv = { Variables: { nonce: string } };
 
+/** Where ended sessions are kept (the engine's database). */
+export interface SessionStore {
+  revoked(c: Context, sessionId: string): Promise<boolean>;
+  revoke(c: Context, sessionId: string, expiresAt: Date): Promise<void>;
+}
+
+/** `<32 hex id>.<expiry in Unix seconds>`; the older value (an expiry alone) names no id and is refused: log in again. */
+const SESSION_VALUE = /^([0-9a-f]{32})\.(\d{1,12})$/;
+
 function keyFor(token: string, secret: string | undefined): string {
   return `edda-ui-session\u0000${secret ?? ""}\u0000${token}`;
 }
@@ -46,7 +58,8 @@ export async function matchToken(keys: SessionKeys, candidate: string): Promise<
 
 export async function startSession(c: Context, keys: SessionKeys, token: string): Promise<void> {
   const expires = Math.floor(Date.now() / 1000) + SESSION_SECONDS;
-  await setSignedCookie(c, SESSION_COOKIE, String(expires), keyFor(token, keys.secret()), {
+  const id = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+  await setSignedCookie(c, SESSION_COOKIE, `${id}.${expires}`, keyFor(token, keys.secret()), {
     path: "/ui",
     httpOnly: true,
     secure: true,
@@ -55,19 +68,29 @@ export async function startSession(c: Context, keys: SessionKeys, token: string)
   });
 }
 
-export function endSession(c: Context): void {
+/** The request's session when its cookie is signed by a current key and unexpired (revocation aside). */
+async function readSession(c: Context, keys: SessionKeys): Promise<{ id: string; expiresAt: Date } | null> {
+  for (const t of keys.tokens() ?? []) {
+    const value = await getSignedCookie(c, keyFor(t, keys.secret()), SESSION_COOKIE);
+    const m = typeof value === "string" ? SESSION_VALUE.exec(value) : null;
+    if (m && Number(m[2]) > Date.now() / 1000) return { id: m[1]!, expiresAt: new Date(Number(m[2]) * 1000) };
+  }
+  return null;
+}
+
+/** Log out: the session is revoked server-side first (a copy of the cookie dies with it), then the cookie is deleted. */
+export async function endSession(c: Context, keys: SessionKeys, store: SessionStore): Promise<void> {
+  const session = await readSession(c, keys);
+  if (session) await store.revoke(c, session.id, session.expiresAt);
   deleteCookie(c, SESSION_COOKIE, { path: "/ui", httpOnly: true, secure: true, sameSite: "Strict" });
 }
 
-/** Whether the request carries a valid, unexpired session (or the bearer token itself). */
-export async function hasSession(c: Context, keys: SessionKeys): Promise<boolean> {
+/** Whether the request carries a valid, unexpired, unrevoked session (or the bearer token itself). */
+export async function hasSession(c: Context, keys: SessionKeys, store: SessionStore): Promise<boolean> {
   const bearer = /^Bearer\s+(.+)$/i.exec(c.req.header("authorization") ?? "");
   if (bearer && (await matchToken(keys, bearer[1]!.trim()))) return true;
-  for (const t of keys.tokens() ?? []) {
-    const value = await getSignedCookie(c, keyFor(t, keys.secret()), SESSION_COOKIE);
-    if (typeof value === "string" && /^\d+$/.test(value) && Number(value) > Date.now() / 1000) return true;
-  }
-  return false;
+  const session = await readSession(c, keys);
+  return session !== null && !(await store.revoked(c, session.id));
 }
 
 /**
