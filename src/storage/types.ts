@@ -27,6 +27,7 @@ import type { InspectArea } from "./inspect.ts";
 import type { FailuresArea } from "./failures.ts";
 import type { LocksArea } from "./locks.ts";
 import type { SessionsArea } from "./sessions.ts";
+import type { GaugesArea } from "./gauges.ts";
 
 export * from "./records.ts";
 export type { InstanceEnd, InstancePage, ListInstancesQuery, NewInstance } from "./instances.ts";
@@ -39,7 +40,8 @@ export type { DueSchedule, ScheduleRecord, ScheduleRegistration } from "./schedu
 export type { DeadLetterAction, DeadLetterPage, DeadLetterQuery } from "./outbox.ts";
 export type { ArchivedRunSummary, ChannelSubscriber, ChannelSummary, GroupMembership, TimerRecord } from "./inspect.ts";
 export type { FailureTask, InstanceFailure } from "./failures.ts";
-export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea };
+export type { GaugeSample } from "./gauges.ts";
+export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea };
 
 /** What every Storage has besides its areas: its executor, transactions, LISTEN. */
 export interface StorageCore {
@@ -68,6 +70,7 @@ export type Storage = StorageCore &
   SchedulesArea &
   OutboxArea &
   InspectArea &
+  GaugesArea &
   FailuresArea &
   LocksArea &
   SessionsArea;
