@@ -11,7 +11,9 @@
  */
 export { activity, workflow } from "./core/definitions.ts";
 export type { Activity, ActivityFn, ActivityOptions, Workflow, WorkflowFn, WorkflowOptions, WorkflowInput, WorkflowOutput, InputOf, StartInputOf } from "./core/definitions.ts";
-export type { ActivityContext, WorkflowContext, Transaction } from "./core/context.ts";
+export type { ActivityContext, ActivityStream, WorkflowContext, Transaction } from "./core/context.ts";
+export { emit, MAX_STREAM_ITEM_BYTES } from "./core/stream.ts";
+export type { StreamOptions } from "./core/stream.ts";
 export { sleep, sleepUntil, registerCompensation } from "./core/primitives.ts";
 export type { RetryPolicy } from "./core/retry.ts";
 export {
@@ -29,6 +31,7 @@ export {
   ChildWorkflowError,
   WorkflowTimeoutError,
   ActivityTimeoutError,
+  StreamLimitError,
 } from "./core/errors.ts";
 export { patched } from "./core/patched.ts";
 export { invoke, startChild } from "./engine/children.ts";
@@ -59,7 +62,6 @@ export type { EngineHooks, WorkflowInfo, ActivityInfo } from "./engine/hooks.ts"
 export type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./engine/dispatcher.ts";
 export type { SubrequestBudget } from "./engine/budget.ts";
 export type { TracingApi, OtelContext, OtelSpan, OtelSpanContext, OtelTracer } from "./engine/tracing.ts";
-export type { MetricAttributes, MetricsApi, OtelMeter } from "./engine/metrics.ts";
 export type { OutboxOptions, RelayReport } from "./engine/outbox.ts";
 export type { SweepOptions, SweepReport, SweepTask, SweepFailure } from "./engine/sweeper.ts";
 export type { ChildSummary, FailureTask, InstanceFilter, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";

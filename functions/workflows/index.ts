@@ -17,9 +17,10 @@ import { pipeline } from "./pipeline.ts";
 import { reminder } from "./reminder.ts";
 import { sendInvoice } from "./send-invoice.ts";
 import { stripeCheckout } from "./stripe-checkout.ts";
+import { summarize } from "./summarize.ts";
 import { stripeVerifier, webhook } from "../../src/index.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy, exportReport, sendInvoice, stripeCheckout];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy, exportReport, sendInvoice, stripeCheckout, summarize];
 
 /** The webhook sources every entry point serves: POST /webhooks/stripe, verified with EDDA_WEBHOOK_STRIPE_SECRET. */
 export const webhooks = [webhook("stripe", { verify: stripeVerifier() })];

@@ -58,4 +58,22 @@ export interface ActivityContext {
    * stop; the reason is a `LeaseLostError`.
    */
   readonly signal: AbortSignal;
+  /**
+   * This attempt's live stream (tokens, progress): readers of
+   * `GET /instances/:id/stream` see the items within ~50 ms. Items carry the
+   * attempt number; when a later attempt of this activity streams, a `retry`
+   * marker precedes its items (see docs/design.md, Realtime streams).
+   */
+  readonly stream: ActivityStream;
+}
+
+export interface ActivityStream {
+  /**
+   * Buffer one item (JSON value or bytes, at most 64 KiB encoded). Returns at
+   * once; items are written in batches. Throws StreamLimitError for an item
+   * too large, after `close()`, or once the stream's budget is spent.
+   */
+  write(data: unknown, opts?: { topic?: string }): void;
+  /** Write what is buffered and end this attempt's stream; later writes throw. */
+  close(): Promise<void>;
 }

@@ -157,6 +157,21 @@ export class ConfigurationError extends EddaError {
   }
 }
 
+/**
+ * A stream refused an item: a chunk over the per-item limit, a stream whose
+ * budget is spent, or a write after `close()`. Never retried (the same
+ * writes fail the same way); `reason` says which.
+ */
+export class StreamLimitError extends TerminalError {
+  override name = "StreamLimitError";
+  constructor(
+    message: string,
+    readonly reason: "chunk_too_large" | "stream_full" | "closed" | "invalid_topic" = "stream_full",
+  ) {
+    super(message);
+  }
+}
+
 export const BUILTIN_ERRORS: Record<string, new (message: string) => Error> = {
   Error,
   TypeError,
@@ -179,6 +194,7 @@ export const BUILTIN_ERRORS: Record<string, new (message: string) => Error> = {
   ChildWorkflowError,
   WorkflowTimeoutError,
   ActivityTimeoutError,
+  StreamLimitError,
   RetryExhaustedError: class extends RetryExhaustedError {
     constructor(message: string) {
       super(message, 0);

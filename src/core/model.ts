@@ -53,6 +53,8 @@ export const EV = {
   MessageTimeout: "MessageTimeout",
   /** A deterministic value (`ctx.now()`, `ctx.random()`, `ctx.uuid()`) recorded once. */
   ValueRecorded: "ValueRecorded",
+  /** An `emit(ctx, data)` of the workflow: `{ topic, data }`, appended to the stream once. */
+  StreamEmitted: "StreamEmitted",
   /** A child workflow's outcome at the parent's `invoke` operation: completed, or failed/cancelled. */
   ChildCompleted: "ChildCompleted",
   ChildFailed: "ChildFailed",

@@ -31,7 +31,7 @@ import { NonDeterminismError } from "./errors.ts";
 import type { ActivityRegistry } from "./registry.ts";
 import { isDerivedId } from "./ids.ts";
 import type { MatchDocument } from "./match.ts";
-import { EV, type ChannelMode, type HistoryEvent, type NewHistoryEvent } from "./model.ts";
+import { EV, type ChannelMode, type HistoryEvent, type HistoryEventType, type NewHistoryEvent } from "./model.ts";
 import { deserializeError, fromPayload, toPayload, type ErrorClass, type SerializedError } from "./serialization.ts";
 
 /** History rows that settle an operation (rows at derived `id#…` ids only inform retries). */
@@ -42,6 +42,7 @@ const PRIMARY = new Set<string>([
   EV.MessageReceived,
   EV.MessageTimeout,
   EV.ValueRecorded,
+  EV.StreamEmitted,
   EV.ChildCompleted,
   EV.ChildFailed,
 ]);
@@ -89,7 +90,7 @@ export type OperationRequest =
   | { kind: "activity"; activity: Activity; args: unknown[] }
   | { kind: "wait"; wait: WaitRequest }
   /** A value produced in the workflow and recorded once (`ctx.now()`…): no I/O, recorded at the next quiescence. */
-  | { kind: "value"; produce: () => unknown };
+  | { kind: "value"; produce: () => unknown; eventType?: HistoryEventType };
 
 /** How a record settles an operation; `mismatch` when the record does not belong to this kind of operation. */
 export type Decoded = { ok: true; value: unknown } | { ok: false; error: unknown } | { mismatch: string };
@@ -352,8 +353,8 @@ export class ReplayRun {
 }
 
 function recordValue(op: OpenOperation): NewHistoryEvent {
-  const produce = (op.request as Extract<OperationRequest, { kind: "value" }>).produce;
-  return { activityId: op.id, eventType: EV.ValueRecorded, data: toPayload({ value: produce() }) };
+  const { produce, eventType } = op.request as Extract<OperationRequest, { kind: "value" }>;
+  return { activityId: op.id, eventType: eventType ?? EV.ValueRecorded, data: toPayload({ value: produce() }) };
 }
 
 /** A pending activity after `failures` (its failed-attempt rows, oldest first). */

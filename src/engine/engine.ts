@@ -25,7 +25,6 @@ import { afterStart, createValidated, validateInput, type Created, type ParentLi
 import { WarmRuns } from "./warm-runs.ts";
 import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
-import { metricsFor, type Metrics, type MetricsApi } from "./metrics.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 import { DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
 import { EXPIRIES, expireDue } from "./wait-kinds.ts";
@@ -33,6 +32,7 @@ import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
 import { checkScheduledInputs } from "./schedules.ts";
 import { startTimedStarts } from "./flow-control.ts";
 import * as inspection from "./inspection.ts";
+import { openStream, StreamHub, type StreamEvent, type StreamReadOptions } from "./stream-reader.ts";
 import { ingest, type IngestResult, type PreparedEvent } from "./ingestion.ts";
 import { HISTORY_PAGE_MAX, toView, type HistoryEntry, type InstanceDetail, type InstanceView } from "./views.ts";
 
@@ -66,8 +66,6 @@ export interface EngineOptions {
   exposeErrorStacks?: boolean;
   /** The `@opentelemetry/api` module: spans per step, activity attempt, wait and compensation (tracing.ts). */
   tracing?: TracingApi;
-  /** The `@opentelemetry/api` module (or any `{ metrics: MeterProvider }`): counters, histograms and gauges (metrics.ts). */
-  metrics?: MetricsApi;
   /**
    * Failures in a row (a step that throws, a timer or delivery that cannot be
    * recorded) after which an instance is set aside as `quarantined` (default 5).
@@ -75,7 +73,16 @@ export interface EngineOptions {
   quarantineAfterFailures?: number;
   /** How long finished instances, channel messages and CloudEvent dedupe rows are kept (default 7 days each). */
   retention?: RetentionOptions;
+  /**
+   * Realtime streams: `maxBytes` of activity chunks per instance (default 8 MiB; past it
+   * `ctx.stream.write` throws StreamLimitError); `wake`: how readers learn of new items —
+   * `listen` (one shared LISTEN per engine, the default where the driver can) or `poll`
+   * (bounded back-off, for a database opened per request).
+   */
+  streams?: { maxBytes?: number; wake?: "listen" | "poll" };
 }
+
+export const DEFAULT_STREAM_MAX_BYTES = 8 * 1024 * 1024;
 
 export const DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600;
 
@@ -99,15 +106,19 @@ export class Engine implements StepRunner, EngineParts {
   /** Runs kept in memory across in-process hand-offs (see warm-runs.ts). */
   readonly warmRuns = new WarmRuns();
   readonly tracing: Tracing | null;
-  readonly metrics: Metrics | null;
   /** See EngineOptions.quarantineAfterFailures. */
   readonly quarantineAfter: number;
+  readonly streamMaxBytes: number;
+  /** The shared LISTEN of this engine's stream readers (null: they poll). */
+  readonly streamHub: StreamHub | null;
   readonly retention: Required<RetentionOptions>;
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;
     this.definitions = new SourceHashes(opts.storage);
     this.quarantineAfter = Math.max(1, Math.trunc(opts.quarantineAfterFailures ?? DEFAULT_QUARANTINE_AFTER));
+    this.streamMaxBytes = Math.max(0, Math.trunc(opts.streams?.maxBytes ?? DEFAULT_STREAM_MAX_BYTES));
+    this.streamHub = opts.streams?.wake === "poll" ? null : new StreamHub(opts.storage);
     this.retention = {
       finishedInstancesSeconds: opts.retention?.finishedInstancesSeconds ?? DEFAULT_RETENTION_SECONDS,
       channelMessagesSeconds: opts.retention?.channelMessagesSeconds ?? DEFAULT_RETENTION_SECONDS,
@@ -115,7 +126,6 @@ export class Engine implements StepRunner, EngineParts {
     };
     this.activities = opts.activities ?? new ActivityRegistry();
     this.tracing = opts.tracing ? new Tracing(opts.tracing) : null;
-    this.metrics = opts.metrics ? metricsFor(opts.metrics) : null;
     this.dispatcher = this.tracing ? this.tracing.dispatcher(dispatchingAs(opts.dispatcher, this)) : dispatchingAs(opts.dispatcher, this);
     for (const wf of opts.workflows) {
       const prior = this.workflows.get(wf.workflowName);
@@ -130,8 +140,7 @@ export class Engine implements StepRunner, EngineParts {
     this.defaultLeaseSeconds = opts.leaseSeconds ?? 300;
     this.handoffLeaseSeconds = opts.handoffLeaseSeconds ?? 30;
     this.retryPolicy = opts.retryPolicy;
-    let user = this.tracing ? combineHooks(opts.hooks ?? {}, this.tracing.hooks) : (opts.hooks ?? {});
-    if (this.metrics) user = combineHooks(user, this.metrics.hooks);
+    const user = this.tracing ? combineHooks(opts.hooks ?? {}, this.tracing.hooks) : (opts.hooks ?? {});
     this.hooks = guardHooks(user);
     this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
     this.errorView = { stacks: opts.exposeErrorStacks ?? false };
@@ -293,6 +302,11 @@ export class Engine implements StepRunner, EngineParts {
     return inst ? toView(inst) : null;
   }
 
+  /** The live events of an instance's stream (stream-reader.ts); null when the instance does not exist. */
+  openStream(instanceId: string, opts: StreamReadOptions): Promise<AsyncGenerator<StreamEvent> | null> {
+    return openStream(this.storage, this.streamHub, instanceId, opts);
+  }
+
   async findInstances(query: ListInstancesQuery): Promise<{ instances: InstanceView[]; nextCursor: string | null }> {
     const page = await this.storage.listInstances(query);
     return { instances: page.instances.map((i) => toView(i, this.errorView)), nextCursor: page.nextCursor };
@@ -364,11 +378,6 @@ export class Engine implements StepRunner, EngineParts {
 
   sweep(opts?: SweepOptions, scope?: DispatchScope): Promise<SweepReport> {
     return sweep(this, opts, scope);
-  }
-
-  /** Sample the metrics gauges now (a scrape asks before it collects); nothing without metrics. */
-  async sampleMetrics(): Promise<void> {
-    await this.metrics?.sampleGauges(this.storage);
   }
 
 }

@@ -10,7 +10,7 @@
  * the others. Non-transactional activities run outside any transaction
  * (at-least-once) with a stable idempotency key.
  */
-import type { ActivityContext, Transaction } from "../core/context.ts";
+import type { ActivityContext, ActivityStream, Transaction } from "../core/context.ts";
 import type { PendingActivity } from "../core/replay.ts";
 import { attemptId, retryTimerId } from "../core/ids.ts";
 import { EV, type Payload } from "../core/model.ts";
@@ -77,6 +77,7 @@ export function makeActivityContext(
   notify: ActivityNotify,
   signal: AbortSignal,
   afterCommit?: (cb: () => void) => void,
+  stream: ActivityStream = NO_STREAM,
 ): ActivityContext {
   const internals: ActivityInternals = { storage, notify, afterCommit: afterCommit ?? ((cb) => cb()) };
   const ctx: ActivityContext = {
@@ -86,6 +87,7 @@ export function makeActivityContext(
     attempt: pending.attempt,
     idempotencyKey: `${target.instanceId}:${pending.activityId}`,
     signal,
+    stream,
     get tx(): Transaction {
       if (!tx) throw new TypeError(`activity "${pending.activity.activityName}" is not transactional: ctx.tx is unavailable (use ctx.transaction())`);
       return tx;
@@ -98,6 +100,14 @@ export function makeActivityContext(
   activityInternals.set(ctx, internals);
   return ctx;
 }
+
+/** The stream of a context made outside a step (no instance to stream to). */
+const NO_STREAM: ActivityStream = {
+  write() {
+    throw new TypeError("ctx.stream is only available to an activity running in a step");
+  },
+  close: () => Promise.resolve(),
+};
 
 export async function invoke(pending: PendingActivity, ctx: ActivityContext): Promise<ActivityOutcome> {
   const limit = pending.activity.options.timeoutSeconds;

@@ -16,6 +16,7 @@ export type {
   InstanceFilter,
   InstanceRecord,
   ScheduleRecord,
+  StreamItem,
   SubscriptionRecord,
   TimerRecord,
   TxStorage,

@@ -29,6 +29,8 @@ import { notifyPublished } from "./channels.ts";
 import { notifyOutbox } from "./outbox.ts";
 import { isConnectionLost, isTransientFailure, stepFailed } from "./poison.ts";
 import { invoke, isTransactional, makeActivityContext, type ActivityNotify, type ActivityOutcome } from "./execute.ts";
+import { appendEmits } from "./streams.ts";
+import { StreamWriter } from "./stream-writer.ts";
 
 const isTx = (s: Storage): s is TxStorage => typeof (s as Partial<TxStorage>).afterCommit === "function";
 
@@ -50,7 +52,7 @@ export type StepDeps = Uses<
   | "errorClasses"
   | "quarantineAfter"
   | "outbox"
-  | "metrics"
+  | "streamMaxBytes"
 >;
 
 export type StepResult =
@@ -63,23 +65,7 @@ class ActivityRollback {
   constructor(readonly outcome: ActivityOutcome) {}
 }
 
-/** Run one step of `req.instanceId`; with metrics on, counted and timed by workflow and outcome. */
 export async function runStep(deps: StepDeps, req: StepRequest, scope?: DispatchScope): Promise<StepResult> {
-  const metrics = deps.metrics;
-  if (!metrics) return runStepOnce(deps, req, scope, {});
-  const started = performance.now();
-  const seen: { workflowName?: string } = {};
-  let outcome = "error";
-  try {
-    const r = await runStepOnce(deps, req, scope, seen);
-    outcome = r.status === "concluded" ? r.instanceStatus : r.status;
-    return r;
-  } finally {
-    metrics.step(seen.workflowName, outcome, (performance.now() - started) / 1000);
-  }
-}
-
-async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScope | undefined, seen: { workflowName?: string }): Promise<StepResult> {
   const { storage } = deps;
   let leased: LeasedInstance | null = null;
   // Checked before any await: a follow-up dispatched in-process may start at once.
@@ -98,7 +84,6 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
     throw err;
   }
   if (!leased) return { status: "skipped", reason: "not runnable, finished, or leased by another worker" };
-  seen.workflowName = leased.instance.workflowName;
 
   const wf = deps.workflows.get(leased.instance.workflowName);
   if (!wf) {
@@ -116,7 +101,7 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
     if (err instanceof LeaseLostError) return { status: "lease_lost" };
     // Unexpected (database down, a statement the database refuses…): the lease goes back so the
     // instance is retried soon; a failure that is not transient counts towards quarantine.
-    const settled = await stepFailed(storage, leased.fence, err, deps.quarantineAfter, () => deps.metrics?.quarantined("step"));
+    const settled = await stepFailed(storage, leased.fence, err, deps.quarantineAfter);
     // The connection went away under the step (a killed backend, a server restart): run it again shortly
     // instead of leaving it to the next sweep. When the release failed too (the server is still down),
     // the lease is still ours: a plain re-dispatch would find the instance locked by this very worker
@@ -231,6 +216,8 @@ class Step {
   private replaying: ReplayRun | null = null;
   /** Where the look-ahead left the run, for a warm hand-off. */
   private warmNext: ReplayResult | null = null;
+  /** Emits this step appended to the stream already (streams.ts). */
+  private readonly emitted = new Set<string>();
 
   constructor(
     private readonly deps: StepDeps,
@@ -328,6 +315,7 @@ class Step {
    * message or a finished child is recorded now and the run continues; otherwise the step concludes waiting.
    */
   private async prepareWait(w: WaitRequest, history: StepHistory): Promise<StepResult> {
+    await this.appendEmits(this.deps.storage, history.records);
     return this.deps.storage.transaction(async (tx) => {
       const r = await waitKind(w).prepare!(tx, this.instance.instanceId, w, Date.now());
       const p = r.kind === "ready" ? continueWith(w.activityId, history, r.event, this.deps) : waitingPlan(w, history, r, Date.now());
@@ -369,6 +357,8 @@ class Step {
   private async execute(pending: PendingActivity[], kind: "activity" | "compensation", history: StepHistory): Promise<StepResult> {
     const { deps } = this;
     const { storage, hooks } = deps;
+    // What the code emitted before this tick reaches readers before the tick's activities stream.
+    await this.appendEmits(storage, history.records);
     for (const p of pending) hooks.onActivityStart?.({ ...this.target, activityId: p.activityId, activityName: p.activity.activityName, attempt: p.attempt });
 
     // Child starts create instances in the step transaction: their definitions are written before it (PGlite has one connection).
@@ -377,7 +367,7 @@ class Step {
     const outside = pending.filter((p) => !isTransactional(p));
     const inside = pending.filter(isTransactional);
     await Promise.all(
-      outside.map(async (p) => results.set(p.activityId, await invoke(p, makeActivityContext(this.target, p, storage, null, this.notify, this.renewal.signal)))),
+      outside.map(async (p) => results.set(p.activityId, await this.invoke(p, storage, null))),
     );
 
     const buildConclusion = async () => {
@@ -406,7 +396,7 @@ class Step {
         const txExecutor = tx.executor as Transaction;
         if (inside.length === 1) {
           const p = inside[0]!;
-          const outcome = await invoke(p, makeActivityContext(this.target, p, tx, txExecutor, this.notify, this.renewal.signal, (cb) => tx.afterCommit(cb)));
+          const outcome = await this.invoke(p, tx, txExecutor, (cb) => tx.afterCommit(cb));
           if (!outcome.ok) throw new ActivityRollback(outcome);
           results.set(p.activityId, outcome);
         } else {
@@ -415,7 +405,7 @@ class Step {
             let outcome: ActivityOutcome | null = null;
             try {
               await tx.transaction(async (sp) => {
-                const o = await invoke(p, makeActivityContext(this.target, p, sp, sp.executor as Transaction, this.notify, this.renewal.signal, (cb) => sp.afterCommit(cb)));
+                const o = await this.invoke(p, sp, sp.executor as Transaction, (cb) => sp.afterCommit(cb));
                 outcome = o;
                 if (!o.ok) throw new ActivityRollback(o);
               });
@@ -438,6 +428,31 @@ class Step {
   }
 
   /**
+   * Run one activity attempt with its stream (stream-writer.ts): its batches go outside the step's
+   * transaction where the database has more than one connection, through it on PGlite. The stream is
+   * drained before the outcome is recorded; a refusal the activity did not see fails the attempt.
+   */
+  private async invoke(p: PendingActivity, storage: Storage, tx: Transaction | null, afterCommit?: (cb: () => void) => void): Promise<ActivityOutcome> {
+    const root = this.deps.storage;
+    const writer = new StreamWriter({
+      storage: tx && root.concurrent === false ? storage : root,
+      fence: this.fence,
+      run: this.instance.run,
+      activityId: p.activityId,
+      attempt: p.attempt,
+      maxBytes: this.deps.streamMaxBytes,
+    });
+    const outcome = await invoke(p, makeActivityContext(this.target, p, storage, tx, this.notify, this.renewal.signal, afterCommit, writer));
+    const unseen = await writer.drain();
+    return unseen && outcome.ok ? { ok: false, error: unseen } : outcome;
+  }
+
+  /** The run's emits among `records`, appended under this step's lease (streams.ts). */
+  private appendEmits(storage: Storage, records: readonly NewHistoryEvent[] | undefined): Promise<void> {
+    return appendEmits(storage, this.fence, this.instance.run, records, this.emitted);
+  }
+
+  /**
    * Continue the run in memory with this step's new records, up to the next
    * unrecorded operation (decide.ts `withLookAhead` folds what it produced
    * into this conclusion); where it stopped is kept for a warm hand-off.
@@ -456,6 +471,7 @@ class Step {
   private async conclude(c: StepConclusion, after: AfterCommit): Promise<StepResult> {
     // A child's final conclusion reports to its parent in the same transaction (concludeIn).
     if (reportsToParent(this.instance, c.status)) return this.deps.storage.transaction((tx) => this.concludeIn(tx, c, after));
+    await this.appendEmits(this.deps.storage, c.history);
     const r = await this.deps.storage.concludeStep(this.fence, c);
     if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
     this.afterConclusion(c, r.token, after);
@@ -466,6 +482,8 @@ class Step {
     const reports = reportsToParent(this.instance, c.status);
     // Lock order: the parent's row before this (child) row, as everywhere (storage/lifecycle.ts).
     if (reports) await tx.lockInstanceRow(this.instance.parentInstanceId!);
+    // In the conclusion's transaction: a write outside it would wait for it on PGlite.
+    await this.appendEmits(tx, c.history);
     // Nothing follows the conclusion unless a parent is told: it is the last statement, and a pipelining driver
     // sends COMMIT behind it (or the conclusion alone, autocommitted, when the activity never touched ctx.tx).
     const r = await tx.concludeStep(this.fence, c, { last: !reports });

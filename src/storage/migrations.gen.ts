@@ -176,5 +176,17 @@ export const MIGRATIONS: BundledMigration[] = [
       "CREATE TABLE \"viewer_session_revocations\" (\n\t\"session_id\" varchar(64) PRIMARY KEY NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL\n);",
       "CREATE INDEX \"idx_viewer_session_revocations_expires\" ON \"viewer_session_revocations\" USING btree (\"expires_at\");"
     ]
+  },
+  {
+    "version": 12,
+    "tag": "0011_realtime_streams",
+    "statements": [
+      "CREATE TABLE \"workflow_stream_chunks\" (\n\t\"instance_id\" varchar(255) NOT NULL,\n\t\"seq\" bigint NOT NULL,\n\t\"kind\" varchar(16) NOT NULL,\n\t\"source\" varchar(255) NOT NULL,\n\t\"run\" integer DEFAULT 1 NOT NULL,\n\t\"attempt\" integer DEFAULT 1 NOT NULL,\n\t\"topic\" varchar(255),\n\t\"data_type\" varchar(10) NOT NULL,\n\t\"data\" text,\n\t\"data_binary\" \"bytea\",\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"workflow_stream_chunks_instance_id_seq_pk\" PRIMARY KEY(\"instance_id\",\"seq\"),\n\tCONSTRAINT \"stream_valid_kind\" CHECK (\"workflow_stream_chunks\".\"kind\" IN ('chunk', 'emit', 'retry')),\n\tCONSTRAINT \"stream_data_type_consistency\" CHECK ((\"workflow_stream_chunks\".\"data_type\" = 'json' AND \"workflow_stream_chunks\".\"data\" IS NOT NULL AND \"workflow_stream_chunks\".\"data_binary\" IS NULL) OR (\"workflow_stream_chunks\".\"data_type\" = 'binary' AND \"workflow_stream_chunks\".\"data\" IS NULL AND \"workflow_stream_chunks\".\"data_binary\" IS NOT NULL))\n);",
+      "CREATE TABLE \"workflow_streams\" (\n\t\"instance_id\" varchar(255) PRIMARY KEY NOT NULL,\n\t\"last_seq\" bigint DEFAULT 0 NOT NULL,\n\t\"total_bytes\" bigint DEFAULT 0 NOT NULL\n);",
+      "ALTER TABLE \"workflow_stream_chunks\" ADD CONSTRAINT \"workflow_stream_chunks_instance_id_workflow_instances_instance_id_fk\" FOREIGN KEY (\"instance_id\") REFERENCES \"public\".\"workflow_instances\"(\"instance_id\") ON DELETE cascade ON UPDATE no action;",
+      "ALTER TABLE \"workflow_streams\" ADD CONSTRAINT \"workflow_streams_instance_id_workflow_instances_instance_id_fk\" FOREIGN KEY (\"instance_id\") REFERENCES \"public\".\"workflow_instances\"(\"instance_id\") ON DELETE cascade ON UPDATE no action;",
+      "CREATE UNIQUE INDEX \"uq_stream_emit\" ON \"workflow_stream_chunks\" USING btree (\"instance_id\",\"run\",\"source\") WHERE \"workflow_stream_chunks\".\"kind\" = 'emit';",
+      "CREATE INDEX \"idx_stream_source\" ON \"workflow_stream_chunks\" USING btree (\"instance_id\",\"source\");"
+    ]
   }
 ];

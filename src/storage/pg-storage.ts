@@ -19,7 +19,6 @@ import { channelsArea } from "./channels.ts";
 import type { Database, Executor } from "./database.ts";
 import { failuresArea } from "./failures.ts";
 import { flowControlArea } from "./flow-control.ts";
-import { gaugesArea } from "./gauges.ts";
 import { groupsArea } from "./groups.ts";
 import { historyArea } from "./history.ts";
 import { inspectArea } from "./inspect.ts";
@@ -30,6 +29,7 @@ import { locksArea } from "./locks.ts";
 import { outboxArea } from "./outbox.ts";
 import { schedulesArea } from "./schedules.ts";
 import { sessionsArea } from "./sessions.ts";
+import { streamsArea } from "./streams.ts";
 import type { Storage, StorageCore, TxStorage } from "./types.ts";
 
 type AfterCommit = () => void | Promise<void>;
@@ -65,10 +65,10 @@ const AREAS = [
   schedulesArea,
   outboxArea,
   inspectArea,
-  gaugesArea,
   failuresArea,
   locksArea,
   sessionsArea,
+  streamsArea,
 ] as const;
 
 type UnionToIntersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;
@@ -154,5 +154,6 @@ function txStorage(tx: Executor, scope: CommitScope): TxStorage {
 export function createStorage(database: Database): Storage {
   const storage = storageOn(database.db);
   if (database.listen) storage.listen = database.listen.bind(database);
+  (storage as { concurrent?: boolean }).concurrent = database.concurrent;
   return storage;
 }

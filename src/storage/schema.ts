@@ -30,6 +30,7 @@ import {
   text,
   timestamp,
   unique,
+  uniqueIndex,
   varchar,
 } from "drizzle-orm/pg-core";
 
@@ -443,4 +444,54 @@ export const viewerSessionRevocations = pgTable(
     expiresAt: tz("expires_at").notNull(),
   },
   (t) => [index("idx_viewer_session_revocations_expires").on(t.expiresAt)],
+);
+
+/**
+ * Realtime streams (storage/streams.ts): one head row per instance that has
+ * streamed, and its items in order. The head is the per-instance sequence and
+ * the size budget: every append upserts it first, so appends to one stream are
+ * serialized by its row lock and `seq` order is commit order (a reader that
+ * read up to n never finds a later commit below n). Both go with the instance.
+ */
+export const workflowStreams = pgTable(
+  "workflow_streams",
+  {
+    instanceId: varchar("instance_id", { length: 255 }).primaryKey(),
+    lastSeq: bigint("last_seq", { mode: "number" }).notNull().default(0),
+    /** Bytes of chunk data appended so far (the per-instance limit). */
+    totalBytes: bigint("total_bytes", { mode: "number" }).notNull().default(0),
+  },
+  (t) => [instanceFk(t.instanceId)],
+);
+
+export const workflowStreamChunks = pgTable(
+  "workflow_stream_chunks",
+  {
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    seq: bigint("seq", { mode: "number" }).notNull(),
+    /** `chunk` (an activity's ctx.stream.write), `emit` (workflow emit), `retry` (a new attempt of a streaming activity). */
+    kind: varchar("kind", { length: 16 }).notNull(),
+    /** The operation that wrote it: the activity id, or the emit's operation id. */
+    source: varchar("source", { length: 255 }).notNull(),
+    run: integer("run").notNull().default(1),
+    attempt: integer("attempt").notNull().default(1),
+    topic: varchar("topic", { length: 255 }),
+    dataType: varchar("data_type", { length: 10 }).notNull(),
+    data: text("data"),
+    dataBinary: bytea("data_binary"),
+    createdAt: tz("created_at").notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.instanceId, t.seq] }),
+    instanceFk(t.instanceId),
+    check("stream_valid_kind", sql`${t.kind} IN ('chunk', 'emit', 'retry')`),
+    check(
+      "stream_data_type_consistency",
+      sql`(${t.dataType} = 'json' AND ${t.data} IS NOT NULL AND ${t.dataBinary} IS NULL) OR (${t.dataType} = 'binary' AND ${t.data} IS NULL AND ${t.dataBinary} IS NOT NULL)`,
+    ),
+    // An emit is written once: a replay (or a zombie) that appends it again adds nothing.
+    uniqueIndex("uq_stream_emit").on(t.instanceId, t.run, t.source).where(sql`${t.kind} = 'emit'`),
+    // Whether an activity streamed before (the retry marker of its next attempt).
+    index("idx_stream_source").on(t.instanceId, t.source),
+  ],
 );

@@ -27,7 +27,7 @@ import type { InspectArea } from "./inspect.ts";
 import type { FailuresArea } from "./failures.ts";
 import type { LocksArea } from "./locks.ts";
 import type { SessionsArea } from "./sessions.ts";
-import type { GaugesArea } from "./gauges.ts";
+import type { StreamsArea } from "./streams.ts";
 
 export * from "./records.ts";
 export type { InstanceEnd, InstancePage, ListInstancesQuery, NewInstance } from "./instances.ts";
@@ -40,8 +40,8 @@ export type { DueSchedule, ScheduleRecord, ScheduleRegistration } from "./schedu
 export type { DeadLetterAction, DeadLetterPage, DeadLetterQuery } from "./outbox.ts";
 export type { ArchivedRunSummary, ChannelSubscriber, ChannelSummary, GroupMembership, TimerRecord } from "./inspect.ts";
 export type { FailureTask, InstanceFailure } from "./failures.ts";
-export type { GaugeSample } from "./gauges.ts";
-export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea };
+export type { NewStreamItem, StreamAppend, StreamAppendResult, StreamItem, StreamItemKind, StreamRead } from "./streams.ts";
+export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, StreamsArea };
 
 /** What every Storage has besides its areas: its executor, transactions, LISTEN. */
 export interface StorageCore {
@@ -56,6 +56,8 @@ export interface StorageCore {
   transaction<T>(fn: (tx: TxStorage) => Promise<T>): Promise<T>;
   /** LISTEN on the database, where the driver supports it (see Database.listen). */
   listen?(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
+  /** False when the database runs one statement at a time (PGlite): a write outside an open transaction waits for it. */
+  readonly concurrent?: boolean;
 }
 
 export type Storage = StorageCore &
@@ -70,10 +72,10 @@ export type Storage = StorageCore &
   SchedulesArea &
   OutboxArea &
   InspectArea &
-  GaugesArea &
   FailuresArea &
   LocksArea &
-  SessionsArea;
+  SessionsArea &
+  StreamsArea;
 
 export interface TxStorage extends Storage {
   afterCommit(cb: () => void | Promise<void>): void;

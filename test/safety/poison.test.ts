@@ -20,7 +20,7 @@ import { createHmac } from "node:crypto";
 import fc from "fast-check";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { activity, hmacVerifier, publish, sendEvent, sendTo, subscribe, receive, waitEvent, waitMessage, webhook, workflow } from "../../src/index.ts";
+import { activity, emit, hmacVerifier, publish, sendEvent, sendTo, subscribe, receive, waitEvent, waitMessage, webhook, workflow } from "../../src/index.ts";
 import { sign } from "../../src/core/signature.ts";
 import type { SweepReport } from "../../src/engine/sweeper.ts";
 import { endpointsOf } from "../../src/http/openapi.ts";
@@ -47,6 +47,31 @@ const sender = workflow("p_sender", async (ctx, input: { target: string; data: u
   return "sent";
 });
 const onOrder = workflow("p.order", { eventHandler: true }, async (ctx, input: unknown) => echoStep(ctx, input));
+// Hostile stream items: the value as an activity chunk and as an emit, and bytes; refusals must be typed.
+const streamStep = activity(
+  "p_stream_step",
+  async (ctx, v: unknown) => {
+    try {
+      ctx.stream.write(v, { topic: "v" });
+      ctx.stream.write(new Uint8Array([0, 0xff, 0xfe, 0x80]), { topic: "bytes" });
+      await ctx.stream.close();
+      return "streamed";
+    } catch (err) {
+      return (err as Error).name;
+    }
+  },
+  { transactional: false },
+);
+const streamer = workflow("p_streamer", async (ctx, v: unknown) => {
+  const wrote = await streamStep(ctx, v);
+  let emitted = "emitted";
+  try {
+    await emit(ctx, v, { topic: "v" });
+  } catch (err) {
+    emitted = (err as Error).name;
+  }
+  return { wrote, emitted };
+});
 
 // --- hostile values ---------------------------------------------------------------------
 const TAGS = ["$bytes", "$date", "$$bytes", "$$date", "$", "$$", "$undefined", "$bigint", "$map", "$set", "$ref"];
@@ -150,7 +175,7 @@ async function inCode(what: string, fn: () => Promise<unknown>): Promise<boolean
 beforeAll(async () => {
   const database = await openTestDatabase("postgres-js", "poison");
   t = makeTestApp(database, {
-    workflows: [echo, waiter, listener, feed, sender, onOrder],
+    workflows: [echo, waiter, listener, feed, sender, onOrder, streamer],
     apiToken: TOKEN,
     // MCP on, so /mcp is one of the routes under attack too
     mcp: mcp(),
@@ -262,6 +287,10 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   ],
   "GET /instances/{id}/history": ({ n1, n2, n3 }) => [req("history", `/instances/${seg(n1)}/history?after=${seg(n2)}&limit=${seg(n3)}`)],
   "GET /instances/{id}/result": ({ n2, n3 }) => [req("result", `/instances/${seg(n2)}/result?wait=${seg(n3)}`)],
+  "GET /instances/{id}/stream": ({ n0, n1, n2 }) => [
+    req("stream", `/instances/${seg(n1)}/stream?topic=${seg(n2)}&after=${seg(n0)}`),
+    req("stream last-event-id", `/instances/${seg(n2)}/stream`, { headers: { "last-event-id": text(n0).replace(/[^\x21-\x7e]/g, "") || "x" } }),
+  ],
   "POST /instances/{id}/cancel": ({ n3 }) => [req("cancel", `/instances/${seg(n3)}/cancel`, { method: "POST" })],
   "POST /instances/{id}/resume": ({ n0, v0 }) => [req("resume", `/instances/${seg(n0)}/resume`, { body: v0 })],
   "GET /schedules": ({ n0, n1 }) => [req("valid schedules", "/schedules"), req("schedules", `/schedules?${seg(n0)}=${seg(n1)}`)],
@@ -274,7 +303,6 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "POST /outbox/dead-letters/{eventId}/discard": ({ n2, v2 }) => [req("discard", `/outbox/dead-letters/${seg(n2)}/discard`, { body: v2 })],
   "GET /healthz": ({ n0 }) => [req("healthz", `/healthz?${seg(n0)}=1`)],
   "GET /readyz": ({ n1 }) => [req("readyz", `/readyz?${seg(n1)}=1`)],
-  "GET /metrics": ({ n2 }) => [req("metrics", `/metrics?${seg(n2)}=1`)],
   "GET /openapi.json": ({ n1 }) => [req("openapi", `/openapi.json?${seg(n1)}=${seg(n1)}`)],
   "GET /docs": ({ n2 }) => [req("docs", `/docs?x=${seg(n2)}`)],
   "POST /_edda/step": ({ v0, n0 }) => [
@@ -357,6 +385,7 @@ it("hostile values in every slot, while valid traffic flows: valid work complete
         // hostile values through the code paths: publish, sendTo (in a workflow), sendEvent (to this app)
         await inCode("edda.publish", () => t.edda.publish(n0, v3, { metadata: { m: v2 } }));
         await inCode("edda.publish feed", () => t.edda.publish("p-feed", v0));
+        const streamed = await inCode("stream", () => t.edda.start("p_streamer", v1, { instanceId: `ps-${r}` }));
         const senderStarted = await inCode("sendTo", () => t.edda.start("p_sender", { target: `ph2-${r}`, data: v2, channel: n1 }));
         await inCode("sendEvent", () =>
           sendEvent(
@@ -390,6 +419,23 @@ it("hostile values in every slot, while valid traffic flows: valid work complete
         if (messageData!.status === 202) expect(viaJson((await t.waitFor(hostileWaiter.instanceId)).output)).toEqual(viaJson(v1));
         if (senderStarted) expect(viaJson((await t.waitFor(hostileWaiter2.instanceId)).output)).toEqual(viaJson(v2));
         expect(["completed", "waiting_for_message"]).toContain((await t.edda.getInstance(feeder.instanceId))!.status);
+
+        // hostile stream items: stored and read back exactly, or refused with a typed error
+        if (streamed) {
+          const out = (await t.waitFor(`ps-${r}`)).output as { wrote: string; emitted: string };
+          expect(["streamed", "StreamLimitError"]).toContain(out.wrote);
+          expect(["emitted", "StreamLimitError"]).toContain(out.emitted);
+          const sse = (await call("stream read", `/instances/ps-${r}/stream`)).body as string;
+          const events = sse.split("\n\n").filter((e) => e.startsWith("event:"));
+          const field = (e: string, name: string) => e.split("\n").find((l) => l.startsWith(`${name}: `))!.slice(name.length + 2);
+          const data = (kind: string) => events.filter((e) => field(e, "event") === kind).map((e) => JSON.parse(field(e, "data")) as { data: unknown; topic: string; encoding?: string });
+          if (out.wrote === "streamed") {
+            expect(viaJson(data("chunk").find((c) => c.topic === "v")!.data)).toEqual(viaJson(v1));
+            expect(data("chunk").find((c) => c.topic === "bytes")).toMatchObject({ encoding: "base64", data: "AP/+gA==" });
+          }
+          if (out.emitted === "emitted") expect(viaJson(data("emit")[0]!.data)).toEqual(viaJson(v1));
+          expect(events.at(-1)).toContain('"status":"completed"');
+        }
 
         // nothing left runnable: every instance is finished, waiting, or visibly set aside
         const restless = await queryRows<{ instance_id: string; status: string }>(

@@ -1,0 +1,81 @@
+/**
+ * `GET /instances/:id/stream`: an instance's realtime stream as Server-Sent
+ * Events (engine/stream-reader.ts reads it).
+ *
+ *   event: chunk | emit | retry      id: the item's sequence number
+ *   data: {"seq","kind","source","attempt","topic","data"} (binary items:
+ *         "data" is base64 and "encoding":"base64")
+ *   event: end                       data: {"status","lastSeq"} — the instance finished
+ *   : heartbeat                      a comment every 15 s while nothing happens
+ *
+ * `Last-Event-ID` (or `?after=`) resumes after that sequence number: nothing
+ * missed, nothing twice. `?topic=a,b` keeps those topics (and the retry
+ * markers). A response ends without `end` when its time bound passes (bounded
+ * on Workers): EventSource reconnects with Last-Event-ID by itself.
+ */
+import type { Hono } from "hono";
+import { streamSSE } from "hono/streaming";
+import * as z from "zod";
+import { InvalidArgumentError } from "../core/errors.ts";
+import { toBase64 } from "../core/serialization.ts";
+import type { StreamEvent } from "../engine/stream-reader.ts";
+import type { StreamItem } from "../engine/records.ts";
+import { documented } from "./openapi.ts";
+import { instanceNotFound } from "./problem.ts";
+import type { RouteHelpers } from "./routes.ts";
+
+const seqText = z.string().regex(/^\d{1,15}$/, "a sequence number");
+
+/** The SSE `data` of an item: the stored JSON text goes out verbatim (it is already JSON, one line). */
+export function itemData(item: StreamItem): string {
+  const head = `{"seq":${item.seq},"kind":"${item.kind}","source":${JSON.stringify(item.source)},"attempt":${item.attempt},"topic":${JSON.stringify(item.topic)}`;
+  if (item.data.type === "binary") return `${head},"encoding":"base64","data":"${toBase64(item.data.bytes)}"}`;
+  return `${head},"data":${item.data.json}}`;
+}
+
+export function streamRoutes(api: Hono, h: RouteHelpers): void {
+  api.get(
+    "/instances/:id/stream",
+    documented({
+      operationId: "instanceStream",
+      summary: "An instance's realtime stream (Server-Sent Events)",
+      description:
+        "Items the workflow emitted (`emit`) and its activities streamed (`ctx.stream`), in order, each with its sequence number as the event id; then an `end` event with the instance's final status. Resume with `Last-Event-ID` (or `after`). Items of a failed attempt stay; a `retry` event precedes the next attempt's items. Heartbeat comments every 15 s.",
+      tags: ["instances"],
+      auth: "api",
+      params: z.object({ id: z.string() }),
+      query: z.object({
+        after: seqText.optional().describe("resume after this sequence number (as Last-Event-ID)"),
+        topic: z.string().max(2048).optional().describe("comma-separated topics to keep (retry markers always come)"),
+      }),
+      responses: {
+        200: { description: "the event stream", contentType: "text/event-stream" },
+        400: { description: "a malformed Last-Event-ID or query" },
+        404: { description: "unknown instance" },
+      },
+    }),
+    async (c) => {
+      const { params, query } = c.var.valid;
+      const lastEventId = c.req.header("last-event-id");
+      const resume = lastEventId !== undefined && lastEventId !== "" ? seqText.safeParse(lastEventId.trim()) : null;
+      if (resume && !resume.success) throw new InvalidArgumentError("Last-Event-ID must be a sequence number", resume.error.issues);
+      const after = Number(resume?.data ?? query.after ?? 0);
+      const topics = query.topic?.split(",").map((t) => t.trim()).filter((t) => t.length > 0);
+      for (const t of topics ?? []) if (t.length > 255 || t.includes("\u0000")) throw new InvalidArgumentError("a topic is 1–255 characters without NUL", [{ path: ["topic"], message: "invalid topic" }]);
+      const e = await h.engine(c);
+      const abort = new AbortController();
+      const events = await e.openStream(params.id, { after, ...(topics?.length ? { topics } : {}), signal: abort.signal });
+      if (!events) return instanceNotFound(c, params.id);
+      c.header("cache-control", "no-cache");
+      c.header("x-accel-buffering", "no");
+      return streamSSE(c, async (sse) => {
+        sse.onAbort(() => abort.abort());
+        for await (const ev of events as AsyncGenerator<StreamEvent>) {
+          if (ev.type === "heartbeat") await sse.write(": heartbeat\n\n");
+          else if (ev.type === "end") await sse.writeSSE({ event: "end", data: JSON.stringify({ status: ev.status, lastSeq: ev.lastSeq }) });
+          else await sse.writeSSE({ event: ev.item.kind, id: String(ev.item.seq), data: itemData(ev.item) });
+        }
+      });
+    },
+  );
+}
