@@ -11,6 +11,7 @@ import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.
 import { migrate } from "../../src/storage/migrate.ts";
 import { createStorage } from "../../src/storage/pg-storage.ts";
 import type { Fence, StepConclusion, Storage } from "../../src/storage/types.ts";
+import { startLatencyProxy } from "../../bench/lib/latency-proxy.ts";
 import { freshDatabase } from "../support/db.ts";
 import { newInstance, sleep, SOURCE_HASH, uid, WORKFLOW } from "./cases/helpers.ts";
 
@@ -21,7 +22,7 @@ interface Side {
 
 async function open(prefix: string, lazy: boolean, mode: "prepared" | "inline" = "prepared"): Promise<Side & { url: string }> {
   const url = await freshDatabase(prefix);
-  const database = createPostgresJsDatabase({ url, max: 10, lazyTransactions: lazy, prepare: mode === "prepared" });
+  const database = createPostgresJsDatabase({ url, max: 10, lazyTransactions: lazy, pipeline: lazy, prepare: mode === "prepared" });
   await migrate(database.db);
   await database.db.execute(sql`CREATE TABLE lazy_user (instance_id text NOT NULL, n int NOT NULL, PRIMARY KEY (instance_id, n))`);
   const storage = createStorage(database);
@@ -146,6 +147,44 @@ describe("lazy transactions ≡ the BEGIN … COMMIT envelope", () => {
     await expect(leaked).rejects.toThrow();
     const left = await queryRows<{ n: number }>(lazy.database.db, sql`SELECT n FROM lazy_user WHERE instance_id = ${id} ORDER BY n`);
     expect(left.map((r) => r.n)).toEqual([1]);
+  });
+});
+
+describe("round trips of a transaction (counted by a TCP proxy)", () => {
+  it("lone conclusion 1, activity write + conclusion 2 (BEGIN and COMMIT in their flights); the envelope 3 and 4", async () => {
+    const url = await freshDatabase("lazy_tx_flights");
+    const setup = createPostgresJsDatabase({ url, max: 1 });
+    await setup.db.execute(sql`CREATE TABLE flights (n int)`);
+    await setup.close();
+    const proxy = await startLatencyProxy(url, 2);
+    const last = sql`${sql.raw(LAST_STATEMENT)}INSERT INTO flights VALUES (2)`;
+    const count = async (opts: { lazyTransactions: boolean; pipeline: boolean }) => {
+      const database = createPostgresJsDatabase({ url: proxy.url, max: 1, ...opts });
+      // Both statements prepared on the one connection first: the count is the transaction's alone.
+      await database.db.transaction(async (tx) => {
+        await tx.execute(sql`INSERT INTO flights VALUES (1)`);
+        await tx.execute(last);
+      });
+      const flights: number[] = [];
+      proxy.reset();
+      await database.db.transaction((tx) => tx.execute(last));
+      flights.push(proxy.roundTrips());
+      proxy.reset();
+      await database.db.transaction(async (tx) => {
+        await tx.execute(sql`INSERT INTO flights VALUES (1)`);
+        await tx.execute(last);
+      });
+      flights.push(proxy.roundTrips());
+      await database.close();
+      return flights;
+    };
+    try {
+      expect(await count({ lazyTransactions: true, pipeline: true })).toEqual([1, 2]);
+      expect(await count({ lazyTransactions: true, pipeline: false })).toEqual([1, 4]);
+      expect(await count({ lazyTransactions: false, pipeline: false })).toEqual([3, 4]);
+    } finally {
+      await proxy.stop();
+    }
   });
 });
 

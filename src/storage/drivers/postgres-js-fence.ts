@@ -26,12 +26,15 @@
  */
 import { inlineParameters } from "./postgres-js-inline.ts";
 import { lazyTransaction, type Query } from "./postgres-js-lazy-tx.ts";
+import { pipelinedTransaction } from "./postgres-js-pipeline.ts";
 import { denseResults } from "./postgres-js-rows.ts";
 
 type Client = ((...args: unknown[]) => unknown) & Record<string | symbol, unknown>;
 
 interface TxState {
   over: boolean;
+  /** Over because its connection closed. */
+  closed: boolean;
   /** The postgres.js connection id the transaction's statements ran on (learnt from the first one). */
   connectionId: number | null;
   /** Resolves once the transaction is over. */
@@ -90,20 +93,31 @@ export interface FencingOptions {
    * last statement goes without BEGIN and COMMIT. false: postgres.js's own `begin()` for every transaction.
    */
   lazy?: boolean;
+  /**
+   * With `lazy`: a transaction that does begin sends BEGIN with its first statement and COMMIT with its
+   * last (postgres-js-pipeline.ts; default true). false: postgres.js's own `begin()` once one is needed.
+   */
+  pipeline?: boolean;
 }
 
 export function createFencing(options: FencingOptions = {}): Fencing {
   const lazy = options.lazy ?? true;
+  const pipeline = options.pipeline ?? true;
   const open = new Set<TxState>();
 
   const onclose = (connectionId: number) => {
-    for (const tx of open) if (tx.connectionId === connectionId) tx.end();
+    for (const tx of open) {
+      if (tx.connectionId !== connectionId) continue;
+      tx.closed = true;
+      tx.end();
+    }
   };
 
   function newState(): TxState {
     let resolve!: () => void;
     const tx: TxState = {
       over: false,
+      closed: false,
       connectionId: null,
       ended: new Promise<void>((r) => (resolve = r)),
       end: () => {
@@ -146,6 +160,23 @@ export function createFencing(options: FencingOptions = {}): Fencing {
     return p.finally(inner.end);
   }
 
+  /** A transaction with BEGIN and COMMIT in its statements' flights, fenced. */
+  function pipelined(target: Client, mode: StatementMode, fn: (c: unknown) => unknown): Promise<unknown> {
+    const state = newState();
+    const p = pipelinedTransaction(
+      {
+        make: (q, params, o) => send(target, mode, null, q, params, o),
+        fence: state,
+        guarded: (f, c) => guarded(f, c, state),
+        rejected: (err) => refused(err) as unknown as Query,
+        closedError,
+        client: (own) => ownClient(target, own),
+      },
+      fn,
+    );
+    return p.finally(state.end);
+  }
+
   function wrap<C>(client: C, mode: StatementMode, tx: TxState | null = null): C {
     return new Proxy(client as unknown as Client, {
       apply(target, self, args) {
@@ -166,7 +197,7 @@ export function createFencing(options: FencingOptions = {}): Fencing {
             return lazyTransaction(
               {
                 sendAlone: (q, p, o) => send(target, mode, null, q, p, o),
-                begin: (inner) => fencedBegin(...args, inner),
+                begin: (inner) => (pipeline ? pipelined(target, mode, inner) : fencedBegin(...args, inner)),
                 rejected: (err) => refused(err) as unknown as Query,
                 closedError,
                 client: (own) => ownClient(target, own),

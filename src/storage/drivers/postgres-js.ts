@@ -48,12 +48,17 @@ export interface PostgresJsOptions {
    * autocommitted — one round trip instead of three. false: every transaction is BEGIN … COMMIT.
    */
   lazyTransactions?: boolean;
+  /**
+   * A transaction that does begin sends BEGIN with its first statement and COMMIT with its last, the
+   * step's conclusion (default true, postgres-js-pipeline.ts). false: BEGIN and COMMIT each a round trip.
+   */
+  pipeline?: boolean;
 }
 
 export function createPostgresJsDatabase(opts: PostgresJsOptions): Database {
   const stats: QueryStats = { statements: 0 };
   const prepare = opts.prepare ?? true;
-  const fencing = createFencing({ lazy: opts.lazyTransactions ?? true });
+  const fencing = createFencing({ lazy: opts.lazyTransactions ?? true, pipeline: opts.pipeline ?? true });
   const client = postgres(opts.url, {
     max: opts.max ?? 10,
     prepare,
