@@ -24,6 +24,7 @@ import type { OutboxOptions } from "./engine/outbox.ts";
 import type { EngineHooks } from "./engine/hooks.ts";
 import type { SweepOptions, SweepReport } from "./engine/sweeper.ts";
 import type { TracingApi } from "./engine/tracing.ts";
+import type { MetricsApi } from "./engine/metrics.ts";
 import type { Database } from "./storage/database.ts";
 import { migrate } from "./storage/migrate.ts";
 import { createStorage } from "./storage/pg-storage.ts";
@@ -62,6 +63,15 @@ export interface EddaOptions {
    * attempt, wait and compensation. Without an SDK registered it costs ~nothing.
    */
   tracing?: TracingApi;
+  /**
+   * OpenTelemetry metrics: pass the `@opentelemetry/api` module (or
+   * `{ metrics: meterProvider }`) for step, start, failure, quarantine,
+   * sweep, queue, timer and outbox instruments (README "Metrics"). Without an
+   * SDK registered it costs ~nothing.
+   */
+  metrics?: MetricsApi;
+  /** Prometheus text for GET /metrics (the Node adapter sets it with EDDA_METRICS=prometheus); unset → 404. */
+  metricsText?: () => Promise<string>;
   leaseSeconds?: number;
   handoffLeaseSeconds?: number;
   errorClasses?: ErrorClass[];
@@ -251,6 +261,7 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.retryPolicy ? { retryPolicy: opts.retryPolicy } : {}),
       ...(opts.hooks ? { hooks: opts.hooks } : {}),
       ...(opts.tracing ? { tracing: opts.tracing } : {}),
+      ...(opts.metrics ? { metrics: opts.metrics } : {}),
       ...(opts.errorClasses ? { errorClasses: opts.errorClasses } : {}),
       ...(opts.exposeErrorStacks ? { exposeErrorStacks: true } : {}),
       ...(opts.retention ? { retention: opts.retention } : {}),
@@ -299,6 +310,7 @@ export function createEdda(opts: EddaOptions): Edda {
     ...(opts.mcp ? { mcp: opts.mcp } : {}),
     allowedHosts: () => opts.allowedHosts ?? [],
     ...(webhooks.length ? { webhooks: () => webhooks, webhookSecrets: (name: string) => webhookSecrets.get(name) } : {}),
+    ...(opts.metricsText ? { metricsText: opts.metricsText } : {}),
   });
 
   // One scope per request: every step of a batch, every CloudEvent of a batch and the outbox share its budget.

@@ -62,6 +62,7 @@ export type { EngineHooks, WorkflowInfo, ActivityInfo } from "./engine/hooks.ts"
 export type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./engine/dispatcher.ts";
 export type { SubrequestBudget } from "./engine/budget.ts";
 export type { TracingApi, OtelContext, OtelSpan, OtelSpanContext, OtelTracer } from "./engine/tracing.ts";
+export type { MetricAttributes, MetricsApi, OtelMeter } from "./engine/metrics.ts";
 export type { OutboxOptions, RelayReport } from "./engine/outbox.ts";
 export type { SweepOptions, SweepReport, SweepTask, SweepFailure } from "./engine/sweeper.ts";
 export type { ChildSummary, FailureTask, InstanceFilter, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";

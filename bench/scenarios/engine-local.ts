@@ -8,6 +8,7 @@ import type { Workflow } from "../../src/core/definitions.ts";
 import { createEdda } from "../../src/edda.ts";
 import type { Database } from "../../src/storage/database.ts";
 import type { TracingApi } from "../../src/engine/tracing.ts";
+import type { MetricsApi } from "../../src/engine/metrics.ts";
 import { cpuMeter } from "../lib/cpu.ts";
 import { BenchDispatcher, completionTracker, migrateDatabase, openEngineDatabase } from "../lib/engine.ts";
 import type { BenchPostgres } from "../lib/postgres.ts";
@@ -28,6 +29,8 @@ export interface EngineLocalOptions {
   name?: string;
   /** The `@opentelemetry/api` module (tracing-cost.ts); default: no tracing. */
   tracing?: TracingApi;
+  /** The `@opentelemetry/api` module (metrics-cost.ts); default: no metrics. */
+  metrics?: MetricsApi;
   /** Round trips counted by a latency proxy so far; the result then gives them per step. */
   roundTrips?: () => number;
   /** Brings the fresh database's schema up (default: every migration). */
@@ -59,7 +62,7 @@ export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions
   const database = (opts.openDatabase ?? openEngineDatabase)(url, opts.pool);
   const dispatcher = new BenchDispatcher({ concurrency: opts.concurrency });
   const tracker = completionTracker();
-  const edda = createEdda({ workflows: [wf], database, dispatcher, hooks: tracker.hooks, ...(opts.tracing ? { tracing: opts.tracing } : {}) });
+  const edda = createEdda({ workflows: [wf], database, dispatcher, hooks: tracker.hooks, ...(opts.tracing ? { tracing: opts.tracing } : {}), ...(opts.metrics ? { metrics: opts.metrics } : {}) });
   let totalSteps = 0;
   let totalStarts = 0;
   const round = async (n: number) => {

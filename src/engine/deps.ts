@@ -51,6 +51,18 @@ export interface TraceLinks {
   activityTraceparent(instanceId: string, activityId: string, attempt: number): string | null;
 }
 
+/** What the engine's modules report to metrics (metrics.ts `Metrics` has it). */
+export interface MetricsSink {
+  /** A step ended: the workflow (when the step got that far), its outcome, its duration. */
+  step(workflowName: string | undefined, outcome: string, seconds: number): void;
+  /** An instance was set aside after repeated failures of `task`. */
+  quarantined(task: string): void;
+  leasesTakenOver(n: number): void;
+  sweepTask(task: string, result: "ok" | "failed" | "skipped", seconds: number): void;
+  /** Sample the gauges only the database knows (one read-only statement). */
+  sampleGauges(storage: Storage): Promise<void>;
+}
+
 /** Each workflow's source hash, its definition recorded once per process (source-hashes.ts). */
 export interface DefinitionRecorder {
   hash(wf: Workflow): Promise<string>;
@@ -68,6 +80,7 @@ export interface EngineParts {
   readonly hooks: EngineHooks;
   readonly definitions: DefinitionRecorder;
   readonly tracing: TraceLinks | null;
+  readonly metrics: MetricsSink | null;
   /** Runs kept in memory across in-process hand-offs (warm-runs.ts). */
   readonly warmRuns: WarmRuns;
   // Settings.

@@ -25,6 +25,7 @@ import { afterStart, createValidated, validateInput, type Created, type ParentLi
 import { WarmRuns } from "./warm-runs.ts";
 import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
+import { metricsFor, type Metrics, type MetricsApi } from "./metrics.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 import { DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
 import { EXPIRIES, expireDue } from "./wait-kinds.ts";
@@ -66,6 +67,8 @@ export interface EngineOptions {
   exposeErrorStacks?: boolean;
   /** The `@opentelemetry/api` module: spans per step, activity attempt, wait and compensation (tracing.ts). */
   tracing?: TracingApi;
+  /** The `@opentelemetry/api` module (or any `{ metrics: MeterProvider }`): counters, histograms and gauges (metrics.ts). */
+  metrics?: MetricsApi;
   /**
    * Failures in a row (a step that throws, a timer or delivery that cannot be
    * recorded) after which an instance is set aside as `quarantined` (default 5).
@@ -106,6 +109,7 @@ export class Engine implements StepRunner, EngineParts {
   /** Runs kept in memory across in-process hand-offs (see warm-runs.ts). */
   readonly warmRuns = new WarmRuns();
   readonly tracing: Tracing | null;
+  readonly metrics: Metrics | null;
   /** See EngineOptions.quarantineAfterFailures. */
   readonly quarantineAfter: number;
   readonly streamMaxBytes: number;
@@ -126,6 +130,7 @@ export class Engine implements StepRunner, EngineParts {
     };
     this.activities = opts.activities ?? new ActivityRegistry();
     this.tracing = opts.tracing ? new Tracing(opts.tracing) : null;
+    this.metrics = opts.metrics ? metricsFor(opts.metrics) : null;
     this.dispatcher = this.tracing ? this.tracing.dispatcher(dispatchingAs(opts.dispatcher, this)) : dispatchingAs(opts.dispatcher, this);
     for (const wf of opts.workflows) {
       const prior = this.workflows.get(wf.workflowName);
@@ -140,7 +145,8 @@ export class Engine implements StepRunner, EngineParts {
     this.defaultLeaseSeconds = opts.leaseSeconds ?? 300;
     this.handoffLeaseSeconds = opts.handoffLeaseSeconds ?? 30;
     this.retryPolicy = opts.retryPolicy;
-    const user = this.tracing ? combineHooks(opts.hooks ?? {}, this.tracing.hooks) : (opts.hooks ?? {});
+    let user = this.tracing ? combineHooks(opts.hooks ?? {}, this.tracing.hooks) : (opts.hooks ?? {});
+    if (this.metrics) user = combineHooks(user, this.metrics.hooks);
     this.hooks = guardHooks(user);
     this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
     this.errorView = { stacks: opts.exposeErrorStacks ?? false };
@@ -378,6 +384,11 @@ export class Engine implements StepRunner, EngineParts {
 
   sweep(opts?: SweepOptions, scope?: DispatchScope): Promise<SweepReport> {
     return sweep(this, opts, scope);
+  }
+
+  /** Sample the metrics gauges now (a scrape asks before it collects); nothing without metrics. */
+  async sampleMetrics(): Promise<void> {
+    await this.metrics?.sampleGauges(this.storage);
   }
 
 }

@@ -140,7 +140,7 @@ export async function batchOrEach<T>(
  * did not answer: the lease is still held (the caller releases it once the
  * database is back, see `redispatchSoon` in step.ts).
  */
-export async function stepFailed(storage: Storage, fence: Fence, err: unknown, maxFailures: number): Promise<boolean> {
+export async function stepFailed(storage: Storage, fence: Fence, err: unknown, maxFailures: number, onQuarantined?: () => void): Promise<boolean> {
   try {
     if (isTransientFailure(err)) {
       await storage.releaseLease(fence);
@@ -148,7 +148,10 @@ export async function stepFailed(storage: Storage, fence: Fence, err: unknown, m
     }
     const { errorType, message } = describeFailure(err);
     const after = await storage.recordInstanceFailure(fence.instanceId, { task: "step", errorType, message, maxFailures, fence });
-    if (after?.status === "quarantined") console.error(`edda: instance ${fence.instanceId} quarantined after ${after.failureCount} failed steps: ${errorType}: ${message}`);
+    if (after?.status === "quarantined") {
+      console.error(`edda: instance ${fence.instanceId} quarantined after ${after.failureCount} failed steps: ${errorType}: ${message}`);
+      onQuarantined?.();
+    }
     return true;
   } catch {
     return false;

@@ -52,6 +52,7 @@ export type StepDeps = Uses<
   | "errorClasses"
   | "quarantineAfter"
   | "outbox"
+  | "metrics"
   | "streamMaxBytes"
 >;
 
@@ -65,7 +66,23 @@ class ActivityRollback {
   constructor(readonly outcome: ActivityOutcome) {}
 }
 
+/** Run one step of `req.instanceId`; with metrics on, counted and timed by workflow and outcome. */
 export async function runStep(deps: StepDeps, req: StepRequest, scope?: DispatchScope): Promise<StepResult> {
+  const metrics = deps.metrics;
+  if (!metrics) return runStepOnce(deps, req, scope, {});
+  const started = performance.now();
+  const seen: { workflowName?: string } = {};
+  let outcome = "error";
+  try {
+    const r = await runStepOnce(deps, req, scope, seen);
+    outcome = r.status === "concluded" ? r.instanceStatus : r.status;
+    return r;
+  } finally {
+    metrics.step(seen.workflowName, outcome, (performance.now() - started) / 1000);
+  }
+}
+
+async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScope | undefined, seen: { workflowName?: string }): Promise<StepResult> {
   const { storage } = deps;
   let leased: LeasedInstance | null = null;
   // Checked before any await: a follow-up dispatched in-process may start at once.
@@ -84,6 +101,7 @@ export async function runStep(deps: StepDeps, req: StepRequest, scope?: Dispatch
     throw err;
   }
   if (!leased) return { status: "skipped", reason: "not runnable, finished, or leased by another worker" };
+  seen.workflowName = leased.instance.workflowName;
 
   const wf = deps.workflows.get(leased.instance.workflowName);
   if (!wf) {
@@ -101,7 +119,7 @@ export async function runStep(deps: StepDeps, req: StepRequest, scope?: Dispatch
     if (err instanceof LeaseLostError) return { status: "lease_lost" };
     // Unexpected (database down, a statement the database refuses…): the lease goes back so the
     // instance is retried soon; a failure that is not transient counts towards quarantine.
-    const settled = await stepFailed(storage, leased.fence, err, deps.quarantineAfter);
+    const settled = await stepFailed(storage, leased.fence, err, deps.quarantineAfter, () => deps.metrics?.quarantined("step"));
     // The connection went away under the step (a killed backend, a server restart): run it again shortly
     // instead of leaving it to the next sweep. When the release failed too (the server is still down),
     // the lease is still ours: a plain re-dispatch would find the instance locked by this very worker

@@ -40,7 +40,7 @@ import { EXPIRIES, expireDue, type Expiry } from "./wait-kinds.ts";
 const EXPIRED_COUNTER: Record<Expiry["task"], "timersFired" | "messageWaitsExpired"> = { timers: "timersFired", message_timeouts: "messageWaitsExpired" };
 
 /** What a sweep uses: its own settings and what its tasks use. */
-export type SweepDeps = Uses<"storage" | "dispatcher" | "workerId" | "quarantineAfter" | "retention"> &
+export type SweepDeps = Uses<"storage" | "dispatcher" | "workerId" | "quarantineAfter" | "retention" | "metrics"> &
   Parameters<typeof expireDeadlines>[0] &
   Parameters<typeof deliverToWaitingSubscribers>[0] &
   Parameters<typeof unparkChanged>[0] &
@@ -228,18 +228,24 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
    * next one: one failing task never starves the others.
    */
   const task = async (name: SweepTask, batchOnce: () => Promise<number>, repeat = true) => {
+    const t0 = performance.now();
+    let result: "ok" | "failed" | "skipped" | "deferred" = "ok";
     try {
-      await runTask(name, batchOnce, repeat);
+      result = await runTask(name, batchOnce, repeat);
     } catch (err) {
+      result = "failed";
       const e = err instanceof Error ? err : new Error(String(err));
       report.failures.push({ task: name, errorType: e.name, message: e.message.slice(0, 500) });
       console.error(`edda: sweep task ${name} failed (the other tasks ran)`, e);
+    } finally {
+      if (result !== "deferred") deps.metrics?.sweepTask(name, result, (performance.now() - t0) / 1000);
     }
   };
-  const runTask = async (name: SweepTask, batchOnce: () => Promise<number>, repeat: boolean) => {
-    if (!inBudget()) return void report.deferred.push(name);
+  /** Whether the task ran, or was deferred (out of budget) or skipped (its lock held by another sweep). */
+  const runTask = async (name: SweepTask, batchOnce: () => Promise<number>, repeat: boolean): Promise<"ok" | "skipped" | "deferred"> => {
+    if (!inBudget()) return (report.deferred.push(name), "deferred");
     const lock = `edda.sweep.${name}`;
-    if (!(await storage.tryAcquireSystemLock(lock, holder, lockSeconds))) return void report.skipped.push(name);
+    if (!(await storage.tryAcquireSystemLock(lock, holder, lockSeconds))) return (report.skipped.push(name), "skipped");
     let held = Date.now();
     try {
       while (inBudget()) {
@@ -254,6 +260,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     } finally {
       await storage.releaseSystemLock(lock, holder).catch(() => undefined);
     }
+    return "ok";
   };
 
   // One task per wait kind that comes due by itself (wait-kinds.ts): timers fire, receive timeouts expire.
@@ -274,6 +281,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   add("stale_leases", async () => {
     const ids = await storage.releaseStaleLeases(batch);
     report.staleLeasesReleased += ids.length;
+    deps.metrics?.leasesTakenOver(ids.length);
     dispatch(ids);
     return ids.length;
   });
@@ -377,6 +385,11 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     dearest = Math.max(dearest, clock() - before);
   }
 
+  if (deps.metrics) {
+    // A purge that keeps failing only leaves the row out (retention); the others quarantine the instance.
+    for (const f of report.rowFailures) if (f.setAside && f.task !== "retention") deps.metrics.quarantined(f.task);
+    await deps.metrics.sampleGauges(storage).catch((err: unknown) => console.error("edda: sampling the metrics gauges failed", err));
+  }
   report.durationMs = Date.now() - started;
   return report;
 }

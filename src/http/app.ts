@@ -25,6 +25,7 @@ import { streamRoutes } from "./stream.ts";
 import { instanceTransition, operationRoutes } from "./operations.ts";
 import { outboxRoutes } from "./outbox.ts";
 import { webhookRoutes } from "./webhooks.ts";
+import { metricsRoutes } from "./metrics.ts";
 import type { Webhook } from "../core/webhooks.ts";
 import { instanceNotFound, onError, problem, sqlStateOf } from "./problem.ts";
 import { instanceIdParam, instancePage, instanceView, started } from "./schemas.ts";
@@ -53,6 +54,8 @@ export interface AppOptions {
   webhooks?: () => readonly Webhook[];
   /** A webhook's configured secrets (EDDA_WEBHOOK_<NAME>_SECRET). */
   webhookSecrets?: (name: string) => readonly string[] | undefined;
+  /** The Prometheus text of the app's metrics, served at GET /metrics (Node: platform/metrics.ts); unset → 404. */
+  metricsText?: () => Promise<string>;
 }
 
 const startBody = (input: z.ZodType = z.unknown()) =>
@@ -312,6 +315,7 @@ export function createApp(opts: AppOptions): Hono {
   operationRoutes(api, helpers);
   scheduleRoutes(api, helpers);
   outboxRoutes(api, helpers);
+  metricsRoutes(api, helpers, opts.metricsText);
   if (opts.mcp) surfaceParts(opts.mcp, "mcp", "not an API surface").mount(api, helpers);
   referenceRoutes(app, api, { workflows: opts.workflows ?? (() => []), tokenRequired: () => (opts.apiTokens() ?? []).length > 0 });
   opts.extend?.(api, helpers);

@@ -37,6 +37,7 @@ export interface EddaEnv {
   EDDA_MAX_HOPS?: string;
   EDDA_LEASE_SECONDS?: string;
   EDDA_HANDOFF_LEASE_SECONDS?: string;
+  EDDA_METRICS?: string;
   [key: string]: unknown;
 }
 
@@ -71,6 +72,8 @@ export interface EddaConfig {
   /** Lease of a running step (default 300 s) and of a handed-off follow-up (default 30 s): how soon a crashed step is resumed. */
   leaseSeconds: number | undefined;
   handoffLeaseSeconds: number | undefined;
+  /** EDDA_METRICS=prometheus (Node): OpenTelemetry metrics served at GET /metrics. */
+  metrics: "prometheus" | undefined;
   /** EDDA_RETENTION_DAYS: how long finished instances, channel messages and CloudEvent dedupe rows are kept (default 7). */
   retention: { finishedInstancesSeconds: number; channelMessagesSeconds: number; cloudEventDedupeSeconds: number } | undefined;
   /** EDDA_WEBHOOK_<NAME>_SECRET, by webhook name (`stripe`), each a comma-separated list (rotation: all are accepted). */
@@ -165,9 +168,17 @@ export function readConfig(env: EddaEnv): EddaConfig {
     maxHops: num(env, "EDDA_MAX_HOPS"),
     leaseSeconds: num(env, "EDDA_LEASE_SECONDS"),
     handoffLeaseSeconds: num(env, "EDDA_HANDOFF_LEASE_SECONDS"),
+    metrics: metricsSetting(env),
     retention: retentionDays(env),
     webhookSecrets: webhookSecrets(env),
   };
+}
+
+function metricsSetting(env: EddaEnv): "prometheus" | undefined {
+  const v = str(env.EDDA_METRICS);
+  if (v === undefined || v === "off") return undefined;
+  if (v !== "prometheus") throw new ConfigurationError(`EDDA_METRICS must be "prometheus" or "off", got "${v}"`, "EDDA_METRICS");
+  return v;
 }
 
 /**

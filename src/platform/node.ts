@@ -12,6 +12,7 @@ import { createPostgresJsDatabase } from "../storage/drivers/postgres-js.ts";
 import { createNeonDatabase } from "../storage/drivers/neon-serverless.ts";
 import { migrate } from "../storage/migrate.ts";
 import { ConfigurationError, readConfig, withEnvironment, type EddaConfig } from "./env.ts";
+import { prometheusMetrics } from "./metrics.ts";
 
 export type { EddaConfig, EddaEnv } from "./env.ts";
 
@@ -22,6 +23,13 @@ export interface NodeServeOptions extends Omit<EddaOptions, "database"> {
   dataDir?: string;
   /** Sweep interval (default EDDA_SWEEP_INTERVAL_MS, else 5 s); 0 disables it. */
   sweepIntervalMs?: number;
+  /**
+   * Serve OpenTelemetry metrics at GET /metrics in the Prometheus text format
+   * (default: EDDA_METRICS=prometheus). Needs @opentelemetry/sdk-metrics and
+   * @opentelemetry/exporter-prometheus; records to a provider of its own, so
+   * leave `metrics` unset.
+   */
+  prometheus?: boolean;
   env?: Record<string, string | undefined>;
 }
 
@@ -71,8 +79,11 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
   }
   // The Host values served (guards.ts): the configured ones and, on a loopback interface once the port is bound, its loopback addresses.
   const hosts = [...(options.allowedHosts ?? [])];
+  const prometheus = (opts.prometheus ?? config.metrics === "prometheus") ? await prometheusMetrics() : null;
+  if (prometheus && opts.metrics) throw new ConfigurationError("pass either metrics (your own MeterProvider) or prometheus (GET /metrics), not both", "EDDA_METRICS");
   const edda = createEdda({
     ...options,
+    ...(prometheus ? { metrics: prometheus.api, metricsText: () => prometheus.text() } : {}),
     allowedHosts: hosts,
     database,
     dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } } : "local"),
@@ -84,6 +95,7 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     // Nothing is left open behind a failed listen; a taken port says what to do instead of a stack.
     await edda.close().catch(() => undefined);
     await database.close().catch(() => undefined);
+    await prometheus?.shutdown().catch(() => undefined);
     if (err.code === "EADDRINUSE") throw new ConfigurationError(`port ${port} is in use on ${hostname}; set PORT (or the port option) to another one`, "PORT");
     throw err;
   });
@@ -117,6 +129,7 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await edda.close();
       await database.close();
+      await prometheus?.shutdown();
     },
   };
 }

@@ -19,6 +19,7 @@ import { channelsArea } from "./channels.ts";
 import type { Database, Executor } from "./database.ts";
 import { failuresArea } from "./failures.ts";
 import { flowControlArea } from "./flow-control.ts";
+import { gaugesArea } from "./gauges.ts";
 import { groupsArea } from "./groups.ts";
 import { historyArea } from "./history.ts";
 import { inspectArea } from "./inspect.ts";
@@ -65,6 +66,7 @@ const AREAS = [
   schedulesArea,
   outboxArea,
   inspectArea,
+  gaugesArea,
   failuresArea,
   locksArea,
   sessionsArea,

@@ -27,6 +27,7 @@ import type { InspectArea } from "./inspect.ts";
 import type { FailuresArea } from "./failures.ts";
 import type { LocksArea } from "./locks.ts";
 import type { SessionsArea } from "./sessions.ts";
+import type { GaugesArea } from "./gauges.ts";
 import type { StreamsArea } from "./streams.ts";
 
 export * from "./records.ts";
@@ -40,8 +41,9 @@ export type { DueSchedule, ScheduleRecord, ScheduleRegistration } from "./schedu
 export type { DeadLetterAction, DeadLetterPage, DeadLetterQuery } from "./outbox.ts";
 export type { ArchivedRunSummary, ChannelSubscriber, ChannelSummary, GroupMembership, TimerRecord } from "./inspect.ts";
 export type { FailureTask, InstanceFailure } from "./failures.ts";
+export type { GaugeSample } from "./gauges.ts";
 export type { NewStreamItem, StreamAppend, StreamAppendResult, StreamItem, StreamItemKind, StreamRead } from "./streams.ts";
-export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, StreamsArea };
+export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea };
 
 /** What every Storage has besides its areas: its executor, transactions, LISTEN. */
 export interface StorageCore {
@@ -72,6 +74,7 @@ export type Storage = StorageCore &
   SchedulesArea &
   OutboxArea &
   InspectArea &
+  GaugesArea &
   FailuresArea &
   LocksArea &
   SessionsArea &

@@ -303,6 +303,7 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "POST /outbox/dead-letters/{eventId}/discard": ({ n2, v2 }) => [req("discard", `/outbox/dead-letters/${seg(n2)}/discard`, { body: v2 })],
   "GET /healthz": ({ n0 }) => [req("healthz", `/healthz?${seg(n0)}=1`)],
   "GET /readyz": ({ n1 }) => [req("readyz", `/readyz?${seg(n1)}=1`)],
+  "GET /metrics": ({ n2 }) => [req("metrics", `/metrics?${seg(n2)}=1`)],
   "GET /openapi.json": ({ n1 }) => [req("openapi", `/openapi.json?${seg(n1)}=${seg(n1)}`)],
   "GET /docs": ({ n2 }) => [req("docs", `/docs?x=${seg(n2)}`)],
   "POST /_edda/step": ({ v0, n0 }) => [
