@@ -95,8 +95,8 @@ export interface ContextInfo {
   run: number;
 }
 
-/** The context a workflow function gets, bound to its replay state. */
-export function createWorkflowContext(info: ContextInfo, state: ReplayState): WorkflowContext {
+/** The context a workflow function gets, bound to its replay state; `clock` is what `ctx.now()` records (engine's EngineParts.clock). */
+export function createWorkflowContext(info: ContextInfo, state: ReplayState, clock: () => number = Date.now): WorkflowContext {
   const ctx: WorkflowContext = {
     instanceId: info.instanceId,
     workflowName: info.workflowName,
@@ -108,7 +108,7 @@ export function createWorkflowContext(info: ContextInfo, state: ReplayState): Wo
       state.recurInput ??= { input };
       return never();
     },
-    now: () => recordedValue(ctx, "now", () => new Date()),
+    now: () => recordedValue(ctx, "now", () => new Date(clock())),
     random: () => recordedValue(ctx, "random", () => Math.random()),
     uuid: () => recordedValue(ctx, "uuid", () => crypto.randomUUID()),
   };

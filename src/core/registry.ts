@@ -22,6 +22,23 @@ const firstLine = (fn: unknown) => String(fn).split("\n")[0]!.slice(0, 80);
 
 export class ActivityRegistry {
   private readonly byName = new Map<string, Activity>();
+  /** Test doubles by activity name (`edda-edge/testing`'s replaceActivity); empty in production. */
+  private readonly doubles = new Map<string, Activity>();
+
+  /**
+   * Run `fn` wherever the activity `name` runs: the attempt, its retries and
+   * its history record stay the engine's, only the function body differs.
+   */
+  replace(name: string, fn: Activity["fn"]): void {
+    this.doubles.set(name, fn as never);
+  }
+
+  /** What runs for `def`: its test double when one is set, else `def` itself. */
+  implementation(def: Activity): Activity {
+    if (this.doubles.size === 0) return def;
+    const fn = this.doubles.get(def.activityName);
+    return fn ? (Object.create(def, { fn: { value: fn } }) as Activity) : def;
+  }
 
   /** Add `def` (and its `onFailure` compensation); a different activity under a known name is a TypeError. */
   add(def: Activity): void {
@@ -37,6 +54,7 @@ export class ActivityRegistry {
   }
 
   find(name: string): Activity | undefined {
-    return this.byName.get(name);
+    const def = this.byName.get(name);
+    return def && this.implementation(def);
   }
 }

@@ -175,6 +175,11 @@ export class ReplayState {
     this.registry?.add(def);
   }
 
+  /** What runs for `def`: the app's test double of it (ActivityRegistry.replace), else `def`. */
+  implementation(def: Activity): Activity {
+    return this.registry ? this.registry.implementation(def) : def;
+  }
+
   /** Whether history holds a settling record at `id` (delivered or not). */
   hasRecord(id: string): boolean {
     return this.primaryIds.has(id);
@@ -336,7 +341,7 @@ export class ReplayRun {
 
   private pending(activityId: string, activity: Activity, args: unknown[]): PendingActivity {
     const failures = this.state.failedAttempts(activityId);
-    return failedSoFar(activityId, activity, args, failures);
+    return failedSoFar(activityId, this.state.implementation(activity), args, failures);
   }
 
   /**

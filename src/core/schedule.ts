@@ -79,7 +79,10 @@ export interface TickPlan {
  */
 export function planDueTick(s: Schedule, now: Date): TickPlan {
   const cron = parse(s);
-  const latest = cron.previousRuns(1, new Date(now.getTime() + 1))[0] ?? null;
+  // Ticks fall on whole seconds, and croner's previousRuns leaves out the second its
+  // reference falls in: from the next whole second, a sweep in the tick's own
+  // second (a cron trigger fires on the minute) starts that tick, not the one before.
+  const latest = cron.previousRuns(1, new Date(Math.floor(now.getTime() / 1000) * 1000 + 1000))[0] ?? null;
   const next = cron.nextRun(now);
   if (!latest) return { run: null, next };
   const late = (now.getTime() - latest.getTime()) / 1000;

@@ -97,6 +97,13 @@ export interface EngineParts {
   readonly retention: Required<RetentionOptions>;
   /** Relay settings when a broker is configured, else null. */
   readonly outbox: OutboxOptions | null;
+  /**
+   * Wall time in JS (ms since the epoch) where workflow semantics read it:
+   * `ctx.now()`, absolute deadlines turned into delays, a schedule's first
+   * tick. `Date.now` in production; the test kit passes its test clock.
+   * Leases, timers and windows never use it: they run on the database clock.
+   */
+  readonly clock: () => number;
 }
 
 /** The parts a function uses. */

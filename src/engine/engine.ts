@@ -83,6 +83,8 @@ export interface EngineOptions {
    * (bounded back-off, for a database opened per request).
    */
   streams?: { maxBytes?: number; wake?: "listen" | "poll" };
+  /** See EngineParts.clock (default `Date.now`; `edda-edge/testing` passes its test clock). */
+  clock?: () => number;
 }
 
 export const DEFAULT_STREAM_MAX_BYTES = 8 * 1024 * 1024;
@@ -116,9 +118,11 @@ export class Engine implements StepRunner, EngineParts {
   /** The shared LISTEN of this engine's stream readers (null: they poll). */
   readonly streamHub: StreamHub | null;
   readonly retention: Required<RetentionOptions>;
+  readonly clock: () => number;
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;
+    this.clock = opts.clock ?? Date.now;
     this.definitions = new SourceHashes(opts.storage);
     this.quarantineAfter = Math.max(1, Math.trunc(opts.quarantineAfterFailures ?? DEFAULT_QUARANTINE_AFTER));
     this.streamMaxBytes = Math.max(0, Math.trunc(opts.streams?.maxBytes ?? DEFAULT_STREAM_MAX_BYTES));

@@ -48,9 +48,9 @@ export function checkScheduledInputs(workflows: Iterable<Workflow>): void {
 const registered = new WeakSet<object>();
 
 /** Upsert this engine's schedules (once per engine; a changed cron resets the row's next run). */
-export async function registerSchedules(deps: Uses<"storage" | "workflows">): Promise<void> {
+export async function registerSchedules(deps: Uses<"storage" | "workflows"> & Partial<Uses<"clock">>): Promise<void> {
   if (registered.has(deps)) return;
-  const now = new Date();
+  const now = new Date(deps.clock?.() ?? Date.now());
   await deps.storage.registerSchedules(
     scheduledWorkflows(deps).map(({ wf, schedule }) => ({ workflowName: wf.workflowName, cron: schedule.cron, timezone: schedule.timezone, missed: schedule.missed, nextRunAt: nextTick(schedule, now) })),
   );
@@ -62,12 +62,12 @@ export async function registerSchedules(deps: Uses<"storage" | "workflows">): Pr
  * The app's schedules with their next and last run. Registers them first, so a
  * fresh deployment lists its next runs before the first sweep.
  */
-export async function listAppSchedules(deps: Uses<"storage" | "workflows">): Promise<ScheduleRecord[]> {
+export async function listAppSchedules(deps: Uses<"storage" | "workflows"> & Partial<Uses<"clock">>): Promise<ScheduleRecord[]> {
   await registerSchedules(deps);
   return deps.storage.listSchedules(scheduledWorkflows(deps).map((s) => s.wf.workflowName));
 }
 
-export async function runDueSchedules(deps: Uses<"definitions" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">, limit: number, scope?: DispatchScope, onStarted: (instanceId: string) => void = () => {}): Promise<number> {
+export async function runDueSchedules(deps: Uses<"definitions" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows"> & Partial<Uses<"clock">>, limit: number, scope?: DispatchScope, onStarted: (instanceId: string) => void = () => {}): Promise<number> {
   const scheduled = scheduledWorkflows(deps);
   if (scheduled.length === 0) return 0;
   await registerSchedules(deps);

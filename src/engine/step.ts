@@ -54,6 +54,7 @@ export type StepDeps = Uses<
   | "outbox"
   | "metrics"
   | "streamMaxBytes"
+  | "clock"
 >;
 
 export type StepResult =
@@ -271,7 +272,7 @@ class Step {
   private replay(): ReplayRun {
     const wf = this.deps.workflows.get(this.instance.workflowName)!;
     const state = new ReplayState(this.leased.history, this.deps.errorClasses, this.deps.activities);
-    const ctx = createWorkflowContext(this.instance, state);
+    const ctx = createWorkflowContext(this.instance, state, this.deps.clock);
     return new ReplayRun(wf.fn as (c: never, i: unknown) => Promise<unknown>, fromJson(this.instance.inputData), state, ctx);
   }
 
@@ -294,7 +295,7 @@ class Step {
   }
 
   private options(hasStoredCompensations = false): DecideOptions {
-    return { handoffLeaseSeconds: this.deps.handoffLeaseSeconds, retryPolicy: this.deps.retryPolicy, hasStoredCompensations, now: Date.now() };
+    return { handoffLeaseSeconds: this.deps.handoffLeaseSeconds, retryPolicy: this.deps.retryPolicy, hasStoredCompensations, now: this.deps.clock() };
   }
 
   /** Decide on where the run stopped; `history.records` are rows the run produced itself (recorded values), persisted first. */
@@ -335,8 +336,8 @@ class Step {
   private async prepareWait(w: WaitRequest, history: StepHistory): Promise<StepResult> {
     await this.appendEmits(this.deps.storage, history.records);
     return this.deps.storage.transaction(async (tx) => {
-      const r = await waitKind(w).prepare!(tx, this.instance.instanceId, w, Date.now());
-      const p = r.kind === "ready" ? continueWith(w.activityId, history, r.event, this.deps) : waitingPlan(w, history, r, Date.now());
+      const r = await waitKind(w).prepare!(tx, this.instance.instanceId, w, this.deps.clock());
+      const p = r.kind === "ready" ? continueWith(w.activityId, history, r.event, this.deps) : waitingPlan(w, history, r, this.deps.clock());
       return this.concludeIn(tx, p.conclusion, p.after);
     });
   }

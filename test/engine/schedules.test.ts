@@ -34,6 +34,14 @@ describe("schedule definitions (pure)", () => {
     expect(scheduledInstanceId("w", new Date("2026-11-30T09:00:00Z"))).toBe("schedule:w:2026-11-30T09:00:00.000Z");
   });
 
+  it("a sweep within the tick's own second starts that tick, not the one before", () => {
+    const s = normalizeSchedule("w", "0 * * * *");
+    for (const at of ["2026-11-30T09:00:00.000Z", "2026-11-30T09:00:00.400Z", "2026-11-30T09:00:00.999Z"]) {
+      expect(planDueTick(s, new Date(at))).toEqual({ run: new Date("2026-11-30T09:00:00Z"), next: new Date("2026-11-30T10:00:00Z") });
+    }
+    expect(planDueTick(s, new Date("2026-11-30T08:59:59.999Z")).run).toEqual(new Date("2026-11-30T08:00:00Z"));
+  });
+
   it("a scheduled workflow whose input schema refuses { scheduledAt } is refused when the app is built", () => {
     const strict = workflow("sch_strict", { schedule: "0 9 * * *", input: z.object({ orderId: z.string() }) }, async () => 1);
     expect(() => createEdda({ workflows: [strict], database: { db: null, close: async () => {} } as never, secret: "s" })).toThrow(/sch_strict.*scheduledAt/);
