@@ -58,9 +58,10 @@ export interface AppOptions {
   metricsText?: () => Promise<string>;
 }
 
+/** A workflow's start body: `input` is required when its schema refuses an absent input (then `{}` is refused too, and the document says so). */
 const startBody = (input: z.ZodType = z.unknown()) =>
   z.object({
-    input: input.optional(),
+    input: input.safeParse(undefined).success ? input.optional() : input,
     instanceId: z.string().min(1).max(200).optional().describe("idempotency: starting the same id again returns the existing instance (200)"),
   });
 /** A start whose body has members but no `input`: the issues stay, the message says how to wrap it. */

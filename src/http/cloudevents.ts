@@ -71,6 +71,30 @@ const instanceMessage = z.object({
 });
 const channelMessage = z.object({ data: z.unknown().optional(), metadata: metadataObject.optional() });
 
+/**
+ * A CloudEvent in the JSON format (CloudEvents 1.0 §3): the context attributes
+ * with their types, `data` or `data_base64`, and extension attributes as more
+ * members. Documentation: the validation itself is core/cloudevent.ts.
+ */
+const CLOUDEVENT_SCHEMA = {
+  type: "object",
+  required: ["specversion", "id", "source", "type"],
+  properties: {
+    specversion: { type: "string", const: "1.0" },
+    id: { type: "string", minLength: 1 },
+    source: { type: "string", minLength: 1, format: "uri-reference" },
+    type: { type: "string", minLength: 1 },
+    subject: { type: "string", minLength: 1 },
+    time: { type: "string", format: "date-time" },
+    datacontenttype: { type: "string", minLength: 1 },
+    dataschema: { type: "string", format: "uri" },
+    data: { description: "any JSON value (with a JSON datacontenttype) or a string" },
+    data_base64: { type: "string", contentEncoding: "base64" },
+    eddainstanceid: { type: "string", description: "deliver to this instance only (needs the API token, or EDDA_EVENTS_TOKEN_TARGETING)" },
+  },
+  additionalProperties: { description: "an extension attribute: lower-case a-z0-9 name, a string, number or boolean value" },
+} as const;
+
 export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
   const receive = async (c: Context) => {
     let received;
@@ -116,8 +140,8 @@ export function cloudEventRoutes(app: Hono, h: RouteHelpers): void {
       rawBody: {
         description: "a CloudEvent (binary mode: `ce-*` headers and any body; structured: application/cloudevents+json; batch: application/cloudevents-batch+json)",
         content: {
-          "application/cloudevents+json": { schema: { type: "object", required: ["specversion", "id", "source", "type"] } },
-          "application/cloudevents-batch+json": { schema: { type: "array", items: { type: "object", required: ["specversion", "id", "source", "type"] }, maxItems: 100 } },
+          "application/cloudevents+json": { schema: CLOUDEVENT_SCHEMA },
+          "application/cloudevents-batch+json": { schema: { type: "array", items: CLOUDEVENT_SCHEMA, maxItems: 100 } },
           "*/*": { schema: {} },
         },
       },
