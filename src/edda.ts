@@ -41,8 +41,10 @@ export type DispatcherOption = "local" | { http: { baseUrl: string; fetch?: type
 export interface EddaOptions {
   workflows: Workflow[];
   database: Database | (() => Database | Promise<Database>);
-  /** HMAC secret for internal routes and follow-ups (EDDA_SECRET). */
+  /** HMAC secret for internal routes and follow-ups (EDDA_SECRET); per-wait webhook URLs (`createWebhook`) are derived from it too. */
   secret?: string;
+  /** The app's public URL (EDDA_PUBLIC_URL): per-wait webhook URLs start with it (without it they are paths). */
+  publicUrl?: string;
   /** Bearer token(s) for the public API (EDDA_API_TOKEN). */
   apiToken?: string | string[];
   /** Bearer token(s) CloudEvents ingestion accepts besides the API token (EDDA_EVENTS_TOKEN). */
@@ -268,6 +270,7 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.quarantineAfterFailures !== undefined ? { quarantineAfterFailures: opts.quarantineAfterFailures } : {}),
       // A database opened per request cannot keep a LISTEN for later readers: they poll (bounded).
       streams: { ...opts.streams, ...(perRequest ? { wake: "poll" as const } : {}) },
+      ...(opts.secret ? { webhookLinks: { key: opts.secret, ...(opts.publicUrl ? { baseUrl: opts.publicUrl } : {}) } } : {}),
       outbox,
     });
 

@@ -52,6 +52,8 @@ export type { OutgoingEvent } from "./engine/events.ts";
 export { webhook, stripeVerifier, githubVerifier, standardWebhooksVerifier, hmacVerifier } from "./core/webhooks.ts";
 export type { Webhook, WebhookEvent, WebhookOptions, WebhookRequest, WebhookVerifier, HmacVerifierOptions, ToleranceOptions, HmacAlgorithm, HmacScheme, SignatureEncoding } from "./core/webhooks.ts";
 export type { RawDelivery, SignatureCheck } from "./core/webhook-signatures.ts";
+export { createWebhook, type CreateWebhookOptions } from "./engine/webhook-waits.ts";
+export { WebhookExpiredError, type WaitWebhook, type WebhookDelivery } from "./core/webhook-waits.ts";
 
 export { createEdda } from "./edda.ts";
 export type { Edda, EddaOptions, DispatcherOption, ExecutionContextLike, StartResult, InstancePage } from "./edda.ts";

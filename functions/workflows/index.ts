@@ -1,6 +1,7 @@
 /** The example workflows every entry point serves. */
 import { announce } from "./announce.ts";
 import { approval } from "./approval.ts";
+import { approvalLink } from "./approval-link.ts";
 import { fanoutChildren } from "./fanout-children.ts";
 import { dailyReport } from "./daily-report.ts";
 import { exportReport } from "./export-report.ts";
@@ -20,7 +21,7 @@ import { stripeCheckout } from "./stripe-checkout.ts";
 import { summarize } from "./summarize.ts";
 import { stripeVerifier, webhook } from "../../src/index.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy, exportReport, sendInvoice, stripeCheckout, summarize];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy, exportReport, sendInvoice, stripeCheckout, summarize, approvalLink];
 
 /** The webhook sources every entry point serves: POST /webhooks/stripe, verified with EDDA_WEBHOOK_STRIPE_SECRET. */
 export const webhooks = [webhook("stripe", { verify: stripeVerifier() })];

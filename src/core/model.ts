@@ -11,6 +11,8 @@ export const INSTANCE_STATUSES = [
   "waiting_for_message",
   /** Waiting for a child workflow's outcome (`invoke`). */
   "waiting_for_child",
+  /** Waiting for a POST to a per-wait URL (`createWebhook` … `hook.wait()`), or its expiry. */
+  "waiting_for_webhook",
   "compensating",
   "completed",
   "failed",
@@ -39,7 +41,7 @@ export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
 /** Statuses a step may run in. */
 export const RUNNABLE_STATUSES: readonly InstanceStatus[] = ["running", "compensating"];
 /** Statuses from which cancellation is allowed. */
-export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message", "waiting_for_child", "parked", "quarantined", "queued"];
+export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message", "waiting_for_child", "waiting_for_webhook", "parked", "quarantined", "queued"];
 export const TERMINAL_STATUSES: readonly InstanceStatus[] = ["completed", "failed", "cancelled"];
 
 /** History event types (`workflow_history.event_type`). */
@@ -58,6 +60,9 @@ export const EV = {
   /** A child workflow's outcome at the parent's `invoke` operation: completed, or failed/cancelled. */
   ChildCompleted: "ChildCompleted",
   ChildFailed: "ChildFailed",
+  /** A per-wait webhook URL was called (`hook.wait()` returns the request), or it expired first (throws WebhookExpiredError). */
+  WebhookReceived: "WebhookReceived",
+  WebhookExpired: "WebhookExpired",
   CompensationExecuted: "CompensationExecuted",
   CompensationFailed: "CompensationFailed",
 } as const;

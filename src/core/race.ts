@@ -118,7 +118,7 @@ function decodeRace(
   if (msg && msg[1].kind === "message") {
     const b = msg[1];
     const d = decodeMessageRecord(ctx, ev, b.channel, b.event);
-    if ("mismatch" in d || !d.ok) return d;
+    if (!("ok" in d) || !d.ok) return d;
     const m = d.value as RecordedMessage;
     try {
       return { ok: true, value: { winner: msg[0], value: b.event ? toReceivedEvent(m, b.channel, b.schema) : toChannelMessage(m) } };

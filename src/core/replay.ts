@@ -45,7 +45,16 @@ const PRIMARY = new Set<string>([
   EV.StreamEmitted,
   EV.ChildCompleted,
   EV.ChildFailed,
+  EV.WebhookReceived,
+  EV.WebhookExpired,
 ]);
+
+/** The key a per-wait webhook's token is derived from (EDDA_SECRET), and the app's public URL the link starts with. */
+export interface WebhookLinks {
+  key: string;
+  /** EDDA_PUBLIC_URL; without it a link is the path alone (`/hooks/…`). */
+  baseUrl?: string;
+}
 
 export interface PendingActivity {
   activityId: string;
@@ -83,7 +92,9 @@ export type WaitRequest =
       match?: MatchDocument;
     }
   /** The outcome of a child workflow this run started (`invoke`). */
-  | { kind: "child"; activityId: string; childInstanceId: string };
+  | { kind: "child"; activityId: string; childInstanceId: string }
+  /** A POST to the per-wait URL `createWebhook` made at `hookId` (its expiry is the hook's). */
+  | { kind: "webhook"; activityId: string; hookId: string; run: number };
 
 /** What the engine must do for an open operation that has no record yet. */
 export type OperationRequest =
@@ -92,8 +103,16 @@ export type OperationRequest =
   /** A value produced in the workflow and recorded once (`ctx.now()`…): no I/O, recorded at the next quiescence. */
   | { kind: "value"; produce: () => unknown; eventType?: HistoryEventType };
 
-/** How a record settles an operation; `mismatch` when the record does not belong to this kind of operation. */
-export type Decoded = { ok: true; value: unknown } | { ok: false; error: unknown } | { mismatch: string };
+/** A record's value or error, once decoded. */
+export type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+/**
+ * How a record settles an operation; `mismatch` when the record does not belong to this kind of operation;
+ * `later` when settling it takes asynchronous work that is no I/O (Web Crypto: a per-wait webhook's token).
+ * The loop awaits `later` before it delivers anything else, so the run sees it settle at the same wave
+ * whether the record was replayed or just written.
+ */
+export type Decoded = Settled | { mismatch: string } | { later: Promise<Settled> };
 
 export interface OpenOperation {
   id: string;
@@ -152,6 +171,8 @@ export class ReplayState {
     readonly errorClasses: Record<string, ErrorClass>,
     /** The app's registry: every activity the run calls or registers as a compensation is added. */
     private readonly registry?: ActivityRegistry,
+    /** What per-wait webhook URLs are made of (webhook-waits.ts); none: a replay that never hands a URL out (verify). */
+    readonly webhookLinks: WebhookLinks | null = null,
   ) {
     this.append(history);
   }
@@ -221,8 +242,8 @@ export class ReplayState {
     return this.primary[this.cursor];
   }
 
-  /** Deliver the next record to its open operation; false (with `fatal` set) when none can take it. */
-  deliverNext(): boolean {
+  /** Deliver the next record to its open operation; false (with `fatal` set) when none can take it; a promise when it settles `later`. */
+  deliverNext(): boolean | Promise<void> {
     const ev = this.primary[this.cursor]!;
     const op = this.open.get(ev.activityId);
     if (!op) {
@@ -239,14 +260,19 @@ export class ReplayState {
     }
     this.cursor++;
     this.open.delete(op.id);
-    if (d.ok) op.resolve(d.value);
-    else op.reject(d.error);
+    if ("later" in d) return d.later.then((r) => settle(op, r), (error: unknown) => op.reject(error));
+    settle(op, d);
     return true;
   }
 
   restoreError(s: SerializedError): Error {
     return deserializeError(s, this.errorClasses);
   }
+}
+
+function settle(op: OpenOperation, d: Settled): void {
+  if (d.ok) op.resolve(d.value);
+  else op.reject(d.error);
 }
 
 function describeRecord(ev: HistoryEvent): string {
@@ -273,8 +299,6 @@ export function decodeActivityRecord(state: ReplayState, ev: HistoryEvent, activ
   if (ev.eventType === EV.ActivityFailed) return { ok: false, error: state.restoreError(v!.error!) };
   return { mismatch: `holds a ${ev.eventType} record, not an activity result` };
 }
-
-type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 /**
  * A workflow function running against its history. `next()` delivers the
@@ -310,7 +334,8 @@ export class ReplayRun {
       if (state.fatal) return { kind: "nondeterminism", error: state.fatal };
       if (state.recurInput) return { kind: "recur", input: state.recurInput.input };
       if (state.peek()) {
-        state.deliverNext();
+        const later = state.deliverNext();
+        if (later instanceof Promise) await later;
         continue;
       }
       const value = [...state.open.values()].find((o) => o.request.kind === "value");

@@ -8,6 +8,7 @@
  */
 import type { Workflow } from "../core/definitions.ts";
 import type { ActivityRegistry } from "../core/registry.ts";
+import type { WebhookLinks } from "../core/replay.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import type { ErrorClass, ErrorViewOptions } from "../core/serialization.ts";
 import type { Storage } from "../storage/types.ts";
@@ -104,6 +105,8 @@ export interface EngineParts {
    * Leases, timers and windows never use it: they run on the database clock.
    */
   readonly clock: () => number;
+  /** What per-wait webhook URLs are derived from (EDDA_SECRET, EDDA_PUBLIC_URL); null without a secret. */
+  readonly webhookLinks: WebhookLinks | null;
 }
 
 /** The parts a function uses. */

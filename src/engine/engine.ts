@@ -12,8 +12,9 @@ import type { Workflow } from "../core/definitions.ts";
 import { checkStoredName, ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
 import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
+import type { WebhookLinks } from "../core/replay.ts";
 import { fromJson, historyDataView, toStoredJson, toStoredPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
-import type { InstanceFilter, InstanceStatus, ListInstancesQuery, Storage } from "../storage/types.ts";
+import type { InstanceFilter, InstanceStatus, ListInstancesQuery, Storage, WebhookFire } from "../storage/types.ts";
 import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
 import { guardHooks, type EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
@@ -29,13 +30,14 @@ import { metricsFor, type Metrics, type MetricsApi } from "./metrics.ts";
 import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 import { DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
 import { EXPIRIES, expireDue } from "./wait-kinds.ts";
+import { deliverToWebhook, deliveryOf } from "./webhook-waits.ts";
 import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
 import { checkScheduledInputs } from "./schedules.ts";
 import { startTimedStarts } from "./flow-control.ts";
 import * as inspection from "./inspection.ts";
 import { openStream, StreamHub, type StreamEvent, type StreamReadOptions } from "./stream-reader.ts";
 import { ingest, type IngestResult, type PreparedEvent } from "./ingestion.ts";
-import { HISTORY_PAGE_MAX, toView, type HistoryEntry, type InstanceDetail, type InstanceView } from "./views.ts";
+import { HISTORY_PAGE_MAX, toView, waitWebhookView, type HistoryEntry, type InstanceDetail, type InstanceView } from "./views.ts";
 
 export { HISTORY_PAGE_MAX, toView };
 export type { RetentionOptions, StartOptions };
@@ -85,6 +87,8 @@ export interface EngineOptions {
   streams?: { maxBytes?: number; wake?: "listen" | "poll" };
   /** See EngineParts.clock (default `Date.now`; `edda-edge/testing` passes its test clock). */
   clock?: () => number;
+  /** The key per-wait webhook URLs (`createWebhook`) are derived from (EDDA_SECRET) and the public URL they start with (EDDA_PUBLIC_URL). */
+  webhookLinks?: WebhookLinks;
 }
 
 export const DEFAULT_STREAM_MAX_BYTES = 8 * 1024 * 1024;
@@ -119,6 +123,7 @@ export class Engine implements StepRunner, EngineParts {
   readonly streamHub: StreamHub | null;
   readonly retention: Required<RetentionOptions>;
   readonly clock: () => number;
+  readonly webhookLinks: WebhookLinks | null;
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;
@@ -154,6 +159,7 @@ export class Engine implements StepRunner, EngineParts {
     this.hooks = guardHooks(user);
     this.outbox = opts.outbox?.brokerUrl ? opts.outbox : null;
     this.errorView = { stacks: opts.exposeErrorStacks ?? false };
+    this.webhookLinks = opts.webhookLinks?.key ? opts.webhookLinks : null;
     this.errorClasses = Object.fromEntries((opts.errorClasses ?? []).map((C) => [new C("").name, C]));
     checkScheduledInputs(this.workflows.values());
     opts.dispatcher.attach(this);
@@ -261,6 +267,7 @@ export class Engine implements StepRunner, EngineParts {
     const view: InstanceDetail = {
       ...toView(inst, this.errorView),
       children: await this.storage.listChildren(instanceId, 100),
+      webhooks: (await this.storage.listWaitWebhooks(instanceId, 100)).map(waitWebhookView),
     };
     if (opts.history) {
       const page = await this.historyPage(instanceId, { limit: HISTORY_PAGE_MAX });
@@ -351,6 +358,10 @@ export class Engine implements StepRunner, EngineParts {
   viewerSessionRevoked(sessionId: string): Promise<boolean> { return inspection.viewerSessionRevoked(this, sessionId); }
   /** Store validated CloudEvents in one transaction (ingestion.ts). */
   ingestEvents(prepared: PreparedEvent[], scope?: DispatchScope): Promise<IngestResult[]> { return ingest(this, prepared, scope); }
+  /** A POST to a per-wait URL (`createWebhook`), by its token's hash: fires the hook once; a waiting instance runs after the commit. */
+  deliverToWebhook(tokenHash: string, headers: Headers, body: unknown, scope?: DispatchScope): Promise<WebhookFire> {
+    return deliverToWebhook(this, tokenHash, deliveryOf(headers, body), scope);
+  }
 
   async fireDueTimers(scope?: DispatchScope): Promise<number> {
     let fired = 0;

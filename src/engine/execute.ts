@@ -11,7 +11,7 @@
  * (at-least-once) with a stable idempotency key.
  */
 import type { ActivityContext, ActivityStream, Transaction } from "../core/context.ts";
-import type { PendingActivity } from "../core/replay.ts";
+import type { PendingActivity, WebhookLinks } from "../core/replay.ts";
 import { attemptId, retryTimerId } from "../core/ids.ts";
 import { EV, type Payload } from "../core/model.ts";
 import { ActivityTimeoutError, RetryExhaustedError } from "../core/errors.ts";
@@ -51,6 +51,8 @@ export interface ActivityNotify {
   outbox(eventIds: string[]): void;
   /** Start a child workflow on `storage` (the step transaction); the engine's step provides it (children.ts). */
   startChild?(storage: Storage, start: ChildStart): Promise<string>;
+  /** What the built-in `createWebhook` derives a per-wait URL's token from (EDDA_SECRET); none without a secret. */
+  webhookLinks?: () => WebhookLinks | null;
   /** W3C traceparent of the running attempt's span (tracing on): outgoing events carry it. */
   traceparent?(activityId: string, attempt: number): string | null;
 }

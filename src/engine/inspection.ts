@@ -41,7 +41,7 @@ export async function instanceInspection(e: Uses<"storage">, instanceId: string,
   const s = e.storage;
   const inst = await s.getInstance(instanceId);
   if (!inst) return null;
-  const [page, timers, subscriptions, groups, compensations, runs, children] = await Promise.all([
+  const [page, timers, subscriptions, groups, compensations, runs, children, webhooks] = await Promise.all([
     s.loadHistoryPreview(instanceId, { afterId: opts.historyAfter, limit: opts.limit, maxChars: opts.maxChars }),
     s.listTimers(instanceId),
     s.listSubscriptions(instanceId),
@@ -49,11 +49,12 @@ export async function instanceInspection(e: Uses<"storage">, instanceId: string,
     s.listCompensations(instanceId),
     s.listArchivedRuns(instanceId),
     s.listChildren(instanceId, 100),
+    s.listWaitWebhooks(instanceId, 100),
   ]);
   // Each compensation's state needs only the event rows, never their payloads.
   const compensationEvents = compensations.length ? (await s.loadHistoryPreview(instanceId, { afterId: 0, limit: 10_000, maxChars: 0 })).events.filter((ev) => ev.activityId.startsWith("compensate:")) : [];
   const archived = Number.isInteger(opts.run) && runs.some((r) => r.run === opts.run) ? { run: opts.run, history: (await s.loadHistoryPreview(instanceId, { afterId: 0, limit: opts.limit, maxChars: opts.maxChars, run: opts.run })).events } : null;
-  return { inst, page, timers, subscriptions, groups, compensations, runs, children, compensationEvents, archived };
+  return { inst, page, timers, subscriptions, groups, compensations, runs, children, webhooks, compensationEvents, archived };
 }
 
 /** The busiest channels, with their subscriber and pending-message counts. */

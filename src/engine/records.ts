@@ -20,5 +20,6 @@ export type {
   SubscriptionRecord,
   TimerRecord,
   TxStorage,
+  WaitWebhookRecord,
 } from "../storage/types.ts";
 export { DEAD_LETTER_STATUSES } from "../storage/types.ts";

@@ -55,6 +55,7 @@ export type StepDeps = Uses<
   | "metrics"
   | "streamMaxBytes"
   | "clock"
+  | "webhookLinks"
 >;
 
 export type StepResult =
@@ -255,6 +256,7 @@ class Step {
     startChild: (storage, start) =>
       startChildIn(this.deps, storage, this.instance.instanceId, start, (cb) => (isTx(storage) ? storage.afterCommit(cb) : cb()), this.scope),
     traceparent: (activityId: string, attempt: number) => this.deps.tracing?.activityTraceparent(this.instance.instanceId, activityId, attempt) ?? null,
+    webhookLinks: () => this.deps.webhookLinks,
   };
 
   private get target() {
@@ -271,7 +273,7 @@ class Step {
   /** The workflow function running against this step's history. */
   private replay(): ReplayRun {
     const wf = this.deps.workflows.get(this.instance.workflowName)!;
-    const state = new ReplayState(this.leased.history, this.deps.errorClasses, this.deps.activities);
+    const state = new ReplayState(this.leased.history, this.deps.errorClasses, this.deps.activities, this.deps.webhookLinks);
     const ctx = createWorkflowContext(this.instance, state, this.deps.clock);
     return new ReplayRun(wf.fn as (c: never, i: unknown) => Promise<unknown>, fromJson(this.instance.inputData), state, ctx);
   }

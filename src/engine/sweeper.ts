@@ -37,7 +37,11 @@ import { mustRun, rotationTurn, sweepOrder } from "./sweep-rotation.ts";
 import { EXPIRIES, expireDue, type Expiry } from "./wait-kinds.ts";
 
 /** The report's counter of each expiry task. */
-const EXPIRED_COUNTER: Record<Expiry["task"], "timersFired" | "messageWaitsExpired"> = { timers: "timersFired", message_timeouts: "messageWaitsExpired" };
+const EXPIRED_COUNTER: Record<Expiry["task"], "timersFired" | "messageWaitsExpired" | "webhookWaitsExpired"> = {
+  timers: "timersFired",
+  message_timeouts: "messageWaitsExpired",
+  webhook_expiry: "webhookWaitsExpired",
+};
 
 /** What a sweep uses: its own settings and what its tasks use. */
 export type SweepDeps = Uses<"storage" | "dispatcher" | "workerId" | "quarantineAfter" | "retention" | "metrics"> &
@@ -93,7 +97,7 @@ export interface SweepOptions {
  * time — a sleeping workflow, a receive timeout, a schedule tick (whose
  * `missed: "skip"` grace is two minutes) — never waits for the rotation.
  */
-const PRIORITY_TASKS: ReadonlySet<SweepTask> = new Set<SweepTask>(["timers", "message_timeouts", "schedules"]);
+const PRIORITY_TASKS: ReadonlySet<SweepTask> = new Set<SweepTask>(["timers", "message_timeouts", "webhook_expiry", "schedules"]);
 
 function defaultCpuClock(): () => number {
   const usage = (globalThis as { process?: { cpuUsage?: () => { user: number; system: number } } }).process?.cpuUsage;
@@ -114,6 +118,7 @@ function defaultCpuClock(): () => number {
 export type SweepTask =
   | "timers"
   | "message_timeouts"
+  | "webhook_expiry"
   | "deadlines"
   | "stale_leases"
   | "channel_delivery"
@@ -131,6 +136,8 @@ export type SweepTask =
 export interface SweepReport {
   timersFired: number;
   messageWaitsExpired: number;
+  /** Per-wait webhook URLs (`createWebhook`) that expired unused. */
+  webhookWaitsExpired: number;
   /** Instances failed by their workflow `timeoutSeconds`. */
   deadlinesExpired: number;
   staleLeasesReleased: number;
@@ -182,6 +189,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   const report: SweepReport = {
     timersFired: 0,
     messageWaitsExpired: 0,
+    webhookWaitsExpired: 0,
     deadlinesExpired: 0,
     staleLeasesReleased: 0,
     messagesDelivered: 0,
@@ -263,7 +271,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     return "ok";
   };
 
-  // One task per wait kind that comes due by itself (wait-kinds.ts): timers fire, receive timeouts expire.
+  // One task per wait kind that comes due by itself (wait-kinds.ts): timers fire, receive timeouts and per-wait webhooks expire.
   for (const expiry of EXPIRIES) {
     add(expiry.task, async () => {
       const ids = await expireDue(iso, expiry, batch);

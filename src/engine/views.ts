@@ -5,7 +5,7 @@
  * code, so the server's answers and the client's types are one definition.
  */
 import { fromJson, instanceErrorView, type ErrorViewOptions, type StoredError } from "../core/serialization.ts";
-import type { ChildSummary, FailureTask, InstanceRecord, InstanceStatus } from "../storage/types.ts";
+import type { ChildSummary, FailureTask, InstanceRecord, InstanceStatus, WaitWebhookRecord, WaitWebhookStatus } from "../storage/types.ts";
 
 export type { StoredError };
 
@@ -80,10 +80,25 @@ export interface HistoryEntry {
 export interface InstanceDetail extends InstanceView {
   /** The children it started, oldest first (at most 100). */
   children: ChildSummary[];
+  /** Its per-wait webhook URLs (`createWebhook`), oldest first (at most 100): state only, never the URL (its token is not stored). */
+  webhooks: WaitWebhookView[];
   /** With `history`: the first page (at most HISTORY_PAGE_MAX entries). */
   history?: HistoryEntry[];
   /** More history: pass to `historyPage(id, { after })` (`GET /instances/:id/history?after=`). */
   historyNextCursor?: string | null;
+}
+
+export interface WaitWebhookView {
+  id: string;
+  run: number;
+  status: WaitWebhookStatus;
+  expiresAt: string | null;
+  createdAt: string;
+  firedAt: string | null;
+}
+
+export function waitWebhookView(h: WaitWebhookRecord): WaitWebhookView {
+  return { id: h.hookId, run: h.run, status: h.status, expiresAt: h.expiresAt?.toISOString() ?? null, createdAt: h.createdAt.toISOString(), firedAt: h.firedAt?.toISOString() ?? null };
 }
 
 export function toView(inst: InstanceRecord, errors: ErrorViewOptions = {}): InstanceView {

@@ -30,6 +30,7 @@ import type { WaitRequest } from "../core/replay.ts";
 import type { FailureTask, Storage, StepConclusion, TxStorage } from "../storage/types.ts";
 import { prepareMessageWait } from "./channels.ts";
 import { prepareChildWait } from "./lifecycle.ts";
+import { prepareWebhookWait } from "./webhook-waits.ts";
 import { batchOrEach, type Isolation } from "./poison.ts";
 
 export type WaitKind = WaitRequest["kind"];
@@ -44,7 +45,7 @@ export type WaitingRows = Pick<StepConclusion, "history" | "compensations">;
 
 export interface Expiry {
   /** The sweep task (and the failure counter of a poison row). */
-  task: FailureTask & ("timers" | "message_timeouts");
+  task: FailureTask & ("timers" | "message_timeouts" | "webhook_expiry");
   /** Record the due expiries (at most `limit`, or only `onlyInstanceId`'s); the instances made runnable. */
   expire(storage: Storage, limit: number, onlyInstanceId?: string): Promise<string[]>;
   /** The instances with a due expiry, for the one-at-a-time pass after a batch failed. */
@@ -77,7 +78,7 @@ export type WaitKindTable = { [K in WaitKind]: WaitKindHandlers<K> };
 const sweepExpiry = (task: Expiry["task"], expire: Expiry["expire"]): Expiry => ({
   task,
   expire,
-  due: (storage, limit) => storage.findDueInstances(task, limit),
+  due: (storage, limit) => (task === "webhook_expiry" ? storage.findDueWebhookInstances(limit) : storage.findDueInstances(task, limit)),
 });
 
 const timerSeconds = (w: WaitOf<"timer">, now: number) => (w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - now) / 1000) : (w.delaySeconds ?? 0));
@@ -121,6 +122,15 @@ export const WAIT_KINDS: WaitKindTable = {
     expire: null,
     cancel: "nothing to withdraw: the child's end finds the parent no longer waiting (its non-detached children end with it)",
     view: { says: "waiting for a child workflow", pollIntervalMs: 5000, span: false },
+  },
+  webhook: {
+    status: "waiting_for_webhook",
+    prepare: (tx, instanceId, w, now) => prepareWebhookWait(tx, instanceId, w, now),
+    // Woken in-process at the hook's expiry, as prepare read it from the database.
+    conclude: (w, rows, waiting) => ({ conclusion: { status: "waiting_for_webhook", currentActivityId: w.activityId, ...rows }, wakeInSeconds: waiting.wakeInSeconds }),
+    expire: sweepExpiry("webhook_expiry", (storage, limit, only) => storage.expireWaitWebhooks(limit, only)),
+    cancel: "the instance's open hooks are cancelled (workflow_webhooks): a POST then answers 410",
+    view: { says: "waiting for a POST to its webhook URL", pollIntervalMs: 30_000, span: true },
   },
 };
 

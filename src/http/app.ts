@@ -26,6 +26,7 @@ import { instanceTransition, operationRoutes } from "./operations.ts";
 import { outboxRoutes } from "./outbox.ts";
 import { webhookRoutes } from "./webhooks.ts";
 import { metricsRoutes } from "./metrics.ts";
+import { waitWebhookRoutes } from "./wait-webhooks.ts";
 import type { Webhook } from "../core/webhooks.ts";
 import { instanceNotFound, onError, problem, sqlStateOf } from "./problem.ts";
 import { instanceIdParam, instancePage, instanceView, started } from "./schemas.ts";
@@ -220,6 +221,8 @@ export function createApp(opts: AppOptions): Hono {
   const helpers: RouteHelpers = { engine, scope, parse, hosts };
   // Before the API's bearer auth: a webhook sender signs its deliveries instead.
   if (opts.webhooks) webhookRoutes(app, helpers, { webhooks: opts.webhooks, secrets: opts.webhookSecrets ?? (() => undefined) });
+  // The per-wait URLs of createWebhook: the unguessable token is the credential.
+  waitWebhookRoutes(app, helpers);
   const isIngestion = (c: Context) => c.req.method === "POST" && ["/", "/events"].includes(new URL(c.req.url).pathname);
   api.use("*", bearerAuth({ apiTokens: opts.apiTokens, ...(opts.eventsTokens ? { eventsTokens: opts.eventsTokens } : {}), isIngestion, eventsTokenTargeting: opts.eventsTokenTargeting === true }));
   api.use("*", jsonWritesOnly(isIngestion));

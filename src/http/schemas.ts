@@ -22,7 +22,7 @@ export const historyEntry = z.object({ id: z.number(), activityId: z.string(), e
 
 export const instanceFailure = z
   .object({
-    task: z.enum(["step", "timers", "message_timeouts", "channel_delivery", "retention"]),
+    task: z.enum(["step", "timers", "message_timeouts", "webhook_expiry", "channel_delivery", "retention"]),
     errorType: z.string(),
     message: z.string(),
     at: z.string(),
@@ -62,6 +62,19 @@ export const instanceView = z.object({
     .array(z.object({ instanceId: z.string(), workflowName: z.string(), status: instanceStatus, detached: z.boolean() }))
     .optional()
     .describe("GET /instances/{id} only: the children it started, oldest first (at most 100)"),
+  webhooks: z
+    .array(
+      z.object({
+        id: z.string().describe("the createWebhook operation (webhook:1, or its explicit id); its wait is {id}:wait"),
+        run: z.number().int(),
+        status: z.enum(["open", "fired", "expired", "cancelled"]),
+        expiresAt: z.iso.datetime().nullable(),
+        createdAt: z.iso.datetime(),
+        firedAt: z.iso.datetime().nullable(),
+      }),
+    )
+    .optional()
+    .describe("GET /instances/{id} only: its per-wait webhook URLs (createWebhook), oldest first (at most 100); never the URL, whose token is not stored"),
   history: z.array(historyEntry).optional().describe("with ?history=1: the first page (at most 500 entries)"),
   historyNextCursor: z.string().nullable().optional().describe("with ?history=1: pass as `after` to GET /instances/{id}/history for the rest"),
 });

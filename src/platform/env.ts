@@ -196,7 +196,7 @@ export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError |
 /** The app options an environment variable can supply (the adapters build the dispatcher and the sweep themselves). */
 export type EnvOptions = Pick<
   EddaOptions,
-  "serviceName" | "secret" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets"
+  "serviceName" | "secret" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl"
 >;
 
 /** Each option the environment supplies, from the parsed configuration. */
@@ -214,6 +214,7 @@ function envOptions(config: EddaConfig): EnvOptions {
     subrequestLimit: config.subrequestLimit,
     allowedHosts: config.allowedHosts.length ? config.allowedHosts : undefined,
     webhookSecrets: config.webhookSecrets,
+    publicUrl: config.publicUrl,
   };
 }
 

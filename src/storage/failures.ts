@@ -20,7 +20,7 @@ import { DB_NOW, isoUtc } from "./rows.ts";
 import { TERMINAL_STATUSES, type Fence, type InstanceStatus } from "./records.ts";
 
 /** Where work on an instance failed: a step, or a sweep task that picked it. */
-export type FailureTask = "step" | "timers" | "message_timeouts" | "channel_delivery" | "retention";
+export type FailureTask = "step" | "timers" | "message_timeouts" | "webhook_expiry" | "channel_delivery" | "retention";
 
 /** A failure to count against an instance (poison isolation). */
 export interface InstanceFailure {

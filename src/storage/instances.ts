@@ -211,7 +211,8 @@ export function instancesArea(ex: Executor): InstancesArea {
         ), cursors AS (
           DELETE FROM channel_delivery_cursors WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
         ), groups AS (
-          DELETE FROM workflow_group_memberships WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
+          DELETE FROM workflow_group_memberships WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')        ), hooks AS (
+          UPDATE workflow_webhooks SET status = 'cancelled' WHERE instance_id IN (SELECT instance_id FROM upd) AND status = 'open'
         )
         SELECT cur.status AS current, upd.status AS new_status, upd.previous FROM cur LEFT JOIN upd ON true`,
       );

@@ -188,5 +188,16 @@ export const MIGRATIONS: BundledMigration[] = [
       "CREATE UNIQUE INDEX \"uq_stream_emit\" ON \"workflow_stream_chunks\" USING btree (\"instance_id\",\"run\",\"source\") WHERE \"workflow_stream_chunks\".\"kind\" = 'emit';",
       "CREATE INDEX \"idx_stream_source\" ON \"workflow_stream_chunks\" USING btree (\"instance_id\",\"source\");"
     ]
+  },
+  {
+    "version": 13,
+    "tag": "0012_webhook_waits",
+    "statements": [
+      "CREATE TABLE \"workflow_webhooks\" (\n\t\"id\" bigserial PRIMARY KEY NOT NULL,\n\t\"token_hash\" varchar(64) NOT NULL,\n\t\"instance_id\" varchar(255) NOT NULL,\n\t\"run\" integer NOT NULL,\n\t\"hook_id\" varchar(255) NOT NULL,\n\t\"status\" varchar(20) DEFAULT 'open' NOT NULL,\n\t\"expires_at\" timestamp with time zone,\n\t\"payload\" text,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"fired_at\" timestamp with time zone,\n\tCONSTRAINT \"unique_webhook_token\" UNIQUE(\"token_hash\"),\n\tCONSTRAINT \"unique_webhook_hook\" UNIQUE(\"instance_id\",\"run\",\"hook_id\"),\n\tCONSTRAINT \"webhook_valid_status\" CHECK (\"workflow_webhooks\".\"status\" IN ('open', 'fired', 'expired', 'cancelled'))\n);",
+      "ALTER TABLE \"workflow_instances\" DROP CONSTRAINT \"valid_status\";",
+      "ALTER TABLE \"workflow_webhooks\" ADD CONSTRAINT \"workflow_webhooks_instance_id_workflow_instances_instance_id_fk\" FOREIGN KEY (\"instance_id\") REFERENCES \"public\".\"workflow_instances\"(\"instance_id\") ON DELETE cascade ON UPDATE no action;",
+      "CREATE INDEX \"idx_webhooks_expiry\" ON \"workflow_webhooks\" USING btree (\"expires_at\") WHERE \"workflow_webhooks\".\"status\" = 'open' AND \"workflow_webhooks\".\"expires_at\" IS NOT NULL;",
+      "ALTER TABLE \"workflow_instances\" ADD CONSTRAINT \"valid_status\" CHECK (\"workflow_instances\".\"status\" IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'waiting_for_webhook', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined', 'queued'));"
+    ]
   }
 ];

@@ -31,6 +31,7 @@ import { outboxArea } from "./outbox.ts";
 import { schedulesArea } from "./schedules.ts";
 import { sessionsArea } from "./sessions.ts";
 import { streamsArea } from "./streams.ts";
+import { webhookWaitsArea } from "./webhook-waits.ts";
 import type { Storage, StorageCore, TxStorage } from "./types.ts";
 
 type AfterCommit = () => void | Promise<void>;
@@ -71,6 +72,7 @@ const AREAS = [
   locksArea,
   sessionsArea,
   streamsArea,
+  webhookWaitsArea,
 ] as const;
 
 type UnionToIntersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;

@@ -124,7 +124,7 @@ export const workflowInstances = pgTable(
     foreignKey({ columns: [t.workflowName, t.sourceHash], foreignColumns: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] }).onDelete("restrict"),
     check(
       "valid_status",
-      sql`${t.status} IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined', 'queued')`,
+      sql`${t.status} IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'waiting_for_webhook', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined', 'queued')`,
     ),
     // Every step rewrites its instance row. The step that hands its lease on keeps the status and
     // changes only columns no index covers (lock_expires_at, locked_at, lock_token, current_activity_id,
@@ -493,5 +493,36 @@ export const workflowStreamChunks = pgTable(
     uniqueIndex("uq_stream_emit").on(t.instanceId, t.run, t.source).where(sql`${t.kind} = 'emit'`),
     // Whether an activity streamed before (the retry marker of its next attempt).
     index("idx_stream_source").on(t.instanceId, t.source),
+  ],
+);
+
+/**
+ * Per-wait webhook URLs (`createWebhook`): one row per hook, keyed by the
+ * SHA-256 of its token (the token itself is never stored). `open` until the
+ * first POST (`fired`, the request kept in `payload` until the wait takes it),
+ * its expiry (`expired`) or the instance's end (`cancelled`); `run` keeps a
+ * recurred run's hooks apart from the previous run's.
+ */
+export const workflowWebhooks = pgTable(
+  "workflow_webhooks",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    tokenHash: varchar("token_hash", { length: 64 }).notNull(),
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    run: integer("run").notNull(),
+    hookId: varchar("hook_id", { length: 255 }).notNull(),
+    status: varchar("status", { length: 20 }).notNull().default("open"),
+    expiresAt: tz("expires_at"),
+    /** The accepted request as JSON (`WebhookDelivery`), once fired. */
+    payload: text("payload"),
+    createdAt: tz("created_at").notNull().defaultNow(),
+    firedAt: tz("fired_at"),
+  },
+  (t) => [
+    instanceFk(t.instanceId),
+    check("webhook_valid_status", sql`${t.status} IN ('open', 'fired', 'expired', 'cancelled')`),
+    unique("unique_webhook_token").on(t.tokenHash),
+    unique("unique_webhook_hook").on(t.instanceId, t.run, t.hookId),
+    index("idx_webhooks_expiry").on(t.expiresAt).where(sql`${t.status} = 'open' AND ${t.expiresAt} IS NOT NULL`),
   ],
 );

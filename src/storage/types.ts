@@ -29,6 +29,7 @@ import type { LocksArea } from "./locks.ts";
 import type { SessionsArea } from "./sessions.ts";
 import type { GaugesArea } from "./gauges.ts";
 import type { StreamsArea } from "./streams.ts";
+import type { WebhookWaitsArea } from "./webhook-waits.ts";
 
 export * from "./records.ts";
 export type { InstanceEnd, InstancePage, ListInstancesQuery, NewInstance } from "./instances.ts";
@@ -43,7 +44,8 @@ export type { ArchivedRunSummary, ChannelSubscriber, ChannelSummary, GroupMember
 export type { FailureTask, InstanceFailure } from "./failures.ts";
 export type { GaugeSample } from "./gauges.ts";
 export type { NewStreamItem, StreamAppend, StreamAppendResult, StreamItem, StreamItemKind, StreamRead } from "./streams.ts";
-export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea };
+export type { WaitWebhookRecord, WaitWebhookStatus, WebhookFire } from "./webhook-waits.ts";
+export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea, WebhookWaitsArea };
 
 /** What every Storage has besides its areas: its executor, transactions, LISTEN. */
 export interface StorageCore {
@@ -78,7 +80,8 @@ export type Storage = StorageCore &
   FailuresArea &
   LocksArea &
   SessionsArea &
-  StreamsArea;
+  StreamsArea &
+  WebhookWaitsArea;
 
 export interface TxStorage extends Storage {
   afterCommit(cb: () => void | Promise<void>): void;

@@ -214,6 +214,7 @@ async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Se
     case "wait": {
       const w = plan.wait;
       if (w.kind === "timer") throw new Error("a timer wait has nothing to prepare: decide concludes it");
+      if (w.kind === "webhook") throw new Error("per-wait webhooks are not part of the grammar");
       if (w.kind === "child") {
         const child = children.get(w.childInstanceId)!;
         if (child.at <= now) return { ...base, events: continueWith(w.activityId, history, childEvent(w.activityId, child), { handoffLeaseSeconds: 30 }).conclusion.history! };

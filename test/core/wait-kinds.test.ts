@@ -10,7 +10,7 @@ import { EXPIRIES, WAIT_KINDS, waitKindOf, type WaitKindTable } from "../../src/
 
 describe("wait kinds", () => {
   it("a table without a row for every kind does not compile", () => {
-    // @ts-expect-error the child row is missing
+    // @ts-expect-error the child and webhook rows are missing
     const incomplete: WaitKindTable = { timer: WAIT_KINDS.timer, message: WAIT_KINDS.message };
     // @ts-expect-error a row without its view handler
     const partial: WaitKindTable = { ...WAIT_KINDS, child: { ...WAIT_KINDS.child, view: undefined } };
@@ -29,7 +29,7 @@ describe("wait kinds", () => {
   });
 
   it("the sweep runs one expiry task per kind that comes due by itself", () => {
-    expect(EXPIRIES.map((e) => e.task)).toEqual(["timers", "message_timeouts"]);
+    expect(EXPIRIES.map((e) => e.task)).toEqual(["timers", "message_timeouts", "webhook_expiry"]);
     expect(WAIT_KINDS.child.expire).toBeNull();
   });
 

@@ -182,6 +182,7 @@ describe("each task", () => {
     expect(report.deferred).toEqual([
       "timers",
       "message_timeouts",
+      "webhook_expiry",
       "deadlines",
       "stale_leases",
       "channel_delivery",

@@ -20,8 +20,9 @@ import { createHmac } from "node:crypto";
 import fc from "fast-check";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { activity, emit, hmacVerifier, publish, sendEvent, sendTo, subscribe, receive, waitEvent, waitMessage, webhook, workflow } from "../../src/index.ts";
+import { activity, createWebhook, emit, hmacVerifier, publish, sendEvent, sendTo, subscribe, receive, waitEvent, waitMessage, webhook, workflow } from "../../src/index.ts";
 import { sign } from "../../src/core/signature.ts";
+import { webhookToken } from "../../src/core/webhook-waits.ts";
 import type { SweepReport } from "../../src/engine/sweeper.ts";
 import { endpointsOf } from "../../src/http/openapi.ts";
 import { queryRows } from "../../src/storage/database.ts";
@@ -72,6 +73,7 @@ const streamer = workflow("p_streamer", async (ctx, v: unknown) => {
   }
   return { wrote, emitted };
 });
+const hooked = workflow("p_hooked", async (ctx) => (await (await createWebhook(ctx, { expiresIn: 120 })).wait()).body);
 
 // --- hostile values ---------------------------------------------------------------------
 const TAGS = ["$bytes", "$date", "$$bytes", "$$date", "$", "$$", "$undefined", "$bigint", "$map", "$set", "$ref"];
@@ -175,7 +177,7 @@ async function inCode(what: string, fn: () => Promise<unknown>): Promise<boolean
 beforeAll(async () => {
   const database = await openTestDatabase("postgres-js", "poison");
   t = makeTestApp(database, {
-    workflows: [echo, waiter, listener, feed, sender, onOrder, streamer],
+    workflows: [echo, waiter, listener, feed, sender, onOrder, streamer, hooked],
     apiToken: TOKEN,
     // MCP on, so /mcp is one of the routes under attack too
     mcp: mcp(),
@@ -205,6 +207,19 @@ async function settle(reports: SweepReport[]): Promise<void> {
 
 let run = 0;
 
+/** The URL an instance's createWebhook made, once its step recorded it: the same derivation from history the replay runs (with the app's secret). */
+async function hookPath(instanceId: string): Promise<string> {
+  for (let i = 0; i < 400; i++) {
+    const [row] = await queryRows<{ data: string; activity_id: string }>(
+      t.database.db,
+      sql`SELECT event_data AS data, activity_id FROM workflow_history WHERE instance_id = ${instanceId} AND event_data LIKE '%"edda.create_webhook"%'`,
+    );
+    if (row) return `/hooks/${await webhookToken("test-secret", instanceId, row.activity_id, (JSON.parse(row.data) as { result: { nonce: string } }).result.nonce)}`;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`${instanceId} made no webhook`);
+}
+
 // --- the hostile requests, one entry per route the app serves ----------------------------
 interface Hostile {
   r: number;
@@ -218,6 +233,8 @@ interface Hostile {
   n3: string;
   metadata: unknown;
   customId: boolean;
+  /** Per-wait URLs (createWebhook) of this run's valid and hostile p_hooked instances. */
+  hooks: { valid: string; hostile: string };
 }
 type Init = { method?: string; body?: unknown; raw?: string; headers?: Record<string, string> };
 interface HostileRequest {
@@ -280,6 +297,14 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
       req("webhook unsigned", "/webhooks/p_hook", { raw: text(v1), headers: { "x-p-signature": text(n1).replace(/[^\x21-\x7e]/g, "") || "x" } }),
     ];
   },
+  "POST /hooks/{token}": ({ v0, n0, hooks }) => [
+    req("valid hook call", hooks.valid, { body: { ok: "hook" } }),
+    req("hook replay", hooks.valid, { body: { replayed: true } }),
+    req("hook data", hooks.hostile, { raw: text(v0), headers: { "content-type": "application/json", "x-hostile": text(n0).replace(/[^\x21-\x7e]/g, "") || "x" } }),
+    req("hook unknown token", `/hooks/${seg(n0)}`, { body: v0 }),
+    req("hook huge body", hooks.hostile, { raw: JSON.stringify({ pad: "z".repeat(1024 * 1024 + 1) }), headers: { "content-type": "application/json" } }),
+    req("hook wrong method", hooks.hostile, { method: "PUT", body: v0 }),
+  ],
   "GET /instances/{id}": ({ n0, n1 }) => [req("get instance", `/instances/${seg(n0)}?history=${seg(n1)}`)],
   "GET /instances": ({ n0, n1, n2, n3 }) => [
     req("list", `/instances?status=${seg(n1)}&workflow=${seg(n2)}&cursor=${seg(n3)}&limit=${seg(n0)}`),
@@ -371,8 +396,12 @@ it("hostile values in every slot, while valid traffic flows: valid work complete
         const hostileWaiter = await t.edda.start("p_waiter", null, { instanceId: `ph-${r}` });
         const hostileWaiter2 = await t.edda.start("p_waiter", null, { instanceId: `ph2-${r}` });
         const feeder = await t.edda.start("p_feed", null, { instanceId: `pf-${r}` });
+        const validHooked = await t.edda.start("p_hooked", null, { instanceId: `pk-${r}` });
+        const hostileHooked = await t.edda.start("p_hooked", null, { instanceId: `pkh-${r}` });
+        validIds.push(validHooked.instanceId);
+        const hooks = { valid: await hookPath(validHooked.instanceId), hostile: await hookPath(hostileHooked.instanceId) };
 
-        const h: Hostile = { r, v0, v1, v2, v3, n0, n1, n2, n3, metadata, customId };
+        const h: Hostile = { r, v0, v1, v2, v3, n0, n1, n2, n3, metadata, customId, hooks };
         const requests = Object.values(ROUTES).flatMap((make) => make(h));
         const outcomes = new Map<string, { status: number; body: unknown }>();
         await Promise.all(requests.map(async (q) => outcomes.set(q.what, await call(q.what, q.path, await q.init()))));
@@ -382,6 +411,10 @@ it("hostile values in every slot, while valid traffic flows: valid work complete
         expect((outcomes.get("sweep")!.body as SweepReport).failures).toEqual([]);
         for (const what of ["step unsigned", "sweep unsigned", "webhook unsigned", "webhook wrong secret"]) expect(outcomes.get(what)!.status, what).toBe(401);
         expect(outcomes.get("valid webhook")!.status).toBe(202);
+        // a per-wait URL applies once: of two POSTs racing to it one is accepted, the other is 410 Gone
+        const hookCalls = [outcomes.get("valid hook call")!.status, outcomes.get("hook replay")!.status].sort();
+        expect(hookCalls).toEqual([202, 410]);
+        for (const [what, status] of [["hook unknown token", 404], ["hook huge body", 413], ["hook wrong method", 404]] as const) expect(outcomes.get(what)!.status, what).toBe(status);
 
         // hostile values through the code paths: publish, sendTo (in a workflow), sendEvent (to this app)
         await inCode("edda.publish", () => t.edda.publish(n0, v3, { metadata: { m: v2 } }));
@@ -408,6 +441,10 @@ it("hostile values in every slot, while valid traffic flows: valid work complete
         expect((await t.waitFor(validEcho.instanceId)).output).toEqual({ valid: r });
         expect((await t.waitFor(validWaiter.instanceId)).output).toEqual({ ok: r });
         expect((await t.waitFor(validListener.instanceId)).output).toEqual({ ok: r });
+        expect([{ ok: "hook" }, { replayed: true }]).toContainEqual((await t.waitFor(validHooked.instanceId)).output);
+        const hostileHook = outcomes.get("hook data")!;
+        if (hostileHook.status === 202) expect(viaJson((await t.waitFor(hostileHooked.instanceId)).output)).toEqual(viaJson(JSON.parse(text(v0))));
+        else expect((await t.edda.getInstance(hostileHooked.instanceId))!.status).toBe("waiting_for_webhook");
 
         // accepted hostile values round-trip unchanged
         const startInput = outcomes.get("start input");
@@ -465,5 +502,5 @@ it("sends hostile requests to every route the app serves: a route missing from t
   expect(served.length).toBeGreaterThan(30);
   expect(served.filter((route) => !(route in ROUTES)), "routes without hostile requests").toEqual([]);
   expect(Object.keys(ROUTES).filter((route) => !served.includes(route)), "table entries for routes the app does not serve").toEqual([]);
-  for (const [route, make] of Object.entries(ROUTES)) expect(make({ r: 0, v0: 0, v1: 0, v2: 0, v3: 0, n0: "a", n1: "b", n2: "c", n3: "d", metadata: null, customId: false }).length, route).toBeGreaterThan(0);
+  for (const [route, make] of Object.entries(ROUTES)) expect(make({ r: 0, v0: 0, v1: 0, v2: 0, v3: 0, n0: "a", n1: "b", n2: "c", n3: "d", metadata: null, customId: false, hooks: { valid: "/hooks/a", hostile: "/hooks/b" } }).length, route).toBeGreaterThan(0);
 });

@@ -204,7 +204,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     const historyAfter = Number.isSafeInteger(afterParam) && afterParam > 0 ? afterParam : 0;
     const found = await e.instanceInspection(id, { historyAfter, run: runParam, limit: TIMELINE_PAGE, maxChars: PARSE_MAX_CHARS });
     if (!found) return errorPage(c, 404, `instance "${id}" not found`);
-    const { inst, page, timers, subscriptions, groups, compensations, runs, children, compensationEvents, archived } = found;
+    const { inst, page, timers, subscriptions, webhooks, groups, compensations, runs, children, compensationEvents, archived } = found;
     const notice = noticeOf(c);
     return render(
       c,
@@ -217,6 +217,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
         compensationEvents={compensationEvents}
         timers={timers}
         subscriptions={subscriptions}
+        webhooks={webhooks}
         groups={groups}
         compensations={compensations}
         runs={runs}

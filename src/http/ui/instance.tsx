@@ -9,7 +9,7 @@ import type { Child } from "hono/jsx";
 import type { InstanceView } from "../../engine/engine.ts";
 import type { SerializedError } from "../../core/serialization.ts";
 import { CANCELLABLE_STATUSES, TERMINAL_STATUSES, type HistoryEvent } from "../../core/model.ts";
-import type { ArchivedRunSummary, ChildSummary, CompensationRecord, GroupMembership, SubscriptionRecord, TimerRecord } from "../../engine/records.ts";
+import type { ArchivedRunSummary, ChildSummary, CompensationRecord, GroupMembership, SubscriptionRecord, TimerRecord, WaitWebhookRecord } from "../../engine/records.ts";
 import { MessageForm } from "./channels.tsx";
 import { clip, formatDuration, formatTime, parseStored, prettyJson, preview, relative } from "./format.ts";
 import { Problem, StatusBadge } from "./layout.tsx";
@@ -31,6 +31,8 @@ export interface InstancePageProps {
   compensationEvents: Pick<HistoryEvent, "activityId" | "eventType">[];
   timers: TimerRecord[];
   subscriptions: SubscriptionRecord[];
+  /** Its per-wait webhook URLs (state only: the URL's token is not stored). */
+  webhooks?: WaitWebhookRecord[];
   groups: GroupMembership[];
   compensations: CompensationRecord[];
   runs: ArchivedRunSummary[];
@@ -137,9 +139,25 @@ function Timeline({ entries, now, raw }: { entries: TimelineEntry[]; now?: Child
   );
 }
 
-function WaitingNow(p: { view: InstanceView; timers: TimerRecord[]; subscriptions: SubscriptionRecord[]; now: Date }) {
+function WaitingNow(p: { view: InstanceView; timers: TimerRecord[]; subscriptions: SubscriptionRecord[]; webhooks: WaitWebhookRecord[]; now: Date }) {
   const waits = p.subscriptions.filter((s) => s.activityId !== null);
   const items: Child[] = [];
+  for (const h of p.webhooks.filter((w) => w.status === "open" && w.run === p.view.run).slice(0, LIST_MAX)) {
+    const waiting = p.view.status === "waiting_for_webhook" && p.view.currentActivityId === `${h.hookId}:wait`;
+    items.push(
+      <li>
+        {waiting ? "a POST to its webhook URL" : "webhook URL open"} <span class="muted">(createWebhook at {h.hookId})</span>
+        {h.expiresAt ? (
+          <>
+            {" "}
+            — expires at <strong>{formatTime(h.expiresAt)}</strong> <span class="muted">({relative(h.expiresAt, p.now)})</span>
+          </>
+        ) : (
+          " — no expiry"
+        )}
+      </li>,
+    );
+  }
   for (const t of p.timers.slice(0, LIST_MAX)) {
     const retry = /#retry(\d+)$/.exec(t.timerId);
     items.push(
@@ -370,7 +388,7 @@ export function InstancePage(p: InstancePageProps) {
             <a href={`/ui/instances/${iid(view.instanceId)}#timeline`}>← first entries</a>
           </p>
         ) : null}
-        <Timeline entries={timeline} raw={(eventId) => rawUrl(view.instanceId, `history/${eventId}`)} now={terminal || p.historyNext !== null ? null : <WaitingNow view={view} timers={p.timers} subscriptions={p.subscriptions} now={p.now} />} />
+        <Timeline entries={timeline} raw={(eventId) => rawUrl(view.instanceId, `history/${eventId}`)} now={terminal || p.historyNext !== null ? null : <WaitingNow view={view} timers={p.timers} subscriptions={p.subscriptions} webhooks={p.webhooks ?? []} now={p.now} />} />
         {p.historyNext !== null ? (
           <p class="small pager">
             <a id="timeline-next" href={`/ui/instances/${iid(view.instanceId)}?after=${p.historyNext}#timeline`}>

@@ -1,0 +1,121 @@
+/**
+ * Per-wait webhook URLs: `const hook = await createWebhook(ctx, { expiresIn })`
+ * gives the workflow a URL of its own; the first POST to it resumes exactly
+ * `await hook.wait()` with the request, once; after it fired, expired or the
+ * instance ended it answers 410 Gone.
+ *
+ *   create   a built-in transactional activity (`webhook:n`): a random nonce,
+ *            the token derived from it (core/webhook-waits.ts), the hook's row
+ *            keyed by the token's SHA-256 written in the step's transaction;
+ *            history records only `{ nonce, expiresAt }`
+ *   wait     a wait kind of its own (`webhook` in wait-kinds.ts): its prepare
+ *            takes a request that came before the wait, else the instance
+ *            waits (`waiting_for_webhook`)
+ *   POST     `deliverToWebhook`: storage fires the hook under the instance's
+ *            row lock and, when the instance waits on it, records the request
+ *            and makes it runnable; the step is dispatched after the commit
+ *   expiry   the sweep's `webhook_expiry` task (the one expiry path, expireDue)
+ *   cancel   `endInstance` cancels the instance's open hooks
+ */
+import type { WorkflowContext } from "../core/context.ts";
+import { activity } from "../core/definitions.ts";
+import { TerminalError } from "../core/errors.ts";
+import { explicitId } from "../core/ids.ts";
+import { EV, type NewHistoryEvent } from "../core/model.ts";
+import { operation, operationId, replayStateOf } from "../core/operation.ts";
+import { decodeActivityRecord, type WaitRequest } from "../core/replay.ts";
+import { toPayload } from "../core/serialization.ts";
+import { webhookHandle, webhookToken, webhookTokenHash, type RecordedWebhook, type WaitWebhook } from "../core/webhook-waits.ts";
+import type { TxStorage, WebhookFire } from "../storage/types.ts";
+import type { DispatchScope } from "./dispatcher.ts";
+import type { Uses } from "./deps.ts";
+import { activityInternalsOf } from "./execute.ts";
+
+export interface CreateWebhookOptions {
+  /** Seconds until the URL stops accepting POSTs and `wait()` throws WebhookExpiredError (default: never by itself). */
+  expiresIn?: number;
+  /** Explicit operation id instead of `webhook:n`. */
+  id?: string;
+}
+
+const createWebhookActivity = activity("edda.create_webhook", async (ctx, opts: { run: number; expiresInSeconds: number | null }): Promise<RecordedWebhook> => {
+  const rt = activityInternalsOf(ctx);
+  const key = rt.notify.webhookLinks?.()?.key;
+  if (!key) throw new TerminalError("createWebhook needs EDDA_SECRET: a per-wait URL's token is derived from it");
+  const nonce = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+  const tokenHash = await webhookTokenHash(await webhookToken(key, ctx.instanceId, ctx.activityId, nonce));
+  const { expiresAt } = await rt.storage.createWaitWebhook({ instanceId: ctx.instanceId, run: opts.run, hookId: ctx.activityId, tokenHash, expiresInSeconds: opts.expiresInSeconds });
+  return { nonce, expiresAt: expiresAt ? expiresAt.toISOString() : null };
+});
+
+/**
+ * A URL of this wait's own; POST to it resumes `await hook.wait()` with the
+ * request (body, a subset of headers), once. See the module comment.
+ */
+export function createWebhook<T = unknown>(ctx: WorkflowContext, opts: CreateWebhookOptions = {}): Promise<WaitWebhook<T>> {
+  const { expiresIn } = opts;
+  if (expiresIn !== undefined && !(Number.isFinite(expiresIn) && expiresIn > 0)) throw new TypeError(`createWebhook: expiresIn must be a positive number of seconds, got ${expiresIn}`);
+  const state = replayStateOf(ctx);
+  const id = opts.id !== undefined ? explicitId(opts.id) : operationId(ctx, "webhook");
+  const def = createWebhookActivity;
+  state.uses(def as never);
+  return operation<WaitWebhook<T>>(ctx, {
+    id,
+    describe: "createWebhook",
+    request: { kind: "activity", activity: def as never, args: [{ run: ctx.run, expiresInSeconds: expiresIn ?? null }] },
+    decode: (ev) => {
+      const d = decodeActivityRecord(state, ev, def.activityName);
+      if (!("ok" in d) || !d.ok) return d;
+      return { later: webhookHandle<T>(ctx, id, d.value as RecordedWebhook) };
+    },
+  });
+}
+
+type WebhookWait = Extract<WaitRequest, { kind: "webhook" }>;
+
+/**
+ * In the step's transaction: the instance's row lock (a POST to the hook
+ * serializes on it), then the hook. A request that came before the wait is
+ * recorded now, as is an expiry the sweep already applied; otherwise the
+ * instance waits, woken in-process at the expiry.
+ */
+export async function prepareWebhookWait(
+  tx: TxStorage,
+  instanceId: string,
+  w: WebhookWait,
+  now: number,
+): Promise<{ kind: "ready"; event: NewHistoryEvent } | { kind: "waiting"; wakeInSeconds: number | null }> {
+  await tx.lockInstanceRow(instanceId);
+  const hook = await tx.waitWebhookState(instanceId, w.run, w.hookId);
+  if (hook?.status === "fired" && hook.payload !== null) return { kind: "ready", event: { activityId: w.activityId, eventType: EV.WebhookReceived, data: { type: "json", json: hook.payload } } };
+  if (!hook || hook.status !== "open") {
+    return { kind: "ready", event: { activityId: w.activityId, eventType: EV.WebhookExpired, data: toPayload({ hook_id: w.hookId, expired_at: hook?.expiresAt?.toISOString() ?? null }) } };
+  }
+  return { kind: "waiting", wakeInSeconds: hook.expiresAt ? Math.max(0, (hook.expiresAt.getTime() - now) / 1000) : null };
+}
+
+/** Headers a delivery keeps: what a receiver reasonably branches on, never credentials, cookies or the proxies' own. */
+const KEPT_HEADERS = /^(content-type|user-agent|x-(?!forwarded-|real-ip$|edda-).+)$/;
+const MAX_HEADERS = 32;
+const MAX_HEADER_VALUE = 1024;
+
+/** The delivery `hook.wait()` returns, as stored (receivedAt is added by the database). */
+export function deliveryOf(headers: Headers, body: unknown): string {
+  const kept: Record<string, string> = {};
+  let n = 0;
+  headers.forEach((value, name) => {
+    const k = name.toLowerCase();
+    if (n < MAX_HEADERS && KEPT_HEADERS.test(k) && k !== "x-api-key" && !k.includes("token") && !k.includes("auth")) {
+      kept[k] = value.slice(0, MAX_HEADER_VALUE);
+      n++;
+    }
+  });
+  return JSON.stringify({ body, contentType: headers.get("content-type"), headers: kept });
+}
+
+/** A POST to a per-wait URL: fire the hook (storage, one transaction); a woken instance's step is dispatched after the commit. */
+export async function deliverToWebhook(deps: Uses<"storage" | "dispatcher">, tokenHash: string, delivery: string, scope?: DispatchScope): Promise<WebhookFire> {
+  const r = await deps.storage.fireWaitWebhook(tokenHash, delivery);
+  if (r.kind === "fired" && r.woken) deps.dispatcher.dispatch({ instanceId: r.instanceId }, scope);
+  return r;
+}
