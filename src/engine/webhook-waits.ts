@@ -24,7 +24,7 @@ import { explicitId } from "../core/ids.ts";
 import { EV, type NewHistoryEvent } from "../core/model.ts";
 import { operation, operationId, replayStateOf } from "../core/operation.ts";
 import { decodeActivityRecord, type WaitRequest } from "../core/replay.ts";
-import { toPayload } from "../core/serialization.ts";
+import { toPayload, toStoredJson } from "../core/serialization.ts";
 import { webhookHandle, webhookToken, webhookTokenHash, type RecordedWebhook, type WaitWebhook } from "../core/webhook-waits.ts";
 import type { TxStorage, WebhookFire } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
@@ -110,7 +110,8 @@ export function deliveryOf(headers: Headers, body: unknown): string {
       n++;
     }
   });
-  return JSON.stringify({ body, contentType: headers.get("content-type"), headers: kept });
+  // The history's own encoding (tag-like keys in the body escaped), so the wait gets the body exactly as sent.
+  return toStoredJson({ body, contentType: headers.get("content-type"), headers: kept }, "webhook delivery");
 }
 
 /** A POST to a per-wait URL: fire the hook (storage, one transaction); a woken instance's step is dispatched after the commit. */

@@ -148,6 +148,14 @@ describe("createWebhook", () => {
     expect((await t.waitFor("al-4")).output).toEqual({ status: "rejected", requestId: "req-4", by: "di@example.com" });
   });
 
+  it("a body with tag-like and prototype keys reaches the wait exactly as sent (regression: it was stored without the history's escaping)", async () => {
+    await t.edda.start("wh_once", null, { instanceId: "tags-1" });
+    await t.waitFor("tags-1", ["waiting_for_webhook"]);
+    const raw = '{"$date":"2020-01-01T00:00:00.000Z","$bytes":"AAAA","$$":{"$undefined":1},"__proto__":{"polluted":true}}';
+    expect((await post(t.edda, await pathFromReplay("tags-1"), raw)).status).toBe(202);
+    expect(JSON.stringify((await t.waitFor("tags-1")).output)).toBe(raw);
+  });
+
   it("the viewer shows the wait on the instance page", async () => {
     await t.edda.start("approval_link", { requestId: "req-5", approver: "ed@example.com" }, { instanceId: "al-5" });
     await t.waitFor("al-5", ["waiting_for_webhook"]);
