@@ -296,6 +296,20 @@ export class Engine implements StepRunner, EngineParts {
   }
 
   /**
+   * The whole history of the current run, page by page (each at most
+   * HISTORY_PAGE_MAX entries, one bounded query each): an export streams it
+   * without holding it all in memory.
+   */
+  async *historyPages(instanceId: string): AsyncGenerator<HistoryEntry[]> {
+    let after: string | undefined;
+    do {
+      const page = await this.historyPage(instanceId, { limit: HISTORY_PAGE_MAX, ...(after !== undefined ? { after } : {}) });
+      if (page.history.length) yield page.history;
+      after = page.nextCursor ?? undefined;
+    } while (after !== undefined);
+  }
+
+  /**
    * An operator's retry of a quarantined instance: back to the status it had
    * (its timers and waits were kept), failure count reset, and dispatched when
    * runnable. Its next failures count from zero.
@@ -348,6 +362,7 @@ export class Engine implements StepRunner, EngineParts {
   /** An instance with its timers, subscriptions, groups, compensations, runs and children, or null. */
   instanceInspection(instanceId: string, opts: { historyAfter: number; run: number; limit: number; maxChars: number }) { return inspection.instanceInspection(this, instanceId, opts); }
   channelOverview(limit: number) { return inspection.channelOverview(this, limit); }
+  receivedEvents(limit: number, before?: { receivedAt: string; source: string; id: string }) { return inspection.receivedEvents(this, limit, before); }
   channelDetail(channel: string, limits: { subscribers: number; pending: number }) { return inspection.channelDetail(this, channel, limits); }
   /** Throws when the database cannot be read. */
   checkReadable(): Promise<void> { return inspection.checkReadable(this); }

@@ -73,19 +73,25 @@ export async function ingest(engine: IngestParts, prepared: PreparedEvent[], sco
 
 async function ingestIn(tx: TxStorage, engine: IngestParts, byKey: PreparedEvent[], byChannel: PreparedEvent[], scope: DispatchScope | undefined) {
   const results = new Map<PreparedEvent, IngestResult>();
+  // The message id is chosen here so the dedupe record names it in the same statement (received-events view).
+  const messageIds = new Map<PreparedEvent, string>();
   for (const p of byKey) {
-    if (!(await tx.recordCloudEvent(p.source, p.id))) results.set(p, { id: p.id, duplicate: true });
+    const messageId = crypto.randomUUID();
+    const time = p.event.attributes.time;
+    if (!(await tx.recordCloudEvent(p.source, p.id, { type: p.type, time: typeof time === "string" ? time.slice(0, 64) : null, messageId }))) results.set(p, { id: p.id, duplicate: true });
+    else messageIds.set(p, messageId);
   }
   const started: { p: PreparedEvent; instanceId: string }[] = [];
   for (const p of byChannel) {
     if (results.has(p)) continue;
-    const msg = await tx.publishMessage({ channel: p.type, data: toPayload(p.event.data ?? null), metadata: toJson(p.metadata), targetInstanceId: p.target });
+    const msg = await tx.publishMessage({ channel: p.type, messageId: messageIds.get(p)!, data: toPayload(p.event.data ?? null), metadata: toJson(p.metadata), targetInstanceId: p.target });
     const result: IngestResult = { id: p.id, duplicate: false, messageId: msg.messageId };
     if (p.handler) {
       // The distributed-tracing extension: the run's trace continues the sender's.
       const traceparent = p.event.attributes.traceparent;
       const s = await engine.createValidated(tx, p.handler, p.input, typeof traceparent === "string" ? { traceparent } : {});
       result.instanceId = s.instanceId;
+      await tx.noteCloudEventStart(p.source, p.id, s.instanceId);
       if (s.created) started.push({ p, instanceId: s.instanceId });
     }
     results.set(p, result);

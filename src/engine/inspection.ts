@@ -87,3 +87,8 @@ export function revokeViewerSession(e: Uses<"storage">, sessionId: string, expir
 export function viewerSessionRevoked(e: Uses<"storage">, sessionId: string): Promise<boolean> {
   return e.storage.viewerSessionRevoked(sessionId);
 }
+
+/** Received CloudEvents, newest first, each with the instances it started or that took its message (storage/received-events.ts). */
+export function receivedEvents(e: Uses<"storage">, limit: number, before?: { receivedAt: string; source: string; id: string }) {
+  return e.storage.listReceivedEvents(limit, before);
+}

@@ -15,6 +15,7 @@ export type {
   GroupMembership,
   InstanceFilter,
   InstanceRecord,
+  ReceivedEvent,
   ScheduleRecord,
   StreamItem,
   SubscriptionRecord,

@@ -1,6 +1,7 @@
 /**
  * Operator routes beside the instance view: the history paged with a cursor
- * (bounded work per request, however long a run's history grows) and the
+ * (bounded work per request, however long a run's history grows), or all of
+ * it streamed as NDJSON (history-export.ts), and the
  * resume of a quarantined instance (poison isolation set it aside; cancel is
  * the other way out, `POST /instances/:id/cancel`).
  */
@@ -13,6 +14,7 @@ import type { RouteHelpers } from "./routes.ts";
 import { documented } from "./openapi.ts";
 import { instanceNotFound } from "./problem.ts";
 import { historyEntry, instanceIdParam, instanceStatus } from "./schemas.ts";
+import { historyExport } from "./history-export.ts";
 
 interface Transition {
   /** The path's last segment: `POST /instances/:id/{action}`. */
@@ -68,9 +70,10 @@ export function operationRoutes(api: Hono, h: RouteHelpers): void {
       query: z.object({
         after: z.string().regex(/^\d{1,15}$/).optional().describe("nextCursor of the previous page"),
         limit: z.coerce.number().int().min(1).max(HISTORY_PAGE_MAX).optional().describe(`page size, at most ${HISTORY_PAGE_MAX} (default 100)`),
+        format: z.enum(["json", "ndjson"]).optional().describe("ndjson: the whole history (every page), streamed as one entry per line; `after` and `limit` do not apply"),
       }),
       responses: {
-        200: { description: "a page of history", schema: z.object({ history: z.array(historyEntry), nextCursor: z.string().nullable() }) },
+        200: { description: "a page of history (or, with format=ndjson, all of it as application/x-ndjson: one history entry per line)", schema: z.object({ history: z.array(historyEntry), nextCursor: z.string().nullable() }) },
         404: { description: "unknown instance" },
       },
     }),
@@ -78,6 +81,7 @@ export function operationRoutes(api: Hono, h: RouteHelpers): void {
       const { params, query } = c.var.valid;
       const e = await h.engine(c);
       if (!(await e.instanceExists(params.id))) return instanceNotFound(c, params.id);
+      if (query.format === "ndjson") return historyExport(c, e, params.id, "ndjson", h.scope(c));
       return c.json(await e.historyPage(params.id, { ...(query.after ? { after: query.after } : {}), ...(query.limit ? { limit: query.limit } : {}) }));
     },
   );

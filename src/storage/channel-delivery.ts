@@ -123,7 +123,8 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
         const deliveries = picked.map((p, ord) => ({ ord, sub_id: String(p.sub_id), instance_id: p.instance_id, activity_id: p.activity_id, seq: Number(p.seq), matched: p.matched }));
 
         // One statement: advance the cursors (and their mirror) — or, for a matched
-        // wait, write a receipt — record the message, clear the waits, make the instances runnable.
+        // wait, only write a receipt — record the message, clear the waits, make the instances runnable.
+        // Every broadcast delivery leaves a receipt: it is who the message woke (the received-events view).
         await tx.execute(sql`
           WITH d AS MATERIALIZED (
             SELECT * FROM json_to_recordset(${JSON.stringify(deliveries)}::json)
@@ -141,7 +142,7 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
             ON CONFLICT (channel, instance_id) DO UPDATE SET last_delivered_id = excluded.last_delivered_id, updated_at = ${DB_NOW}
           ), receipt AS (
             INSERT INTO channel_message_receipts (instance_id, message_id)
-            SELECT d.instance_id, m.message_id FROM d JOIN channel_messages m ON m.id = d.seq WHERE d.matched
+            SELECT d.instance_id, m.message_id FROM d JOIN channel_messages m ON m.id = d.seq WHERE d.matched OR m.target_instance_id IS NULL
             ON CONFLICT DO NOTHING
           ), h AS (
             INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)

@@ -177,8 +177,9 @@ export function channelsArea(ex: Executor): ChannelsArea {
             SELECT ${channel}, ${instanceId}, id FROM seq_msg WHERE target_instance_id IS NULL AND (SELECT match FROM sub) IS NULL
             ON CONFLICT (channel, instance_id) DO UPDATE SET last_delivered_id = excluded.last_delivered_id, updated_at = ${DB_NOW}
           ), receipt AS (
+            -- a matched wait's record that it took the message (its cursor stays); for any broadcast, who took it
             INSERT INTO channel_message_receipts (instance_id, message_id)
-            SELECT ${instanceId}, message_id FROM seq_msg WHERE target_instance_id IS NULL AND (SELECT match FROM sub) IS NOT NULL
+            SELECT ${instanceId}, message_id FROM seq_msg WHERE target_instance_id IS NULL
             ON CONFLICT DO NOTHING
           ), own_claim AS (
             INSERT INTO channel_message_claims (message_id, instance_id)

@@ -199,5 +199,15 @@ export const MIGRATIONS: BundledMigration[] = [
       "CREATE INDEX \"idx_webhooks_expiry\" ON \"workflow_webhooks\" USING btree (\"expires_at\") WHERE \"workflow_webhooks\".\"status\" = 'open' AND \"workflow_webhooks\".\"expires_at\" IS NOT NULL;",
       "ALTER TABLE \"workflow_instances\" ADD CONSTRAINT \"valid_status\" CHECK (\"workflow_instances\".\"status\" IN ('running', 'waiting_for_timer', 'waiting_for_message', 'waiting_for_child', 'waiting_for_webhook', 'compensating', 'completed', 'failed', 'cancelled', 'parked', 'quarantined', 'queued'));"
     ]
+  },
+  {
+    "version": 14,
+    "tag": "0013_soft_ted_forrester",
+    "statements": [
+      "ALTER TABLE \"cloudevent_dedupe\" ADD COLUMN \"event_type\" varchar(255);",
+      "ALTER TABLE \"cloudevent_dedupe\" ADD COLUMN \"event_time\" varchar(64);",
+      "ALTER TABLE \"cloudevent_dedupe\" ADD COLUMN \"message_id\" varchar(255);",
+      "ALTER TABLE \"cloudevent_dedupe\" ADD COLUMN \"started_instance_id\" varchar(255);"
+    ]
   }
 ];

@@ -62,8 +62,8 @@ export interface OutboxArea {
   rearmOutboxEvent(eventId: string): Promise<DeadLetterAction>;
   /** Delete a dead letter; any other row is left as it is. */
   discardOutboxEvent(eventId: string): Promise<DeadLetterAction>;
-  /** True the first time `(source, id)` is seen. */
-  recordCloudEvent(source: string, id: string): Promise<boolean>;
+  /** True the first time `(source, id)` is seen; `seen` is kept for the received-events view (received-events.ts). */
+  recordCloudEvent(source: string, id: string, seen?: { type: string; time: string | null; messageId: string }): Promise<boolean>;
 }
 
 /** How long a claim protects a row before another relay may take it over. */
@@ -175,10 +175,11 @@ export function outboxArea(ex: Executor): OutboxArea {
     },
 
     /** True the first time `(source, id)` is seen. */
-    async recordCloudEvent(source, id) {
+    async recordCloudEvent(source, id, seen) {
       const rows = await queryRows(
         ex,
-        sql`INSERT INTO cloudevent_dedupe (source, event_id) VALUES (${source}, ${id})
+        sql`INSERT INTO cloudevent_dedupe (source, event_id, event_type, event_time, message_id)
+            VALUES (${source}, ${id}, ${seen?.type ?? null}::text, ${seen?.time ?? null}::text, ${seen?.messageId ?? null}::text)
             ON CONFLICT (source, event_id) DO NOTHING RETURNING 1 AS ok`,
       );
       return rows.length > 0;

@@ -20,6 +20,7 @@ import type { Database, Executor } from "./database.ts";
 import { failuresArea } from "./failures.ts";
 import { flowControlArea } from "./flow-control.ts";
 import { gaugesArea } from "./gauges.ts";
+import { receivedEventsArea } from "./received-events.ts";
 import { groupsArea } from "./groups.ts";
 import { historyArea } from "./history.ts";
 import { inspectArea } from "./inspect.ts";
@@ -68,6 +69,7 @@ const AREAS = [
   outboxArea,
   inspectArea,
   gaugesArea,
+  receivedEventsArea,
   failuresArea,
   locksArea,
   sessionsArea,

@@ -428,6 +428,14 @@ export const cloudeventDedupe = pgTable(
     source: varchar("source", { length: 1024 }).notNull(),
     eventId: varchar("event_id", { length: 255 }).notNull(),
     receivedAt: tz("received_at").notNull().defaultNow(),
+    /** What the viewer's received-events page shows (null on rows stored before they were recorded). */
+    eventType: varchar("event_type", { length: 255 }),
+    /** The event's own `time` attribute, as sent. */
+    eventTime: varchar("event_time", { length: 64 }),
+    /** The channel message it became: whoever claimed or received it is who it woke. */
+    messageId: varchar("message_id", { length: 255 }),
+    /** The instance an event-handler workflow started for it. */
+    startedInstanceId: varchar("started_instance_id", { length: 255 }),
   },
   (t) => [primaryKey({ columns: [t.source, t.eventId] }), index("idx_cloudevent_dedupe_received").on(t.receivedAt)],
 );

@@ -30,6 +30,7 @@ import type { SessionsArea } from "./sessions.ts";
 import type { GaugesArea } from "./gauges.ts";
 import type { StreamsArea } from "./streams.ts";
 import type { WebhookWaitsArea } from "./webhook-waits.ts";
+import type { ReceivedEventsArea } from "./received-events.ts";
 
 export * from "./records.ts";
 export type { InstanceEnd, InstancePage, ListInstancesQuery, NewInstance } from "./instances.ts";
@@ -45,7 +46,8 @@ export type { FailureTask, InstanceFailure } from "./failures.ts";
 export type { GaugeSample } from "./gauges.ts";
 export type { NewStreamItem, StreamAppend, StreamAppendResult, StreamItem, StreamItemKind, StreamRead } from "./streams.ts";
 export type { WaitWebhookRecord, WaitWebhookStatus, WebhookFire } from "./webhook-waits.ts";
-export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea, WebhookWaitsArea };
+export type { ReceivedEvent } from "./received-events.ts";
+export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea, WebhookWaitsArea, ReceivedEventsArea };
 
 /** What every Storage has besides its areas: its executor, transactions, LISTEN. */
 export interface StorageCore {
@@ -77,6 +79,7 @@ export type Storage = StorageCore &
   OutboxArea &
   InspectArea &
   GaugesArea &
+  ReceivedEventsArea &
   FailuresArea &
   LocksArea &
   SessionsArea &

@@ -310,7 +310,11 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
     req("list", `/instances?status=${seg(n1)}&workflow=${seg(n2)}&cursor=${seg(n3)}&limit=${seg(n0)}`),
     req("list payloads", `/instances?include=${seg(n0)}&started_after=${seg(n1)}&started_before=${seg(n2)}`),
   ],
-  "GET /instances/{id}/history": ({ n1, n2, n3 }) => [req("history", `/instances/${seg(n1)}/history?after=${seg(n2)}&limit=${seg(n3)}`)],
+  "GET /instances/{id}/history": ({ r, n0, n1, n2, n3 }) => [
+    req("history", `/instances/${seg(n1)}/history?after=${seg(n2)}&limit=${seg(n3)}&format=${seg(n0)}`),
+    req("history ndjson", `/instances/ph-${r}/history?format=ndjson`),
+    req("history ndjson id", `/instances/${seg(n2)}/history?format=ndjson`),
+  ],
   "GET /instances/{id}/result": ({ n2, n3 }) => [req("result", `/instances/${seg(n2)}/result?wait=${seg(n3)}`)],
   "GET /instances/{id}/stream": ({ n0, n1, n2 }) => [
     req("stream", `/instances/${seg(n1)}/stream?topic=${seg(n2)}&after=${seg(n0)}`),
@@ -368,6 +372,8 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "POST /ui/channels/publish": ({ v0, n1 }) => [form("ui publish", "/ui/channels/publish", { channel: n1, data: text(v0) })],
   "GET /ui/channels/{name}": ({ n0 }) => [req("ui channel", `/ui/channels/${seg(n0)}`)],
   "GET /ui/schedules": ({ n1 }) => [req("ui schedules", `/ui/schedules?${seg(n1)}=1`)],
+  "GET /ui/events": ({ n1 }) => [req("ui events", "/ui/events"), req("ui events cursor", `/ui/events?cursor=${seg(n1)}`)],
+  "GET /ui/instances/{id}/history.json": ({ r, n3 }) => [req("ui history download", `/ui/instances/ph-${r}/history.json`), req("ui history download id", `/ui/instances/${seg(n3)}/history.json`)],
   "GET /ui/outbox": ({ n0, n2, n3 }) => [req("ui outbox", `/ui/outbox?status=${seg(n0)}&cursor=${seg(n2)}&notice=${seg(n3)}`)],
   "POST /ui/outbox/{eventId}/redeliver": ({ n3 }) => [form("ui redeliver", `/ui/outbox/${seg(n3)}/redeliver`, {})],
   "POST /ui/outbox/{eventId}/discard": ({ n0 }) => [form("ui discard", `/ui/outbox/${seg(n0)}/discard`, {})],

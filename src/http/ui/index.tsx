@@ -25,6 +25,8 @@ import type { InstanceRecord } from "../../engine/records.ts";
 import { Page, Problem } from "./layout.tsx";
 import { filterOf, ListPage, readListParams } from "./list.tsx";
 import { OutboxPage } from "./outbox.tsx";
+import { EVENTS_PAGE, EventsPage, eventsCursor, parseEventsCursor } from "./events.tsx";
+import { historyExport } from "../history-export.ts";
 import { SchedulesPage } from "./schedules.tsx";
 import { authRequired, endSession, hasSession, matchToken, sameOriginOnly, securityHeaders, startSession, type SessionKeys, type SessionStore, type ViewerEnv } from "./session.ts";
 
@@ -407,6 +409,22 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   const outboxRefused = (c: C, message: string) => outboxPage(c, message, 409);
   ui.post("/outbox/:eventId/redeliver", action((c, e) => redeliverDeadLetter(e, eventIdOf(c), opts.scope(c)), () => "/ui/outbox?notice=redelivered", outboxRefused));
   ui.post("/outbox/:eventId/discard", action((c, e) => discardDeadLetter(e, eventIdOf(c)), () => "/ui/outbox?notice=discarded", outboxRefused));
+
+  // --- received CloudEvents, and an instance's whole history as a download ------------------
+  ui.get("/events", async (c) => {
+    const e = await opts.engine(c);
+    const before = parseEventsCursor(c.req.query("cursor"));
+    const events = await e.receivedEvents(EVENTS_PAGE, before);
+    const next = events.length === EVENTS_PAGE ? `/ui/events?cursor=${encodeURIComponent(eventsCursor(events[events.length - 1]!))}` : null;
+    return render(c, "Received events", <EventsPage events={events} next={next} />);
+  });
+  ui.get("/instances/:id/history.json", async (c) => {
+    const id = c.req.param("id");
+    const e = await opts.engine(c);
+    if (!(await e.instanceExists(id))) return errorPage(c, 404, `instance "${id}" not found`);
+    const file = `${id.replace(/[^\w.-]/g, "_").slice(0, 100)}-history.json`;
+    return historyExport(c, e, id, "json", opts.scope(c), { "content-disposition": `attachment; filename="${file}"` });
+  });
 
   ui.all("*", (c) => errorPage(c, 404, "no such page"));
   return ui;

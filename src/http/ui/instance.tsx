@@ -380,7 +380,12 @@ export function InstancePage(p: InstancePageProps) {
         ) : null}
       </div>
 
-      <h2>Timeline</h2>
+      <h2>
+        Timeline{" "}
+        <a class="small" href={`/ui/instances/${iid(view.instanceId)}/history.json`} download={`${view.instanceId}-history.json`} data-action="download-history">
+          download JSON
+        </a>
+      </h2>
       <div class="card" data-live="timeline" id="timeline">
         {timeline.length === 0 && terminal ? <p class="muted">No history.</p> : null}
         {p.historyAfter > 0 ? (

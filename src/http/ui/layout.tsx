@@ -141,6 +141,7 @@ export function Page(p: PageProps) {
                 <a href="/ui/channels">Channels</a>
                 <a href="/ui/schedules">Schedules</a>
                 <a href="/ui/outbox">Outbox</a>
+                <a href="/ui/events">Events</a>
               </nav>
             )}
             <div class="right">
