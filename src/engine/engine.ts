@@ -14,7 +14,7 @@ import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import type { WebhookLinks } from "../core/replay.ts";
 import { fromJson, historyDataView, toStoredJson, toStoredPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
-import type { InstanceFilter, InstanceStatus, ListInstancesQuery, Storage, WebhookFire } from "../storage/types.ts";
+import type { BulkFilter, BulkOperationRecord, InstanceFilter, InstanceStatus, ListInstancesQuery, ScheduleRecord, Storage, WebhookFire } from "../storage/types.ts";
 import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
 import { guardHooks, type EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
@@ -31,8 +31,10 @@ import { sweep, type SweepOptions, type SweepReport } from "./sweeper.ts";
 import { DEFAULT_QUARANTINE_AFTER, type Isolation } from "./poison.ts";
 import { EXPIRIES, expireDue } from "./wait-kinds.ts";
 import { deliverToWebhook, deliveryOf } from "./webhook-waits.ts";
-import { endInstanceTree, expireDeadlines } from "./lifecycle.ts";
-import { checkScheduledInputs } from "./schedules.ts";
+import { endInstanceTree, expireDeadlines, resumeIn } from "./lifecycle.ts";
+import { checkScheduledInputs, listAppSchedules, pauseSchedule, resumeSchedule, triggerSchedule } from "./schedules.ts";
+import { fork, rerunIn, type Repaired } from "./repairs.ts";
+import { countMatching, createBulk, driveBulk, driveInBackground, type BulkRequest } from "./bulk.ts";
 import { startTimedStarts } from "./flow-control.ts";
 import * as inspection from "./inspection.ts";
 import { openStream, StreamHub, type StreamEvent, type StreamReadOptions } from "./stream-reader.ts";
@@ -315,15 +317,9 @@ export class Engine implements StepRunner, EngineParts {
    * runnable. Its next failures count from zero.
    */
   async resume(instanceId: string, scope?: DispatchScope): Promise<{ status: InstanceStatus }> {
-    // A parked instance (replay diverged) replays against the deployed code now; parked again if it still diverges.
-    if (await this.storage.resumeParked(instanceId)) {
-      this.dispatcher.dispatch({ instanceId }, scope);
-      return { status: "running" };
-    }
-    const r = await this.storage.resumeQuarantined(instanceId);
+    const r = await this.storage.transaction((tx) => resumeIn(this, tx, instanceId, scope));
     if (!r) throw new NotFoundError(`instance "${instanceId}" not found`);
     if (!r.ok) throw new ConflictError(`instance "${instanceId}" is ${r.status}, not quarantined or parked`);
-    if (r.status === "running" || r.status === "compensating") this.dispatcher.dispatch({ instanceId }, scope);
     return { status: r.status };
   }
 
@@ -377,6 +373,33 @@ export class Engine implements StepRunner, EngineParts {
   deliverToWebhook(tokenHash: string, headers: Headers, body: unknown, scope?: DispatchScope): Promise<WebhookFire> {
     return deliverToWebhook(this, tokenHash, deliveryOf(headers, body), scope);
   }
+
+  // --- repairs: rerun, fork, bulk actions, schedule control (repairs.ts, bulk.ts, schedules.ts) ---
+  /** Rerun a finished instance (its input, or `input.value`); idempotent per `requestId`. */
+  rerun(instanceId: string, opts: { requestId?: string; input?: { value: unknown } } = {}, scope?: DispatchScope): Promise<Repaired> {
+    return this.storage.transaction((tx) => rerunIn(this, tx, instanceId, opts, scope));
+  }
+  /** Fork an instance from one of its activities: the history before it is reused, the rest runs with the deployed code. */
+  fork(instanceId: string, opts: { fromActivityId: string; requestId?: string }, scope?: DispatchScope): Promise<Repaired & { copiedEvents: number }> {
+    return fork(this, instanceId, opts, scope);
+  }
+  /** How many instances a bulk filter matches now (a dry run). */
+  countMatching(filter: BulkFilter): Promise<number> { return countMatching(this, filter); }
+  /** Create a bulk operation (or find its request id's) and drive it in this invocation's background work. */
+  async startBulk(req: BulkRequest, opts: { budgetMs?: number; batchSize?: number } = {}, scope?: DispatchScope): Promise<{ operation: BulkOperationRecord; created: boolean }> {
+    const r = await createBulk(this, req);
+    if (r.operation.status === "running") driveInBackground(this, r.operation.operationId, opts, scope);
+    return r;
+  }
+  /** Run a bulk operation's batches now, until it finishes, another worker holds it or the budget is spent. */
+  driveBulk(operationId: string, opts: { budgetMs?: number; batchSize?: number } = {}, scope?: DispatchScope): Promise<number> { return driveBulk(this, operationId, opts, scope); }
+  bulkOperation(operationId: string): Promise<BulkOperationRecord | null> { return this.storage.getBulkOperation(operationId); }
+  listBulkOperations(limit: number): Promise<BulkOperationRecord[]> { return this.storage.listBulkOperations(limit); }
+  pauseSchedule(workflowName: string): Promise<ScheduleRecord> { return pauseSchedule(this, workflowName); }
+  resumeSchedule(workflowName: string): Promise<ScheduleRecord> { return resumeSchedule(this, workflowName); }
+  /** Start one instance of a scheduled workflow now (idempotent per `requestId`). */
+  triggerSchedule(workflowName: string, requestId?: string, scope?: DispatchScope) { return triggerSchedule(this, workflowName, requestId, scope); }
+  listSchedules(): Promise<ScheduleRecord[]> { return listAppSchedules(this); }
 
   async fireDueTimers(scope?: DispatchScope): Promise<number> {
     let fired = 0;

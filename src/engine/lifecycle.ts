@@ -128,10 +128,19 @@ export interface EndResult {
  * After the commit: compensating instances are dispatched, hooks run.
  */
 export async function endInstanceTree(deps: Uses<"dispatcher" | "hooks" | "storage" | "workflows">, instanceId: string, end: InstanceEnd, scope?: DispatchScope): Promise<EndResult | null> {
-  const root = await deps.storage.getInstance(instanceId);
+  return deps.storage.transaction((tx) => endInstanceTreeIn(deps, tx, instanceId, end, scope));
+}
+
+/**
+ * `endInstanceTree` in the caller's transaction `tx` (a bulk operation's
+ * batch): what happens after the commit is registered on `tx`, so it happens
+ * once, after the batch commits, and not at all when it rolls back.
+ */
+export async function endInstanceTreeIn(deps: Uses<"dispatcher" | "hooks" | "storage" | "workflows">, tx: TxStorage, instanceId: string, end: InstanceEnd, scope?: DispatchScope): Promise<EndResult | null> {
+  const root = await tx.getInstance(instanceId);
   if (!root) return null;
   const ended: { instance: InstanceRecord; status: InstanceStatus }[] = [];
-  const r = await deps.storage.transaction(async (tx) => {
+  const r = await (async () => {
     if (root.parentInstanceId && root.parentActivityId) await tx.lockInstanceRow(root.parentInstanceId);
     const res = await tx.endInstance(instanceId, end);
     if (!res?.ok) return res;
@@ -149,14 +158,32 @@ export async function endInstanceTree(deps: Uses<"dispatcher" | "hooks" | "stora
       queue.push(...(await tx.listCancellableChildren(childId)));
     }
     return res;
+  })();
+  tx.afterCommit(() => {
+    for (const e of ended) {
+      const target = { instanceId: e.instance.instanceId, workflowName: e.instance.workflowName };
+      if (e.status === "compensating") deps.dispatcher.dispatch({ instanceId: target.instanceId }, scope);
+      else if (e.status === "cancelled") deps.hooks.onWorkflowCancelled?.(target);
+      else if (e.status === "failed" && end.kind === "timeout") deps.hooks.onWorkflowFailed?.({ ...target, error: timeoutError(e.instance) });
+      if (e.status === "cancelled" || e.status === "failed") slotFreed(deps, target, scope);
+    }
   });
-  for (const e of ended) {
-    const target = { instanceId: e.instance.instanceId, workflowName: e.instance.workflowName };
-    if (e.status === "compensating") deps.dispatcher.dispatch({ instanceId: target.instanceId }, scope);
-    else if (e.status === "cancelled") deps.hooks.onWorkflowCancelled?.(target);
-    else if (e.status === "failed" && end.kind === "timeout") deps.hooks.onWorkflowFailed?.({ ...target, error: timeoutError(e.instance) });
-    if (e.status === "cancelled" || e.status === "failed") slotFreed(deps, target, scope);
+  return r;
+}
+
+/**
+ * An operator's resume, in `tx`: a parked instance replays against the
+ * deployed code (parked again if it still diverges); a quarantined one goes
+ * back to the status it had, failure count reset. Dispatched after the commit
+ * when runnable. Null: no such instance.
+ */
+export async function resumeIn(deps: Uses<"dispatcher">, tx: TxStorage, instanceId: string, scope?: DispatchScope): Promise<{ ok: boolean; status: InstanceStatus } | null> {
+  if (await tx.resumeParked(instanceId)) {
+    tx.afterCommit(() => deps.dispatcher.dispatch({ instanceId }, scope));
+    return { ok: true, status: "running" };
   }
+  const r = await tx.resumeQuarantined(instanceId);
+  if (r?.ok && (r.status === "running" || r.status === "compensating")) tx.afterCommit(() => deps.dispatcher.dispatch({ instanceId }, scope));
   return r;
 }
 

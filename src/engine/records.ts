@@ -6,6 +6,9 @@
  */
 export type {
   ArchivedRunSummary,
+  BulkAction,
+  BulkFilter,
+  BulkOperationRecord,
   ChannelMessageRecord,
   ChannelSubscriber,
   ChannelSummary,

@@ -16,6 +16,8 @@
  */
 import { normalizeSchedule, planDueTick, scheduledInstanceId, nextTick, type Schedule } from "../core/schedule.ts";
 import type { Workflow } from "../core/definitions.ts";
+import { NotFoundError } from "../core/errors.ts";
+import type { InstanceStatus } from "../core/model.ts";
 import type { ScheduleRecord } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Uses } from "./deps.ts";
@@ -100,4 +102,53 @@ export async function runDueSchedules(deps: Uses<"definitions" | "dispatcher" | 
     }
   }
   return started;
+}
+
+// --- operator control: pause, resume, trigger now -----------------------------------
+
+function scheduled(deps: Uses<"workflows">, workflowName: string): { wf: Workflow; schedule: Schedule } {
+  const s = scheduledWorkflows(deps).find((x) => x.wf.workflowName === workflowName);
+  if (!s) throw new NotFoundError(`workflow "${workflowName}" has no schedule in this app`);
+  return s;
+}
+
+/** Pause a schedule: no sweep starts a tick of it until it is resumed (trigger-now still starts one). */
+export async function pauseSchedule(deps: Uses<"storage" | "workflows">, workflowName: string): Promise<ScheduleRecord> {
+  scheduled(deps, workflowName);
+  await registerSchedules(deps);
+  await deps.storage.pauseSchedule(workflowName);
+  return scheduleRecord(deps, workflowName);
+}
+
+/** Resume a paused schedule from its next tick after now: the ticks missed while paused are not started. */
+export async function resumeSchedule(deps: Uses<"storage" | "workflows">, workflowName: string): Promise<ScheduleRecord> {
+  const { schedule } = scheduled(deps, workflowName);
+  await registerSchedules(deps);
+  await deps.storage.resumeSchedule(workflowName, nextTick(schedule, new Date()));
+  return scheduleRecord(deps, workflowName);
+}
+
+async function scheduleRecord(deps: Uses<"storage">, workflowName: string): Promise<ScheduleRecord> {
+  const [row] = await deps.storage.listSchedules([workflowName]);
+  if (!row) throw new NotFoundError(`workflow "${workflowName}" has no schedule row`);
+  return row;
+}
+
+/**
+ * Start one instance of a scheduled workflow now, paused or not, with
+ * `{ scheduledAt: now }`. Idempotent per `requestId`: the same request id
+ * returns the instance it started (created=false).
+ */
+export async function triggerSchedule(
+  deps: Uses<"definitions" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">,
+  workflowName: string,
+  requestId: string | undefined,
+  scope?: DispatchScope,
+): Promise<{ instanceId: string; status: InstanceStatus; created: boolean }> {
+  const { wf } = scheduled(deps, workflowName);
+  const input: ScheduledInput = { scheduledAt: new Date().toISOString() };
+  const instanceId = `schedule:${workflowName}:manual:${requestId ?? crypto.randomUUID()}`;
+  const r = await createValidated(deps, deps.storage, wf, validateInput(wf, input), { instanceId });
+  if (r.created) afterStart(deps, wf, r.instanceId, input, scope, r.traceContext);
+  return { instanceId: r.instanceId, status: r.status, created: r.created };
 }

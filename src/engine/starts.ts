@@ -19,7 +19,22 @@ export interface StartOptions {
   instanceId?: string;
   /** W3C traceparent the run's trace continues (e.g. a CloudEvent's `traceparent` extension). */
   traceparent?: string;
+  /**
+   * Order within a flow-control key's queue (concurrency, rate limit): higher
+   * leaves first, then the oldest; default 0. It never lets an instance past a
+   * limit, only ahead of others waiting for the same key.
+   */
+  priority?: number;
 }
+
+/** What the engine's own starts add: a rerun or fork links to the instance it was made from (repairs.ts). */
+export interface CreateOptions extends StartOptions {
+  origin?: { instanceId: string; kind: "rerun" | "fork"; activityId: string | null };
+}
+
+/** Bounds of `StartOptions.priority` (an integer). */
+export const PRIORITY_MIN = -1_000_000;
+export const PRIORITY_MAX = 1_000_000;
 
 /** How a child is linked to its parent. */
 export interface ParentLink {
@@ -51,11 +66,14 @@ export async function createValidated(
   storage: Storage,
   wf: Workflow,
   value: unknown,
-  opts: StartOptions,
+  opts: CreateOptions,
   link?: ParentLink,
 ): Promise<Created> {
   if (opts.instanceId !== undefined && !/^[A-Za-z0-9_.:-]{1,200}$/.test(opts.instanceId)) {
     throw new ValidationError("instanceId must be 1–200 characters of A-Z a-z 0-9 _ . : -", [{ path: ["instanceId"], message: "invalid instance id" }]);
+  }
+  if (opts.priority !== undefined && !(Number.isInteger(opts.priority) && opts.priority >= PRIORITY_MIN && opts.priority <= PRIORITY_MAX)) {
+    throw new ValidationError(`priority must be an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`, [{ path: ["priority"], message: "invalid priority" }]);
   }
   const keys = flowKeys(wf, value); // before anything is stored: a bad key is a ValidationError
   const sourceHash = await deps.definitions.hash(wf);
@@ -74,6 +92,8 @@ export async function createValidated(
       timeoutSeconds: wf.options.timeoutSeconds ?? null,
       ...link,
       ...flow,
+      ...(opts.priority ? { priority: opts.priority } : {}),
+      ...(opts.origin ? { origin: opts.origin } : {}),
     });
   // Flow control admits (or collapses) the start under its keys' locks, in the creating transaction (flow-control.ts).
   if (keys) return { ...(await createControlled(storage, wf, keys, inputData, link !== undefined, create)), traceContext };

@@ -35,6 +35,7 @@ import { emptyRelayReport, relayOutbox, type RelayReport } from "./outbox.ts";
 import { batchOrEach, type Isolation, type RowFailure } from "./poison.ts";
 import { mustRun, rotationTurn, sweepOrder } from "./sweep-rotation.ts";
 import { EXPIRIES, expireDue, type Expiry } from "./wait-kinds.ts";
+import { sweepBulk } from "./bulk.ts";
 
 /** The report's counter of each expiry task. */
 const EXPIRED_COUNTER: Record<Expiry["task"], "timersFired" | "messageWaitsExpired" | "webhookWaitsExpired"> = {
@@ -51,11 +52,14 @@ export type SweepDeps = Uses<"storage" | "dispatcher" | "workerId" | "quarantine
   Parameters<typeof relayOutbox>[0] &
   Parameters<typeof runDueSchedules>[0] &
   Parameters<typeof promoteAllQueued>[0] &
-  Parameters<typeof startTimedStarts>[0];
+  Parameters<typeof startTimedStarts>[0] &
+  Parameters<typeof sweepBulk>[0];
 
 export interface SweepOptions {
   /** Rows per batch (default 200). */
   batchSize?: number;
+  /** Instances per batch of a bulk operation (default 25, bulk.ts). */
+  bulkBatchSize?: number;
   /** Stop starting new batches after this long (default 20 s). */
   budgetMs?: number;
   /**
@@ -131,7 +135,8 @@ export type SweepTask =
   | "session_retention"
   | "schedules"
   | "concurrency"
-  | "timed_starts";
+  | "timed_starts"
+  | "bulk_operations";
 
 export interface SweepReport {
   timersFired: number;
@@ -162,6 +167,8 @@ export interface SweepReport {
   queuedPromoted: number;
   /** Queued rate-limited instances admitted as their window made room, and debounced instances started once due (flow-control.ts). */
   timedStarted: number;
+  /** Batches of bulk operations run (bulk.ts). */
+  bulkBatches: number;
   /** Tasks another sweep was running (its lock was held), so this one skipped them. */
   skipped: SweepTask[];
   /** Tasks not started because the budget ran out. */
@@ -204,6 +211,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     scheduledStarted: 0,
     queuedPromoted: 0,
     timedStarted: 0,
+    bulkBatches: 0,
     skipped: [],
     deferred: [],
     failures: [],
@@ -372,6 +380,17 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
     report.timedStarted += n;
     return n;
   });
+
+  add(
+    "bulk_operations",
+    async () => {
+      // Within the lock's lease, like the outbox; the operation's row lock keeps racing workers off a batch anyway.
+      const n = await sweepBulk(deps, Math.max(0, Math.min(budget - (Date.now() - started), (lockSeconds * 1000) / 2)), opts.bulkBatchSize, scope);
+      report.bulkBatches += n;
+      return n;
+    },
+    false,
+  );
 
   // The driver: every task in table order; with a CPU budget, priority first, then the rotation, each
   // starting only while the budget lasts (the priority tasks and the rotation's head always start).

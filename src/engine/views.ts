@@ -39,6 +39,12 @@ export interface InstanceView {
   deadlineAt: string | null;
   /** The flow-control keys of a workflow with `concurrency`, `rateLimit`, `singleton` or `debounce`; null without. */
   flowControl: FlowControlView | null;
+  /** `POST /instances/:id/rerun`: the instance this one reran (same workflow, its input unless a new one was given), or null. */
+  rerunOf: string | null;
+  /** `POST /instances/:id/fork`: the instance whose history before `fromActivityId` this one continues, or null. */
+  forkOf: { instanceId: string; fromActivityId: string } | null;
+  /** `start(…, { priority })`: order within a flow-control key's queue (default 0). */
+  priority: number;
 }
 
 /** Keys are the values the workflow's key functions returned (without the `{workflow}:` prefix stored with them). */
@@ -119,6 +125,9 @@ export function toView(inst: InstanceRecord, errors: ErrorViewOptions = {}): Ins
     parentInstanceId: inst.parentInstanceId,
     deadlineAt: inst.deadlineAt?.toISOString() ?? null,
     flowControl: flowControlView(inst),
+    rerunOf: inst.originKind === "rerun" ? inst.originInstanceId : null,
+    forkOf: inst.originKind === "fork" && inst.originInstanceId !== null ? { instanceId: inst.originInstanceId, fromActivityId: inst.originActivityId ?? "" } : null,
+    priority: inst.priority,
   };
 }
 

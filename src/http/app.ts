@@ -10,6 +10,7 @@ import type { Workflow } from "../core/definitions.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { DispatchScope, StepRequest } from "../engine/dispatcher.ts";
 import { TRACEPARENT_PATTERN } from "../engine/tracing.ts";
+import { PRIORITY_MAX, PRIORITY_MIN } from "../engine/starts.ts";
 import { INSTANCE_STATUSES, type InstanceStatus } from "../core/model.ts";
 import { logError } from "../core/log.ts";
 import { ValidationError } from "../core/errors.ts";
@@ -20,6 +21,7 @@ import { viewer } from "./ui/index.tsx";
 import { documented } from "./openapi.ts";
 import { referenceRoutes } from "./reference.ts";
 import { scheduleRoutes } from "./schedules.ts";
+import { repairRoutes } from "./repairs.ts";
 import { resultRoutes } from "./results.ts";
 import { streamRoutes } from "./stream.ts";
 import { instanceTransition, operationRoutes } from "./operations.ts";
@@ -64,6 +66,7 @@ const startBody = (input: z.ZodType = z.unknown()) =>
   z.object({
     input: input.safeParse(undefined).success ? input.optional() : input,
     instanceId: z.string().min(1).max(200).optional().describe("idempotency: starting the same id again returns the existing instance (200)"),
+    priority: z.number().int().min(PRIORITY_MIN).max(PRIORITY_MAX).optional().describe("order within a flow-control key's queue: higher leaves first, then the oldest (default 0)"),
   });
 /** A start whose body has members but no `input`: the issues stay, the message says how to wrap it. */
 function withInputHint(err: ValidationError, text: string): ValidationError {
@@ -74,7 +77,7 @@ function withInputHint(err: ValidationError, text: string): ValidationError {
     return err;
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return err;
-  const keys = Object.keys(raw).filter((k) => k !== "instanceId");
+  const keys = Object.keys(raw).filter((k) => k !== "instanceId" && k !== "priority");
   if (!keys.length) return err;
   const shown = keys.slice(0, 5).map((k) => JSON.stringify(k.slice(0, 40))).join(", ");
   return new ValidationError(`${err.message}: the body has no "input" member; wrap the input as {"input": …} (the body's members: ${shown}${keys.length > 5 ? ", …" : ""})`, err.issues);
@@ -248,7 +251,7 @@ export function createApp(opts: AppOptions): Hono {
       const wf = e.workflow(c.var.valid.params.name);
       const body = c.var.valid.body;
       try {
-        const r = await e.start(wf, body.input, body.instanceId ? { instanceId: body.instanceId } : {}, scope(c));
+        const r = await e.start(wf, body.input, { ...(body.instanceId ? { instanceId: body.instanceId } : {}), ...(body.priority !== undefined ? { priority: body.priority } : {}) }, scope(c));
         return c.json({ instanceId: r.instanceId, status: r.status }, r.created ? 201 : 200);
       } catch (err) {
         // The commonest first mistake: the input posted as the body itself. The body was read once already (Hono keeps it).
@@ -318,6 +321,7 @@ export function createApp(opts: AppOptions): Hono {
   streamRoutes(api, helpers);
   operationRoutes(api, helpers);
   scheduleRoutes(api, helpers);
+  repairRoutes(api, helpers);
   outboxRoutes(api, helpers);
   metricsRoutes(api, helpers, opts.metricsText);
   if (opts.mcp) surfaceParts(opts.mcp, "mcp", "not an API surface").mount(api, helpers);

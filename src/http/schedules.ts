@@ -6,7 +6,7 @@
  */
 import type { Hono } from "hono";
 import * as z from "zod";
-import { listAppSchedules } from "../engine/schedules.ts";
+import type { ScheduleRecord } from "../engine/records.ts";
 import type { RouteHelpers } from "./routes.ts";
 import { documented } from "./openapi.ts";
 
@@ -18,6 +18,19 @@ export const scheduleView = z.object({
   nextRunAt: z.string().nullable().describe("the next tick (ISO 8601); null when the pattern never fires again"),
   lastRunAt: z.string().nullable().describe("the last tick an instance was started for"),
   lastInstanceId: z.string().nullable(),
+  pausedAt: z.string().nullable().describe("when an operator paused it (POST /schedules/{workflow}/pause); null while it ticks"),
+});
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+export const toScheduleView = (r: ScheduleRecord): z.output<typeof scheduleView> => ({
+  workflow: r.workflowName,
+  cron: r.cron,
+  timezone: r.timezone,
+  missed: r.missed,
+  nextRunAt: iso(r.nextRunAt),
+  lastRunAt: iso(r.lastRunAt),
+  lastInstanceId: r.lastInstanceId,
+  pausedAt: iso(r.pausedAt),
 });
 
 export function scheduleRoutes(api: Hono, h: RouteHelpers): void {
@@ -32,11 +45,7 @@ export function scheduleRoutes(api: Hono, h: RouteHelpers): void {
     }),
     async (c) => {
       const e = await h.engine(c);
-      const rows = await listAppSchedules(e);
-      const iso = (d: Date | null) => (d ? d.toISOString() : null);
-      return c.json({
-        schedules: rows.map((r) => ({ workflow: r.workflowName, cron: r.cron, timezone: r.timezone, missed: r.missed, nextRunAt: iso(r.nextRunAt), lastRunAt: iso(r.lastRunAt), lastInstanceId: r.lastInstanceId })),
-      });
+      return c.json({ schedules: (await e.listSchedules()).map(toScheduleView) });
     },
   );
 }

@@ -58,6 +58,12 @@ export const instanceView = z.object({
     })
     .nullable()
     .describe("the keys its flow-control options (concurrency, rateLimit, singleton, debounce) gave it, and when a queued instance may start; null without flow control"),
+  rerunOf: z.string().nullable().describe("POST /instances/{id}/rerun: the instance this one reran, else null"),
+  forkOf: z
+    .object({ instanceId: z.string(), fromActivityId: z.string() })
+    .nullable()
+    .describe("POST /instances/{id}/fork: the instance whose history before fromActivityId this one continues, else null"),
+  priority: z.number().int().describe("order within a flow-control key's queue: higher first, then oldest (default 0)"),
   children: z
     .array(z.object({ instanceId: z.string(), workflowName: z.string(), status: instanceStatus, detached: z.boolean() }))
     .optional()

@@ -61,7 +61,8 @@ const HOLDING = sql`status NOT IN ('completed', 'failed', 'cancelled', 'queued')
  * the instant an instance of the key leaves the queue (`admitted_at`, the
  * database clock taken after the key's lock, so admissions of one key are
  * ordered). At most `limit` admissions fall in any `periodSeconds` window;
- * the key's queue is its rows still `queued` with no admission, oldest first.
+ * the key's queue is its rows still `queued` with no admission, highest
+ * priority first, then oldest.
  */
 const rateLock = (key: string) => sql`SELECT pg_advisory_xact_lock(hashtextextended(${`edda:rate:${key}`}::text, 0))`;
 const windowOf = (periodSeconds: number) => sql`(${DB_NOW} - make_interval(secs => ${periodSeconds}::float8))`;
@@ -95,7 +96,7 @@ export function flowControlArea(ex: Executor): FlowControlArea {
               SELECT greatest(${limit}::int - (SELECT count(*)::int FROM workflow_instances WHERE concurrency_key = ${key} AND ${HOLDING}), 0) AS n
             ), next AS (
               SELECT instance_id FROM workflow_instances WHERE concurrency_key = ${key} AND status = 'queued'
-              ORDER BY started_at, instance_id LIMIT (SELECT n FROM free)
+              ORDER BY priority DESC, started_at, instance_id LIMIT (SELECT n FROM free)
               FOR UPDATE
             )
             UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
@@ -141,7 +142,7 @@ export function flowControlArea(ex: Executor): FlowControlArea {
               SELECT greatest(${limit}::int - (SELECT count(*)::int FROM workflow_instances WHERE rate_key = ${key} AND admitted_at > ${windowOf(periodSeconds)}), 0) AS n
             ), next AS (
               SELECT instance_id FROM workflow_instances WHERE rate_key = ${key} AND ${RATE_QUEUED}
-              ORDER BY started_at, instance_id LIMIT (SELECT n FROM free)
+              ORDER BY priority DESC, started_at, instance_id LIMIT (SELECT n FROM free)
               FOR UPDATE
             )
             UPDATE workflow_instances SET status = 'running', admitted_at = ${DB_NOW}, updated_at = ${DB_NOW}

@@ -39,6 +39,10 @@ export interface NewInstance {
   /** `{workflow}:{key}` of a workflow with `debounce`, created `queued`, due in `notBeforeSeconds`. */
   debounceKey?: string | null;
   notBeforeSeconds?: number | null;
+  /** A rerun or fork of another instance (repairs.ts). */
+  origin?: { instanceId: string; kind: "rerun" | "fork"; activityId: string | null } | null;
+  /** Queued admission order within a flow-control key (default 0; higher first). */
+  priority?: number;
 }
 
 export interface ListInstancesQuery extends InstanceFilter {
@@ -109,7 +113,8 @@ export function instancesArea(ex: Executor): InstancesArea {
         WITH ins AS (
           INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds, trace_context,
                                           parent_instance_id, parent_activity_id, detached, deadline_at, concurrency_key, status,
-                                          rate_key, admitted_at, singleton_key, debounce_key, not_before)
+                                          rate_key, admitted_at, singleton_key, debounce_key, not_before,
+                                          origin_instance_id, origin_kind, origin_activity_id, priority)
           VALUES (${input.instanceId}, ${input.workflowName}, ${input.sourceHash}, ${input.ownerService}, ${input.inputData},
                   ${input.lockTimeoutSeconds ?? null}::int, ${input.traceContext ?? null},
                   ${input.parentInstanceId ?? null}::text, ${input.parentActivityId ?? null}::text, ${input.detached ?? false}::boolean,
@@ -117,7 +122,9 @@ export function instancesArea(ex: Executor): InstancesArea {
                   ${input.concurrencyKey ?? null}::text, ${input.status ?? "running"}::text,
                   ${input.rateKey ?? null}::text, ${input.rateKey && input.status !== "queued" ? DB_NOW : sql`NULL::timestamptz`},
                   ${input.singletonKey ?? null}::text, ${input.debounceKey ?? null}::text,
-                  ${input.notBeforeSeconds != null ? dbNowPlus(input.notBeforeSeconds) : sql`NULL::timestamptz`})
+                  ${input.notBeforeSeconds != null ? dbNowPlus(input.notBeforeSeconds) : sql`NULL::timestamptz`},
+                  ${input.origin?.instanceId ?? null}::text, ${input.origin?.kind ?? null}::text, ${input.origin?.activityId ?? null}::text,
+                  ${input.priority ?? 0}::int)
           ON CONFLICT (instance_id) DO NOTHING
           RETURNING ${INSTANCE_COLUMNS}
         )

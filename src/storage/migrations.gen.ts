@@ -209,5 +209,18 @@ export const MIGRATIONS: BundledMigration[] = [
       "ALTER TABLE \"cloudevent_dedupe\" ADD COLUMN \"message_id\" varchar(255);",
       "ALTER TABLE \"cloudevent_dedupe\" ADD COLUMN \"started_instance_id\" varchar(255);"
     ]
+  },
+  {
+    "version": 15,
+    "tag": "0014_repairs_priority_bulk",
+    "statements": [
+      "CREATE TABLE \"bulk_operations\" (\n\t\"operation_id\" varchar(255) PRIMARY KEY NOT NULL,\n\t\"action\" varchar(16) NOT NULL,\n\t\"filter\" text NOT NULL,\n\t\"status\" varchar(16) DEFAULT 'running' NOT NULL,\n\t\"total\" integer NOT NULL,\n\t\"done\" integer DEFAULT 0 NOT NULL,\n\t\"skipped\" integer DEFAULT 0 NOT NULL,\n\t\"failed\" integer DEFAULT 0 NOT NULL,\n\t\"cursor\" varchar(255),\n\t\"snapshot_at\" timestamp with time zone NOT NULL,\n\t\"errors\" text DEFAULT '[]' NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"bulk_valid_status\" CHECK (\"bulk_operations\".\"status\" IN ('running', 'completed'))\n);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"origin_instance_id\" varchar(255);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"origin_kind\" varchar(10);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"origin_activity_id\" varchar(255);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"priority\" integer DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"workflow_schedules\" ADD COLUMN \"paused_at\" timestamp with time zone;",
+      "CREATE INDEX \"idx_bulk_operations_status\" ON \"bulk_operations\" USING btree (\"status\");"
+    ]
   }
 ];

@@ -28,6 +28,7 @@ import { instancesArea } from "./instances.ts";
 import { leasesArea } from "./leases.ts";
 import { lifecycleArea } from "./lifecycle.ts";
 import { locksArea } from "./locks.ts";
+import { repairsArea } from "./repairs.ts";
 import { outboxArea } from "./outbox.ts";
 import { schedulesArea } from "./schedules.ts";
 import { sessionsArea } from "./sessions.ts";
@@ -75,6 +76,7 @@ const AREAS = [
   sessionsArea,
   streamsArea,
   webhookWaitsArea,
+  repairsArea,
 ] as const;
 
 type UnionToIntersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;

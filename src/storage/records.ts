@@ -59,6 +59,12 @@ export interface InstanceRecord {
   singletonKey: string | null;
   debounceKey: string | null;
   notBefore: Date | null;
+  /** A rerun or fork: the instance it was made from, how, and (a fork) the activity it resumed at. */
+  originInstanceId: string | null;
+  originKind: "rerun" | "fork" | null;
+  originActivityId: string | null;
+  /** Queued admission order within a flow-control key (higher first, then oldest). */
+  priority: number;
 }
 
 export interface ArchivedHistoryEvent extends HistoryEvent {

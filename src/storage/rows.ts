@@ -207,6 +207,10 @@ export function toInstance(r: Row): InstanceRecord {
     singletonKey: nullableStr(r.singleton_key),
     debounceKey: nullableStr(r.debounce_key),
     notBefore: toNullableDate(r.not_before),
+    originInstanceId: nullableStr(r.origin_instance_id),
+    originKind: nullableStr(r.origin_kind) as InstanceRecord["originKind"],
+    originActivityId: nullableStr(r.origin_activity_id),
+    priority: toNumber(r.priority ?? 0),
   };
 }
 

@@ -32,6 +32,8 @@ export interface ScheduleRecord {
   nextRunAt: Date | null;
   lastRunAt: Date | null;
   lastInstanceId: string | null;
+  /** When an operator paused it; null while it ticks. */
+  pausedAt: Date | null;
 }
 
 /** Cron schedules: registration, claiming due ticks, advancing. */
@@ -42,6 +44,10 @@ export interface SchedulesArea {
   claimDueSchedules(workflowNames: string[], limit: number): Promise<DueSchedule[]>;
   advanceSchedule(workflowName: string, next: Date | null, ran: { at: Date; instanceId: string } | null): Promise<void>;
   listSchedules(workflowNames: string[]): Promise<ScheduleRecord[]>;
+  /** Stop the row from being claimed (idempotent); false when there is no such row. */
+  pauseSchedule(workflowName: string): Promise<boolean>;
+  /** Claimable again from `nextRunAt` (ticks missed while paused are not started); false when there is no such row. */
+  resumeSchedule(workflowName: string, nextRunAt: Date | null): Promise<boolean>;
 }
 
 export function schedulesArea(ex: Executor): SchedulesArea {
@@ -72,6 +78,7 @@ export function schedulesArea(ex: Executor): SchedulesArea {
         sql`SELECT workflow_name, next_run_at, ${DB_NOW} AS db_now FROM workflow_schedules
             WHERE workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
               AND next_run_at <= ${DB_NOW}
+              AND paused_at IS NULL
             ORDER BY next_run_at
             LIMIT ${limit}::int
             FOR UPDATE SKIP LOCKED`,
@@ -91,7 +98,7 @@ export function schedulesArea(ex: Executor): SchedulesArea {
       if (workflowNames.length === 0) return [];
       const rows = await queryRows<Row>(
         ex,
-        sql`SELECT workflow_name, cron, timezone, missed, next_run_at, last_run_at, last_instance_id FROM workflow_schedules
+        sql`SELECT workflow_name, cron, timezone, missed, next_run_at, last_run_at, last_instance_id, paused_at FROM workflow_schedules
             WHERE workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
             ORDER BY workflow_name`,
       );
@@ -103,7 +110,29 @@ export function schedulesArea(ex: Executor): SchedulesArea {
         nextRunAt: toNullableDate(r.next_run_at),
         lastRunAt: toNullableDate(r.last_run_at),
         lastInstanceId: r.last_instance_id === null || r.last_instance_id === undefined ? null : String(r.last_instance_id),
+        pausedAt: toNullableDate(r.paused_at),
       }));
+    },
+
+    /*
+     * A sweep that claimed the row before the pause committed finishes its tick (the
+     * pause waits for its row lock); every claim after the commit sees paused_at
+     * (FOR UPDATE re-reads the row's latest version), so no tick starts after it.
+     */
+    async pauseSchedule(workflowName) {
+      const rows = await queryRows(ex, sql`UPDATE workflow_schedules SET paused_at = coalesce(paused_at, ${DB_NOW}), updated_at = ${DB_NOW} WHERE workflow_name = ${workflowName} RETURNING workflow_name`);
+      return rows.length > 0;
+    },
+
+    async resumeSchedule(workflowName, nextRunAt) {
+      const rows = await queryRows(
+        ex,
+        sql`UPDATE workflow_schedules SET
+              next_run_at = CASE WHEN paused_at IS NULL THEN next_run_at ELSE ${nextRunAt ? tsParam(nextRunAt) : sql`NULL::timestamptz`} END,
+              paused_at = NULL, updated_at = ${DB_NOW}
+            WHERE workflow_name = ${workflowName} RETURNING workflow_name`,
+      );
+      return rows.length > 0;
     },
   };
 }

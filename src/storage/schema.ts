@@ -119,6 +119,14 @@ export const workflowInstances = pgTable(
     debounceKey: varchar("debounce_key", { length: 255 }),
     /** A pending debounced instance starts no earlier than this (pushed back by each collapsed start). */
     notBefore: tz("not_before"),
+    /** A rerun or fork: the instance this one was made from (repairs.ts). */
+    originInstanceId: varchar("origin_instance_id", { length: 255 }),
+    /** `rerun` or `fork`. */
+    originKind: varchar("origin_kind", { length: 10 }),
+    /** A fork: the activity of the origin's history it resumed at (the history before it was copied). */
+    originActivityId: varchar("origin_activity_id", { length: 255 }),
+    /** `start(…, { priority })`: a flow-control key's queue admits higher priorities first, then the oldest. */
+    priority: integer("priority").notNull().default(0),
   },
   (t) => [
     foreignKey({ columns: [t.workflowName, t.sourceHash], foreignColumns: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] }).onDelete("restrict"),
@@ -406,8 +414,44 @@ export const workflowSchedules = pgTable(
     lastRunAt: tz("last_run_at"),
     lastInstanceId: varchar("last_instance_id", { length: 255 }),
     updatedAt: tz("updated_at").notNull().defaultNow(),
+    /** Set while an operator has paused the schedule: no sweep claims the row (resume moves next_run_at past now). */
+    pausedAt: tz("paused_at"),
   },
   (t) => [index("idx_workflow_schedules_next").on(t.nextRunAt)],
+);
+
+/**
+ * A bulk action over the instances a filter matched (`POST /instances/bulk`,
+ * engine/bulk.ts). Worked through in batches in instance-id order: each batch
+ * locks this row (FOR UPDATE SKIP LOCKED, so racing workers skip it), acts on
+ * the next instances after `cursor`, and moves `cursor` and the counters in
+ * the same transaction — a worker killed mid-batch rolls the whole batch back,
+ * and the next worker does it again, exactly once.
+ */
+export const bulkOperations = pgTable(
+  "bulk_operations",
+  {
+    operationId: varchar("operation_id", { length: 255 }).primaryKey(),
+    action: varchar("action", { length: 16 }).notNull(),
+    /** JSON of the list filter (workflow, statuses, time range, text). */
+    filter: text("filter").notNull(),
+    status: varchar("status", { length: 16 }).notNull().default("running"),
+    /** Matching instances counted when the operation was created. */
+    total: integer("total").notNull(),
+    done: integer("done").notNull().default(0),
+    /** Matched but no longer in a status the action applies to when its batch reached it. */
+    skipped: integer("skipped").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    /** The last instance id handled (ascending); null before the first batch. */
+    cursor: varchar("cursor", { length: 255 }),
+    /** Instances started after this instant are not matched (the operation's own reruns among them). */
+    snapshotAt: tz("snapshot_at").notNull(),
+    /** JSON array of the latest failures `{ instanceId, error }` (at most 20). */
+    errors: text("errors").notNull().default("[]"),
+    createdAt: tz("created_at").notNull().defaultNow(),
+    updatedAt: tz("updated_at").notNull().defaultNow(),
+  },
+  (t) => [check("bulk_valid_status", sql`${t.status} IN ('running', 'completed')`), index("idx_bulk_operations_status").on(t.status)],
 );
 
 export const systemLocks = pgTable(

@@ -31,6 +31,7 @@ import type { GaugesArea } from "./gauges.ts";
 import type { StreamsArea } from "./streams.ts";
 import type { WebhookWaitsArea } from "./webhook-waits.ts";
 import type { ReceivedEventsArea } from "./received-events.ts";
+import type { RepairsArea } from "./repairs.ts";
 
 export * from "./records.ts";
 export type { InstanceEnd, InstancePage, ListInstancesQuery, NewInstance } from "./instances.ts";
@@ -47,7 +48,8 @@ export type { GaugeSample } from "./gauges.ts";
 export type { NewStreamItem, StreamAppend, StreamAppendResult, StreamItem, StreamItemKind, StreamRead } from "./streams.ts";
 export type { WaitWebhookRecord, WaitWebhookStatus, WebhookFire } from "./webhook-waits.ts";
 export type { ReceivedEvent } from "./received-events.ts";
-export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea, WebhookWaitsArea, ReceivedEventsArea };
+export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea, WebhookWaitsArea, ReceivedEventsArea, RepairsArea };
+export type { BulkAction, BulkFilter, BulkOperationRecord, BulkProgress } from "./repairs.ts";
 
 /** What every Storage has besides its areas: its executor, transactions, LISTEN. */
 export interface StorageCore {
@@ -84,7 +86,8 @@ export type Storage = StorageCore &
   LocksArea &
   SessionsArea &
   StreamsArea &
-  WebhookWaitsArea;
+  WebhookWaitsArea &
+  RepairsArea;
 
 export interface TxStorage extends Storage {
   afterCommit(cb: () => void | Promise<void>): void;

@@ -196,6 +196,7 @@ describe("each task", () => {
       "schedules",
       "concurrency",
       "timed_starts",
+      "bulk_operations",
     ]);
   });
 });

@@ -322,6 +322,26 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   ],
   "POST /instances/{id}/cancel": ({ n3 }) => [req("cancel", `/instances/${seg(n3)}/cancel`, { method: "POST" })],
   "POST /instances/{id}/resume": ({ n0, v0 }) => [req("resume", `/instances/${seg(n0)}/resume`, { body: v0 })],
+  "POST /instances/{id}/rerun": ({ r, v0, n0, n1 }) => [
+    req("rerun", `/instances/${seg(n0)}/rerun`, { body: { requestId: n1, input: v0 } }),
+    req("rerun valid id", `/instances/pw-${r}/rerun`, { body: { requestId: `p-${r}` } }),
+    req("rerun wrong shape", `/instances/ph-${r}/rerun`, { body: v0 }),
+  ],
+  "POST /instances/{id}/fork": ({ r, v1, n1, n2 }) => [
+    req("fork", `/instances/${seg(n1)}/fork`, { body: { fromActivityId: n2, requestId: n1 } }),
+    req("fork valid id", `/instances/pw-${r}/fork`, { body: { fromActivityId: n2 } }),
+    req("fork wrong shape", `/instances/ph-${r}/fork`, { body: v1 }),
+  ],
+  "POST /instances/bulk": ({ r, v2, v3, n3 }) => [
+    req("bulk dry run", "/instances/bulk", { body: { filter: v2, action: "cancel", dryRun: true } }),
+    req("bulk of nothing", "/instances/bulk", { body: { filter: { workflow: `p_none_${r}`, search: n3 }, action: "cancel", requestId: `p-${r}` } }),
+    req("bulk wrong shape", "/instances/bulk", { body: v3 }),
+  ],
+  "GET /operations": ({ n0 }) => [req("operations", `/operations?limit=${seg(n0)}`)],
+  "GET /operations/{id}": ({ r, n1 }) => [req("operation", `/operations/${seg(n1)}`), req("valid operation", `/operations/bulk-p-${r}`)],
+  "POST /schedules/{workflow}/pause": ({ n0, v0 }) => [req("pause", `/schedules/${seg(n0)}/pause`, { body: v0 })],
+  "POST /schedules/{workflow}/resume": ({ n1, v1 }) => [req("resume schedule", `/schedules/${seg(n1)}/resume`, { body: v1 })],
+  "POST /schedules/{workflow}/trigger": ({ n2, n3 }) => [req("trigger", `/schedules/${seg(n2)}/trigger`, { body: { requestId: n3 } })],
   "GET /schedules": ({ n0, n1 }) => [req("valid schedules", "/schedules"), req("schedules", `/schedules?${seg(n0)}=${seg(n1)}`)],
   "GET /outbox/dead-letters": ({ n0, n1, n2, n3 }) => [
     req("valid dead letters", "/outbox/dead-letters?limit=100&include=payloads"),

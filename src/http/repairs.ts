@@ -1,0 +1,218 @@
+/**
+ * Repair routes (engine/repairs.ts, engine/bulk.ts, engine/schedules.ts):
+ * rerun and fork one instance, bulk actions by filter as a durable operation
+ * with its progress, and schedule control (pause, resume, trigger now).
+ */
+import type { Hono } from "hono";
+import * as z from "zod";
+import { bulkView, type BulkOperationView } from "../engine/bulk.ts";
+import { INSTANCE_STATUSES, type InstanceStatus } from "../core/model.ts";
+import type { RouteHelpers } from "./routes.ts";
+import { documented } from "./openapi.ts";
+import { problem } from "./problem.ts";
+import { instanceIdParam, instanceStatus } from "./schemas.ts";
+import { scheduleView, toScheduleView } from "./schedules.ts";
+
+const requestId = z
+  .string()
+  .regex(/^[A-Za-z0-9_.:-]{1,100}$/)
+  .optional()
+  .describe("idempotency: the same request id returns what the first request made (200) instead of making another");
+
+const repaired = z.object({ instanceId: z.string(), status: instanceStatus });
+
+export const bulkFilter = z
+  .object({
+    workflow: z.string().min(1).max(255).optional(),
+    status: z.array(z.enum(INSTANCE_STATUSES)).min(1).max(INSTANCE_STATUSES.length).optional(),
+    startedAfter: z.iso.datetime({ offset: true }).optional(),
+    startedBefore: z.iso.datetime({ offset: true }).optional(),
+    search: z.string().min(1).max(200).optional().describe("literal text in the instance id or the input JSON"),
+  })
+  .strict();
+
+const operationView = z.object({
+  operationId: z.string(),
+  action: z.enum(["cancel", "resume", "rerun"]),
+  filter: bulkFilter,
+  status: z.enum(["running", "completed"]),
+  total: z.number().int().describe("instances the filter matched when the operation was created"),
+  done: z.number().int().describe("instances the action was applied to"),
+  skipped: z.number().int().describe("matched, but no longer in a status the action applies to when its batch reached them"),
+  failed: z.number().int(),
+  errors: z.array(z.object({ instanceId: z.string(), error: z.string() })).describe("the latest failures (at most 20)"),
+  createdAt: z.iso.datetime(),
+  updatedAt: z.iso.datetime(),
+});
+
+const workflowParam = z.object({ workflow: z.string().min(1).max(255).describe("a scheduled workflow") });
+
+export function repairRoutes(api: Hono, h: RouteHelpers): void {
+  api.post(
+    "/instances/:id/rerun",
+    documented({
+      operationId: "rerunInstance",
+      summary: "Start a new instance of a finished instance's workflow with its input (or a new one), linked by rerunOf",
+      tags: ["instances"],
+      auth: "api",
+      params: instanceIdParam,
+      body: z.object({ input: z.unknown().optional().describe("a new input (checked against the workflow's schema); default: the original's"), requestId }),
+      responses: {
+        201: { description: "the rerun, started", schema: repaired },
+        200: { description: "the rerun this request id already started", schema: repaired },
+        404: { description: "unknown instance" },
+        409: { description: "the instance has not finished" },
+        422: { description: "the input does not match the deployed schema, or the workflow is not deployed" },
+      },
+    }),
+    async (c) => {
+      const { params, body } = c.var.valid;
+      const e = await h.engine(c);
+      const r = await e.rerun(params.id, { ...(body.requestId ? { requestId: body.requestId } : {}), ...("input" in body ? { input: { value: body.input } } : {}) }, h.scope(c));
+      return c.json({ instanceId: r.instanceId, status: r.status }, r.created ? 201 : 200);
+    },
+  );
+
+  api.post(
+    "/instances/:id/fork",
+    documented({
+      operationId: "forkInstance",
+      summary: "Start a new instance from an instance's history before one of its activities: results before it are reused, the rest runs with the deployed code",
+      description:
+        "The new instance (linked by `forkOf`) gets the original's input and its current-run history before the first event at `fromActivityId`; it resumes there. Activities before the fork point do not run again (their recorded results replay), so their effects — transactional ones included — are not repeated; everything from the fork point on runs again, and non-transactional side effects there (HTTP calls, e-mails) happen again. Refused with 409 when the prefix does not replay with the deployed code (the verify-replay check) or the instance is still live.",
+      tags: ["instances"],
+      auth: "api",
+      params: instanceIdParam,
+      body: z.object({ fromActivityId: z.string().min(1).max(255).describe('an activity id as the history shows it, e.g. "ship_order:1"'), requestId }),
+      responses: {
+        201: { description: "the fork, started", schema: repaired.extend({ copiedEvents: z.number().int() }) },
+        200: { description: "the fork this request id already started", schema: repaired.extend({ copiedEvents: z.number().int() }) },
+        404: { description: "unknown instance" },
+        409: { description: "the prefix does not replay with the deployed code, or the instance is not finished, parked or quarantined" },
+        422: { description: "no such activity in the instance's history, or its workflow is not deployed" },
+      },
+    }),
+    async (c) => {
+      const { params, body } = c.var.valid;
+      const e = await h.engine(c);
+      const r = await e.fork(params.id, { fromActivityId: body.fromActivityId, ...(body.requestId ? { requestId: body.requestId } : {}) }, h.scope(c));
+      return c.json({ instanceId: r.instanceId, status: r.status, copiedEvents: r.copiedEvents }, r.created ? 201 : 200);
+    },
+  );
+
+  api.post(
+    "/instances/bulk",
+    documented({
+      operationId: "bulkInstances",
+      summary: "Cancel, resume or rerun every instance a filter matches, as a durable operation (or count them: dryRun)",
+      description:
+        "The operation runs in batches (each one transaction, at most `batchSize` instances), in this request's background work and then the sweep's, resumable after a crash and applied once per instance. Instances started after the operation was created are not matched. Progress: `GET /operations/{id}`.",
+      tags: ["instances"],
+      auth: "api",
+      body: z.object({
+        filter: bulkFilter,
+        action: z.enum(["cancel", "resume", "rerun"]),
+        dryRun: z.boolean().optional().describe("only count the matching instances"),
+        requestId,
+      }),
+      responses: {
+        200: { description: "dry run: how many instances match now; or the operation this request id already created", schema: z.union([z.object({ dryRun: z.literal(true), count: z.number().int() }), operationView]) },
+        202: { description: "the operation, created and running", schema: operationView },
+      },
+    }),
+    async (c) => {
+      const { body } = c.var.valid;
+      const e = await h.engine(c);
+      const f = body.filter;
+      const filter = {
+        ...(f.workflow ? { workflowName: f.workflow } : {}),
+        ...(f.status ? { status: f.status as InstanceStatus[] } : {}),
+        ...(f.startedAfter ? { startedAfter: new Date(f.startedAfter) } : {}),
+        ...(f.startedBefore ? { startedBefore: new Date(f.startedBefore) } : {}),
+        ...(f.search ? { search: f.search } : {}),
+      };
+      if (body.dryRun) return c.json({ dryRun: true, count: await e.countMatching(filter) });
+      const r = await e.startBulk({ filter, action: body.action, ...(body.requestId ? { requestId: body.requestId } : {}) }, {}, h.scope(c));
+      return c.json(bulkView(r.operation), r.created ? 202 : 200);
+    },
+  );
+
+  api.get(
+    "/operations",
+    documented({
+      operationId: "listOperations",
+      summary: "Bulk operations, newest first",
+      tags: ["instances"],
+      auth: "api",
+      query: z.object({ limit: z.coerce.number().int().min(1).max(100).optional().describe("at most 100 (default 20)") }),
+      responses: { 200: { description: "the latest operations", schema: z.object({ operations: z.array(operationView) }) } },
+    }),
+    async (c) => {
+      const e = await h.engine(c);
+      const ops = await e.listBulkOperations(c.var.valid.query.limit ?? 20);
+      return c.json({ operations: ops.map(bulkView) satisfies BulkOperationView[] });
+    },
+  );
+
+  api.get(
+    "/operations/:id",
+    documented({
+      operationId: "getOperation",
+      summary: "A bulk operation's progress: total, done, skipped, failed",
+      tags: ["instances"],
+      auth: "api",
+      params: z.object({ id: z.string().min(1).max(255) }),
+      responses: { 200: { description: "the operation", schema: operationView }, 404: { description: "unknown operation" } },
+    }),
+    async (c) => {
+      const e = await h.engine(c);
+      const op = await e.bulkOperation(c.var.valid.params.id);
+      if (!op) return problem(c, 404, `operation "${c.var.valid.params.id}" not found`, "NotFoundError");
+      return c.json(bulkView(op));
+    },
+  );
+
+  for (const [action, summary] of [
+    ["pause", "Pause a schedule: no sweep starts a tick of it until it is resumed"],
+    ["resume", "Resume a paused schedule from its next tick after now (ticks missed while paused are not started)"],
+  ] as const) {
+    api.post(
+      `/schedules/:workflow/${action}`,
+      documented({
+        operationId: `${action}Schedule`,
+        summary,
+        tags: ["workflows"],
+        auth: "api",
+        params: workflowParam,
+        responses: { 200: { description: "the schedule now", schema: scheduleView }, 404: { description: "no scheduled workflow of this name" } },
+      }),
+      async (c) => {
+        const e = await h.engine(c);
+        const name = c.var.valid.params.workflow;
+        return c.json(toScheduleView(action === "pause" ? await e.pauseSchedule(name) : await e.resumeSchedule(name)));
+      },
+    );
+  }
+
+  api.post(
+    "/schedules/:workflow/trigger",
+    documented({
+      operationId: "triggerSchedule",
+      summary: "Start one instance of a scheduled workflow now ({ scheduledAt: now }), paused or not",
+      tags: ["workflows"],
+      auth: "api",
+      params: workflowParam,
+      body: z.object({ requestId }),
+      responses: {
+        201: { description: "started", schema: repaired },
+        200: { description: "the instance this request id already started", schema: repaired },
+        404: { description: "no scheduled workflow of this name" },
+      },
+    }),
+    async (c) => {
+      const e = await h.engine(c);
+      const r = await e.triggerSchedule(c.var.valid.params.workflow, c.var.valid.body.requestId, h.scope(c));
+      return c.json({ instanceId: r.instanceId, status: r.status }, r.created ? 201 : 200);
+    },
+  );
+}
