@@ -95,6 +95,27 @@ export function composeFlows(p: ComposePlatform) {
     await check();
   });
 
+  it("approval_link: the link createWebhook made (its token derived with the platform's Web Crypto) takes one POST; the next is 410 Gone", { timeout: 40_000 }, async () => {
+    const check = await p.transport();
+    const id = `${p.prefix}-approval`;
+    await start("approval_link", { requestId: `${id}-req`, approver: "ana@example.com", expiresInSeconds: 600 }, id);
+    await waitForStatus(p.base(), id, ["waiting_for_webhook"]);
+    const [mail] = await queryRows<{ data: string }>(p.db().db, sql`SELECT event_data AS data FROM outbox_events WHERE event_type = 'approval.link_requested' AND (event_data::json ->> 'requestId') = ${`${id}-req`}`);
+    const { pathname } = new URL((JSON.parse(mail!.data) as { link: string }).link, p.base());
+    expect(pathname).toMatch(/^\/hooks\/[A-Za-z0-9_-]{43}$/);
+    const decide = (approved: boolean) => fetch(`${p.base()}${pathname}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ approved, by: "ana" }) });
+    const unknown = await fetch(`${p.base()}/hooks/${"B".repeat(43)}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(unknown.status).toBe(404);
+    await unknown.text();
+    const res = await decide(true);
+    expect(res.status, await res.text()).toBe(202);
+    expect((await waitForStatus(p.base(), id, ["completed", "failed"])).output).toEqual({ status: "approved", requestId: `${id}-req`, by: "ana" });
+    const again = await decide(false);
+    expect(again.status).toBe(410);
+    await again.text();
+    await check();
+  });
+
   it("account_sync under one concurrency key: three starts run one at a time, in order, the queue drained without a cron run", { timeout: 60_000 }, async () => {
     const check = await p.transport();
     const account = `${p.prefix}-acct`;
