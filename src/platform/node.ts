@@ -83,6 +83,8 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
   if (prometheus && opts.metrics) throw new ConfigurationError("pass either metrics (your own MeterProvider) or prometheus (GET /metrics), not both", "EDDA_METRICS");
   const edda = createEdda({
     ...options,
+    // Per-wait webhook URLs (createWebhook) are absolute: EDDA_PUBLIC_URL, else this server's own address.
+    publicUrl,
     ...(prometheus ? { metrics: prometheus.api, metricsText: () => prometheus.text() } : {}),
     allowedHosts: hosts,
     database,
