@@ -38,6 +38,7 @@ export interface EddaEnv {
   EDDA_LEASE_SECONDS?: string;
   EDDA_HANDOFF_LEASE_SECONDS?: string;
   EDDA_METRICS?: string;
+  EDDA_PGLITE_TEMPLATE_CACHE?: string;
   [key: string]: unknown;
 }
 
@@ -78,6 +79,12 @@ export interface EddaConfig {
   retention: { finishedInstancesSeconds: number; channelMessagesSeconds: number; cloudEventDedupeSeconds: number } | undefined;
   /** EDDA_WEBHOOK_<NAME>_SECRET, by webhook name (`stripe`), each a comma-separated list (rotation: all are accepted). */
   webhookSecrets: Record<string, string[]> | undefined;
+  /**
+   * Where the Node adapter keeps PGlite's pre-initialised data folder, copied
+   * into a fresh data folder instead of running initdb: EDDA_PGLITE_TEMPLATE_CACHE
+   * (`0`: none), else $XDG_CACHE_HOME/edda-edge, else ~/.cache/edda-edge.
+   */
+  pgliteTemplateCache: string | undefined;
 }
 
 const str = (v: unknown) => (typeof v === "string" && v.trim() !== "" ? v.trim() : undefined);
@@ -143,6 +150,15 @@ function webhookSecrets(env: EddaEnv): Record<string, string[]> | undefined {
   return Object.keys(out).length ? out : undefined;
 }
 
+function pgliteTemplateCache(env: EddaEnv): string | undefined {
+  const set = str(env.EDDA_PGLITE_TEMPLATE_CACHE);
+  if (set !== undefined) return set === "0" ? undefined : set;
+  const xdg = str(env.XDG_CACHE_HOME);
+  if (xdg) return `${xdg}/edda-edge`;
+  const home = str(env.HOME);
+  return home ? `${home}/.cache/edda-edge` : undefined;
+}
+
 export function readConfig(env: EddaEnv): EddaConfig {
   const driver = str(env.DATABASE_DRIVER);
   if (driver !== undefined && driver !== "postgres-js" && driver !== "neon-serverless") {
@@ -171,6 +187,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     metrics: metricsSetting(env),
     retention: retentionDays(env),
     webhookSecrets: webhookSecrets(env),
+    pgliteTemplateCache: pgliteTemplateCache(env),
   };
 }
 

@@ -49,7 +49,8 @@ export async function openNodeDatabase(config: EddaConfig, dataDir: string): Pro
     const { createPgliteDatabase } = await import("../storage/drivers/pglite.ts").catch((err: unknown) => {
       throw new Error("DATABASE_URL is not set and the embedded database needs @electric-sql/pglite: npm install @electric-sql/pglite", { cause: err });
     });
-    return createPgliteDatabase({ dataDir });
+    // A fresh folder copies the machine's pre-initialised template instead of running initdb (pglite-template.ts).
+    return createPgliteDatabase({ dataDir, templateCache: config.pgliteTemplateCache });
   }
   if (config.driver === "neon-serverless") {
     const { default: ws } = await import("ws");

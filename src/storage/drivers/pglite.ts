@@ -6,6 +6,7 @@
 import { PGlite } from "@electric-sql/pglite";
 import { drizzle } from "drizzle-orm/pglite";
 import { countingLogger, type Database, type Db, type QueryStats } from "../database.ts";
+import { needsInitdb, saveTemplate, seedFromTemplate, templateFolder } from "./pglite-template.ts";
 
 export type { Database, Db, DriverName, QueryStats } from "../database.ts";
 
@@ -14,6 +15,12 @@ export interface PgliteOptions {
   dataDir?: string;
   /** Postgres settings (`name=value`) after the defaults below, e.g. `shared_buffers=64MB`. */
   settings?: string[];
+  /**
+   * A cache folder for a pre-initialised data folder (pglite-template.ts): a
+   * fresh `dataDir` is copied from it instead of running initdb, and the first
+   * initdb on the machine leaves it there. Unset: initdb on every fresh folder.
+   */
+  templateCache?: string;
 }
 
 /**
@@ -26,6 +33,7 @@ export const PGLITE_SETTINGS: readonly string[] = ["shared_buffers=16MB", "temp_
 
 export async function createPgliteDatabase(opts: PgliteOptions = {}): Promise<Database> {
   const settings = { postgresqlconf: [...PGLITE_SETTINGS, ...(opts.settings ?? [])] };
+  if (opts.dataDir && opts.templateCache) await seedDataDir(opts.dataDir, opts.templateCache, settings);
   const client = opts.dataDir ? new PGlite(opts.dataDir, settings) : new PGlite(settings);
   await client.waitReady;
   const stats: QueryStats = { statements: 0 };
@@ -38,4 +46,18 @@ export async function createPgliteDatabase(opts: PgliteOptions = {}): Promise<Da
     listen: async (channel, onPayload) => client.listen(channel, onPayload),
     close: () => client.close(),
   };
+}
+
+/**
+ * A fresh data folder from the template; without one, initdb here, a clean
+ * shut-down and a copy kept as the template (one restart more, once per
+ * machine and PGlite version).
+ */
+async function seedDataDir(dataDir: string, cache: string, settings: { postgresqlconf: string[] }): Promise<void> {
+  const template = templateFolder(cache);
+  if (!template || !needsInitdb(dataDir) || seedFromTemplate(template, dataDir)) return;
+  const first = new PGlite(dataDir, settings);
+  await first.waitReady;
+  await first.close();
+  saveTemplate(dataDir, template);
 }
