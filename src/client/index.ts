@@ -16,7 +16,9 @@ import type { DeadLetterView } from "../engine/dead-letters.ts";
 import type { ChildSummary, DeadLetterStatus } from "../engine/records.ts";
 import type { InstanceStatus } from "../core/model.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
+import { streamEvents, type StreamEvent, type StreamOptions, type StreamTransport } from "./stream.ts";
 
+export type { StreamEndEvent, StreamEvent, StreamEventKind, StreamItemEvent, StreamOptions } from "./stream.ts";
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 /** DeadLetter: an outbox event the relay set aside, the broker refused it (`invalid`) or it ran out of attempts or age (`expired`). */
 export type { DeadLetterView as DeadLetter, DeadLetterStatus };
@@ -55,6 +57,8 @@ export interface StartedInstance<O = unknown> {
   created: boolean;
   /** Wait for the outcome (see `EddaClient.result`). */
   result(opts?: ResultOptions): Promise<InstanceOutcome<O>>;
+  /** The instance's realtime stream (see `EddaClient.stream`). */
+  stream(opts?: StreamOptions): AsyncGenerator<StreamEvent, void, undefined>;
 }
 
 export interface ListQuery<N extends string = string> {
@@ -101,6 +105,14 @@ export interface EddaClient<W extends WorkflowSet> {
    * ResultTimeoutError). Name the workflow to type the output.
    */
   result<N extends WorkflowName<W> = never>(instanceId: string, opts?: ResultOptions & { workflow?: N }): Promise<InstanceOutcome<[N] extends [never] ? unknown : WorkflowResult<W, N>>>;
+  /**
+   * The instance's realtime stream (`GET /instances/:id/stream`): emits and
+   * activity chunks in order, then one `end` event with the final status.
+   * Reconnects and resumes with Last-Event-ID by itself: nothing missed,
+   * nothing twice. A `retry` event means the items of that activity so far
+   * belong to an attempt that did not finish; the next attempt's follow.
+   */
+  stream(instanceId: string, opts?: StreamOptions): AsyncGenerator<StreamEvent, void, undefined>;
   /** The app's scheduled workflows with their next and last run (`GET /schedules`). */
   schedules(): Promise<ScheduleView<WorkflowName<W>>[]>;
   /** A page of the outbox's dead letters (`invalid`, `expired`), newest first; data only with `include: "payloads"`. */
@@ -255,6 +267,32 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
     }
   }
 
+  const transport: StreamTransport = {
+    async open(path, extra, signal) {
+      const headers: Record<string, string> = { ...opts.headers, ...extra };
+      if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+      let res: Response;
+      try {
+        res = await fetchFn(base + path, { method: "GET", headers, ...(signal ? { signal } : {}) });
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        throw new EddaConnectionError(base + path, "GET", err);
+      }
+      if (res.ok && res.body) return res.body;
+      const text = await res.text().catch(() => "");
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // not JSON: kept as text
+      }
+      const p = (typeof parsed === "object" && parsed !== null ? parsed : {}) as { error?: string; error_type?: string; detail?: string };
+      throw new EddaApiError(res.status, p.error_type ?? "HttpError", p.detail ?? p.error ?? `GET ${path} → HTTP ${res.status}`, parsed);
+    },
+    isAnswer: (err) => err instanceof EddaApiError,
+  };
+  const stream = (instanceId: string, o?: StreamOptions) => streamEvents(transport, instanceId, o);
+
   const iso = (d: Date | string) => (typeof d === "string" ? d : d.toISOString());
 
   return {
@@ -264,7 +302,7 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
         ...(o.instanceId ? { instanceId: o.instanceId } : {}),
       });
       const instanceId = r.body.instanceId;
-      return { instanceId, status: r.body.status, created: r.status === 201, result: (ro) => result(instanceId, ro) };
+      return { instanceId, status: r.body.status, created: r.status === 201, result: (ro) => result(instanceId, ro), stream: (so) => stream(instanceId, so) };
     },
     async get(instanceId, o = {}) {
       const r = await call<InstanceDetail | null>("GET", `/instances/${enc(instanceId)}${o.history ? "?history=1" : ""}`, undefined, { accept: [404] });
@@ -319,6 +357,7 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
       return { id, duplicate, ...(messageId ? { messageId } : {}), ...(instanceId ? { instanceId } : {}) };
     },
     result: (instanceId, o) => result(instanceId, o),
+    stream,
     async schedules() {
       return (await call<{ schedules: ScheduleView<WorkflowName<W>>[] }>("GET", "/schedules")).body.schedules;
     },

@@ -10,6 +10,7 @@ import { engineOf } from "../../src/edda.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 import { readSse, sseEvents, type SseEvent } from "../support/sse.ts";
+import { createClient, type StreamEvent } from "../../src/client/index.ts";
 
 const TOKENS = 150;
 const ticker = activity(
@@ -105,4 +106,41 @@ it("bad resumes are refused, unknown instances are 404, and valid readers are un
   expect((await open("no-such-instance")).status).toBe(404);
   const evs = await readSse((await open(instanceId)).body!);
   expect(payloads(evs)).toEqual(["start", { i: 0 }, { i: 1 }, { i: 2 }, "done"]);
+});
+
+it("the client's run.stream(): every item once in order across connections the network cuts, then end", async () => {
+  let connections = 0;
+  // Each response is cut after a few kilobytes, mid-event: the iterator reconnects with Last-Event-ID.
+  const cutting = async (input: string, init: RequestInit): Promise<Response> => {
+    const res = await t.edda.app.request(input, init);
+    if (!input.includes("/stream")) return res;
+    connections++;
+    let sent = 0;
+    const reader = res.body!.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        if (done || sent > 1500) {
+          await reader.cancel();
+          controller.error(new TypeError("network connection lost"));
+          return;
+        }
+        sent += value.byteLength;
+        controller.enqueue(value);
+      },
+    });
+    return new Response(body, { status: res.status, headers: res.headers });
+  };
+  const client = createClient<[typeof ticking]>({ baseUrl: "http://localhost", fetch: cutting });
+  const run = await client.start("ticking", TOKENS);
+  const got: StreamEvent[] = [];
+  for await (const ev of run.stream()) got.push(ev);
+  expect(connections).toBeGreaterThan(2);
+  const items = got.flatMap((e) => (e.kind === "end" ? [] : [e]));
+  expect(items.map((e) => e.data)).toEqual(expected());
+  expect(new Set(items.map((e) => e.seq)).size).toBe(items.length);
+  expect(got.at(-1)).toMatchObject({ kind: "end", status: "completed" });
+  await expect(async () => {
+    for await (const _ of client.stream("no-such-instance")) void _;
+  }).rejects.toMatchObject({ name: "EddaApiError", status: 404 });
 });
