@@ -1,7 +1,7 @@
 // Named regressions for the replay core, pure (no database): each runs the
 // real core through the stepper warm, cold and with crashes.
 import { describe, expect, it } from "vitest";
-import { activity, receive, sleep, workflow, type WorkflowContext } from "../../src/index.ts";
+import { activity, createWebhook, receive, sleep, workflow, type WorkflowContext } from "../../src/index.ts";
 import { programFn, type Program } from "./programs.ts";
 import { simulate } from "./stepper.ts";
 
@@ -21,6 +21,36 @@ async function allPathsAgree(p: Program) {
 }
 
 describe("replay core regressions", () => {
+  it("per-wait webhooks created in concurrent branches settle `later` (Web Crypto) at the same wave warm, cold and after crashes: same URLs, same ids after them", async () => {
+    const mail = activity("wh_mail", async (_ctx, path: string) => `mailed ${path.length}`);
+    const wf = workflow("wh_replay", async (ctx) => {
+      const [a, b] = await Promise.all([createWebhook(ctx), createWebhook(ctx, { id: "second" })]);
+      // Each branch calls the same activity after its own creation: the ids it gets show the order the creations settled in.
+      const mailed = await Promise.all([mail(ctx, a.path), mail(ctx, b.path)]);
+      const early = await b.wait();
+      const late = await a.wait();
+      return { a: a.path, b: b.path, mailed, got: [early.body, late.body] };
+    });
+    const fn = wf.fn as never;
+    const messages = [
+      { channel: "hook:second", at: 0, data: "posted before its wait" },
+      { channel: "hook:webhook:1", at: 50, data: "posted while waiting" },
+    ];
+    const warm = await simulate(fn, messages, "warm");
+    expect(comparable(await simulate(fn, messages, "cold"))).toEqual(comparable(warm));
+    for (let seed = 1; seed <= 5; seed++) {
+      let s = seed;
+      const rng = () => ((s = (s * 16807) % 2147483647) / 2147483647);
+      expect(comparable(await simulate(fn, messages, "crash", rng))).toEqual(comparable(warm));
+    }
+    expect(warm.status).toBe("completed");
+    const out = warm.output as { a: string; b: string; got: unknown[] };
+    expect(out.a).toMatch(/^\/hooks\/[A-Za-z0-9_-]{43}$/);
+    expect(out.b).not.toBe(out.a);
+    expect(out.got).toEqual(["posted before its wait", "posted while waiting"]);
+    expect(warm.history.map((h) => h.activityId)).toEqual(["webhook:1", "second", "wh_mail:1", "wh_mail:2", "second:wait", "webhook:1:wait"]);
+  });
+
   it("Promise.all([activity, sleep]) waits on the timer on the warm path too (was NonDeterminismError)", async () => {
     const r = await allPathsAgree({ body: [{ t: "all", branches: [[{ t: "act", name: "p_a", arg: 1, b: ok }], [{ t: "sleep", seconds: 5 }]] }], messages: [] });
     expect(r.status).toBe("completed");

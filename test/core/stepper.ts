@@ -47,7 +47,8 @@ interface Conclusion {
   events: NewHistoryEvent[];
   compensations: { activityId: string; activityName: string; args: unknown[] }[];
   timer?: { id: string; at: number };
-  wait?: { activityId: string; channel: string; timeoutAt: number | null; child?: string };
+  /** A message wait, a child wait, or a per-wait webhook (its POSTs are the messages on `hook:{hook id}`). */
+  wait?: { activityId: string; channel: string; timeoutAt: number | null; child?: string; webhook?: boolean };
   end?: { status: SimResult["status"]; output: unknown; compensate?: boolean };
   /** A queued message this step takes (consumed only if the step is stored). */
   takes?: number;
@@ -192,6 +193,11 @@ async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Se
       const results: { pending: PendingActivity; outcome: ActivityOutcome }[] = [];
       for (const p of plan.activities) {
         const actx = { attempt: p.attempt, activityId: p.activityId, instanceId: "sim", workflowName: "sim" } as unknown as ActivityContext;
+        if (p.activity.activityName === "edda.create_webhook") {
+          // The hook's row is the engine's; the recorded result is a nonce (fixed by the id, so a lost step draws the same).
+          results.push({ pending: p, outcome: { ok: true, value: { nonce: `nonce-${p.activityId}`, expiresAt: null } } });
+          continue;
+        }
         if (p.activity === startChildActivity) {
           // The engine creates the child in this step's transaction; here it is simulated from its input
           // (a step lost before its conclusion starts it again at the same virtual time, identically).
@@ -214,7 +220,13 @@ async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Se
     case "wait": {
       const w = plan.wait;
       if (w.kind === "timer") throw new Error("a timer wait has nothing to prepare: decide concludes it");
-      if (w.kind === "webhook") throw new Error("per-wait webhooks are not part of the grammar");
+      if (w.kind === "webhook") {
+        // A POST that came before the wait is taken at once (the engine's prepare); else the instance waits for one.
+        const channel = `hook:${w.hookId}`;
+        const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === channel && m.at <= now);
+        if (i >= 0) return { ...base, takes: i, events: continueWith(w.activityId, history, received(w.activityId, messages[i]!, i, true), { handoffLeaseSeconds: 30 }).conclusion.history! };
+        return { ...base, wait: { activityId: w.activityId, channel, timeoutAt: null, webhook: true } };
+      }
       if (w.kind === "child") {
         const child = children.get(w.childInstanceId)!;
         if (child.at <= now) return { ...base, events: continueWith(w.activityId, history, childEvent(w.activityId, child), { handoffLeaseSeconds: 30 }).conclusion.history! };
@@ -251,7 +263,8 @@ function childEvent(activityId: string, child: SimChild): NewHistoryEvent {
     : childOutcomeEvent(activityId, ref, "completed", toJson(`child(${child.input.arg})`), null);
 }
 
-function received(activityId: string, m: SimMessage, i: number): NewHistoryEvent {
+function received(activityId: string, m: SimMessage, i: number, webhook = false): NewHistoryEvent {
+  if (webhook) return { activityId, eventType: EV.WebhookReceived, data: toPayload({ body: m.data, contentType: "text/plain", headers: {}, receivedAt: new Date(m.at * 1000).toISOString() }) };
   return {
     activityId,
     eventType: EV.MessageReceived,
@@ -277,7 +290,7 @@ function fireNext(
     candidates.push({ at: Math.max(now, child.at), rank: 0, fire: () => ({ event: childEvent(wait.activityId, child), clearsWait: true }) });
   } else if (wait) {
     const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === wait.channel);
-    if (i >= 0) candidates.push({ at: Math.max(now, messages[i]!.at), rank: 0, fire: () => (consumed.add(i), { event: received(wait.activityId, messages[i]!, i), clearsWait: true }) });
+    if (i >= 0) candidates.push({ at: Math.max(now, messages[i]!.at), rank: 0, fire: () => (consumed.add(i), { event: received(wait.activityId, messages[i]!, i, wait.webhook), clearsWait: true }) });
     if (wait.timeoutAt !== null) {
       const at = wait.timeoutAt;
       candidates.push({ at, rank: 2, fire: () => ({ event: { activityId: wait.activityId, eventType: EV.MessageTimeout, data: toPayload({ channel: wait.channel }) }, clearsWait: true }) });

@@ -65,7 +65,8 @@ describe("createWebhook", () => {
     expect(done.output).toEqual({ status: "approved", requestId: "req-1", by: "ana" });
     const again = await post(t.edda, path, JSON.stringify({ approved: false }));
     expect(again.status).toBe(410);
-    expect(await again.json()).toMatchObject({ reason: "fired" });
+    expect(again.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+    expect(await again.json()).toMatchObject({ reason: "fired", status: 410, title: "Gone", error_type: "WebhookGone" });
     // The recorded request: body, the kept headers (never cookies or credentials), when it came.
     const [rec] = await queryRows<{ data: string }>(t.database.db, sql`SELECT event_data AS data FROM workflow_history WHERE instance_id = 'al-1' AND event_type = 'WebhookReceived'`);
     const delivery = JSON.parse(rec!.data) as WebhookDelivery;
