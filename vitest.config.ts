@@ -26,6 +26,7 @@ export const TIERS = {
     "test/ui/*.browser.test.ts",
     "test/dispatch/limits.test.ts",
     "test/cli/commands.test.ts",
+    "test/cli/defaults.test.ts",
   ],
 };
 

@@ -8,8 +8,8 @@
  *   dev         serve a workflows module on embedded PGlite, reloading on change
  *   verify-replay  replay in-flight instances against the code about to be deployed
  *   start, instances list|show|cancel, send, publish
- *               talk to a deployed app over its HTTP API (--url/--token or
- *               EDDA_URL/EDDA_API_TOKEN)
+ *               talk to an app over its HTTP API (--url, else EDDA_URL, else
+ *               http://127.0.0.1:8787; --token or EDDA_API_TOKEN)
  */
 import { UsageError, type Io } from "./cli/args.ts";
 import { remoteCommand, REMOTE_USAGES } from "./cli/remote.ts";
@@ -25,7 +25,8 @@ Commands:
   send <instance> <channel> [data]   send a message to one instance
   publish <channel> [data]   publish a message on a channel
 
-Remote commands read --url/--token or EDDA_URL/EDDA_API_TOKEN; --json prints the raw result.
+Remote commands talk to --url, else EDDA_URL, else http://127.0.0.1:8787 (host:port works too),
+with --token or EDDA_API_TOKEN; --json prints the raw result (or the refusal's problem).
 Run "edda-edge <command> --help" for a command's options.
 Exit codes: 0 success, 1 the operation failed, 2 bad usage.`;
 

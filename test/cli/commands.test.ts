@@ -155,9 +155,9 @@ describe("remote commands", () => {
   });
 
   it("bad usage exits 2 with the command's usage; an unreachable app exits 1", { timeout: 300_000 }, async () => {
-    const noUrl = await cli(["instances", "list"]);
-    expect(noUrl.code).toBe(2);
-    expect(noUrl.stderr).toContain("no app URL");
+    const notHttp = await cli(["instances", "list", "--url", "ftp://example.org"]);
+    expect(notHttp.code).toBe(2);
+    expect(notHttp.stderr).toContain("is not an http(s) URL");
     const badFlag = await cli(["publish", "news", "--frob"], remote);
     expect(badFlag.code).toBe(2);
     expect(badFlag.stderr).toContain("usage: edda-edge publish");

@@ -27,8 +27,9 @@ it("edda-edge migrate applies the migrations to DATABASE_URL once; running it ag
   expect(first.code, first.stderr).toBe(0);
   expect(first.stdout).toMatch(new RegExp(`applied migration\\(s\\) .*; schema version ${LATEST_SCHEMA_VERSION}`));
   expect(first.stdout).not.toContain("postgres@"); // no credentials in the output
-  const second = await run(["migrate", "--url", url], {});
+  const second = await run(["migrate", "--database-url", url], {});
   expect(second.code, second.stderr).toBe(0);
+  expect(second.stderr).toBe("");
   expect(second.stdout).toContain(`up to date (schema version ${LATEST_SCHEMA_VERSION})`);
   db = createPostgresJsDatabase({ url, max: 1 });
   const versions = await queryRows<{ version: number }>(db.db, sql`SELECT version FROM schema_version ORDER BY version`);
@@ -43,9 +44,11 @@ it("edda-edge migrate --json reports what it applied, for scripts", { timeout: 6
 });
 
 it("edda-edge migrate against an unreachable database exits 1 and says why", { timeout: 60_000 }, async () => {
+  // --url still names the database here, as a deprecated alias that says so.
   const r = await run(["migrate", "--url", "postgres://nobody@127.0.0.1:1/none"], {});
   expect(r.code).toBe(1);
   expect(r.stderr).toContain("migration failed");
+  expect(r.stderr).toContain("--url is deprecated here");
 });
 
 it("edda-edge without DATABASE_URL, or with an unknown command, exits 2 with the usage", { timeout: 60_000 }, async () => {

@@ -93,5 +93,13 @@ describe("edda-edge verify-replay", () => {
     expect(missing.code).toBe(1);
     expect((JSON.parse(missing.stdout) as { instances: { detail: string }[] }).instances[0]!.detail).toContain('workflow "vr_flow" is not in');
     expect((await cli(["verify-replay", join(dir, "compatible.ts"), "--limit", "0"], { DATABASE_URL: pg.url })).code).toBe(2);
+    // --database-url names the database; --url is its deprecated alias (it names the app elsewhere).
+    const flag = await cli(["verify-replay", join(dir, "compatible.ts"), "--json", "--database-url", pg.url], { DATABASE_URL: undefined });
+    expect(flag.code, flag.stderr).toBe(0);
+    expect(flag.stderr).toBe("");
+    const alias = await cli(["verify-replay", join(dir, "compatible.ts"), "--json", "--url", pg.url], { DATABASE_URL: undefined });
+    expect(alias.code, alias.stderr).toBe(0);
+    expect(alias.stderr).toContain("--url is deprecated here");
+    expect(JSON.parse(alias.stdout)).toEqual(JSON.parse(flag.stdout));
   });
 });

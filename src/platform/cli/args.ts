@@ -41,12 +41,27 @@ export function parseCommand(argv: string[], options: Options, usage: string, io
   return { values, positionals: parsed.positionals, help: values.help === true };
 }
 
-/** A JSON argument (message data, workflow input); a bare word that is not JSON is taken as a string. */
+/**
+ * A JSON argument (message data, workflow input). A bare word (a letter or
+ * `_` first, then letters, digits and `_ . - : @ /`) is taken as a string, so
+ * `send o-1 approval yes` works unquoted; anything else must be JSON: a
+ * malformed object is refused with the parse error (a SyntaxError) rather
+ * than sent as a string.
+ */
 export function jsonArgument(text: string | undefined): unknown {
   if (text === undefined) return null;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return text;
-  }
+  if (/^[\p{L}_][\p{L}\p{N}_.\-:@/]*$/u.test(text) && !["true", "false", "null"].includes(text)) return text;
+  return JSON.parse(text) as unknown;
+}
+
+/** The database flags of `migrate` and `verify-replay`: --database-url, and --url as its deprecated alias. */
+export const DATABASE_URL_OPTIONS = { "database-url": { type: "string" }, url: { type: "string" } } as const;
+
+/**
+ * --database-url, else the deprecated --url (with a warning: everywhere else
+ * --url names the app), else `fallback` (DATABASE_URL).
+ */
+export function databaseUrl(values: Record<string, unknown>, fallback: string | undefined, io: Io): string | undefined {
+  if (typeof values.url === "string") io.err("edda-edge: --url is deprecated here (it names the app in the other commands): use --database-url");
+  return (values["database-url"] as string | undefined) ?? (values.url as string | undefined) ?? fallback;
 }

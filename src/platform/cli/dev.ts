@@ -20,12 +20,13 @@ import type { Workflow } from "../../core/definitions.ts";
 import { serveNode } from "../node.ts";
 import { parseCommand, UsageError, type Io } from "./args.ts";
 
-export const DEV_USAGE = `usage: edda-edge dev <module> [--port <n>] [--data-dir <dir>] [--no-watch]
+export const DEV_USAGE = `usage: edda-edge dev <module> [--port <n>] [--data-dir <dir>] [--no-watch] [--json]
   Serves the workflows <module> exports (named exports, or an array as "workflows" or default)
   on embedded PGlite at http://127.0.0.1:<port>, restarting when a file beside it changes.
   --port <n>        port (default PORT, else 8787)
   --data-dir <dir>  PGlite data folder (default .data/pglite)
-  --no-watch        serve once, no reload`;
+  --no-watch        serve once, no reload
+  --json            say where it listens as one JSON line ({"url", "workflows", "dataDir"})`;
 
 const CHILD_FLAG = "EDDA_DEV_SERVER";
 const IGNORED = ["node_modules", ".git", ".data", ".wrangler", "dist"];
@@ -33,7 +34,7 @@ const IGNORED = ["node_modules", ".git", ".data", ".wrangler", "dist"];
 const SOURCE = /\.(?:[mc]?[jt]sx?|json)$/;
 
 export async function dev(argv: string[], env: Record<string, string | undefined>, io: Io): Promise<number> {
-  const { values, positionals, help } = parseCommand(argv, { port: { type: "string" }, "data-dir": { type: "string" }, "no-watch": { type: "boolean" } }, DEV_USAGE, io);
+  const { values, positionals, help } = parseCommand(argv, { port: { type: "string" }, "data-dir": { type: "string" }, "no-watch": { type: "boolean" }, json: { type: "boolean" } }, DEV_USAGE, io);
   if (help) return 0;
   const [module] = positionals;
   if (!module) throw new UsageError("missing the workflows module", DEV_USAGE);
@@ -42,16 +43,17 @@ export async function dev(argv: string[], env: Record<string, string | undefined
   const port = Number(values.port ?? env.PORT ?? 8787);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, got ${JSON.stringify(values.port)}`, DEV_USAGE);
   const dataDir = resolve((values["data-dir"] as string | undefined) ?? ".data/pglite");
-  if (values["no-watch"] || env[CHILD_FLAG]) return serve(file, port, dataDir, env, io);
+  if (values["no-watch"] || env[CHILD_FLAG]) return serve(file, port, dataDir, env, io, values.json === true);
   return supervise(file, argv, dataDir, env, io);
 }
 
 /** Runs the server in this process until SIGINT/SIGTERM. */
-async function serve(file: string, port: number, dataDir: string, env: Record<string, string | undefined>, io: Io): Promise<number> {
+async function serve(file: string, port: number, dataDir: string, env: Record<string, string | undefined>, io: Io, json: boolean): Promise<number> {
   const workflows = await loadWorkflows(file);
   const { DATABASE_URL: _ignored, ...embedded } = env;
   const node = await serveNode({ workflows, port, dataDir, env: embedded });
-  io.out(`edda-edge dev: ${workflows.map((w) => w.workflowName).join(", ")} on http://127.0.0.1:${node.port} (embedded PGlite in ${relative(process.cwd(), dataDir) || "."})`);
+  const where = { url: `http://127.0.0.1:${node.port}`, workflows: workflows.map((w) => w.workflowName), dataDir: relative(process.cwd(), dataDir) || "." };
+  io.out(json ? JSON.stringify(where) : `edda-edge dev: ${where.workflows.join(", ")} on ${where.url} (embedded PGlite in ${where.dataDir})`);
   await new Promise<void>((done) => {
     for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => done());
   });

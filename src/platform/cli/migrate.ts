@@ -8,16 +8,16 @@
 import { createPostgresJsDatabase } from "../../storage/drivers/postgres-js.ts";
 import { migrate } from "../../storage/migrate.ts";
 import { readConfig } from "../env.ts";
-import { parseCommand, UsageError, type Io } from "./args.ts";
+import { DATABASE_URL_OPTIONS, databaseUrl, parseCommand, UsageError, type Io } from "./args.ts";
 
-export const MIGRATE_USAGE = `usage: edda-edge migrate [--url <postgres url>] [--json]
-  Applies the Edda Edge migrations to the database in DATABASE_URL (or --url).`;
+export const MIGRATE_USAGE = `usage: edda-edge migrate [--database-url <postgres url>] [--json]
+  Applies the Edda Edge migrations to the database in DATABASE_URL (or --database-url; --url is a deprecated alias).`;
 
 export async function migrateCommand(argv: string[], env: Record<string, string | undefined>, io: Io): Promise<number> {
-  const { values, help } = parseCommand(argv, { url: { type: "string" }, json: { type: "boolean" } }, MIGRATE_USAGE, io);
+  const { values, help } = parseCommand(argv, { ...DATABASE_URL_OPTIONS, json: { type: "boolean" } }, MIGRATE_USAGE, io);
   if (help) return 0;
-  const url = (values.url as string | undefined) ?? readConfig(env).databaseUrl;
-  if (!url) throw new UsageError("DATABASE_URL is not set", MIGRATE_USAGE);
+  const url = databaseUrl(values, readConfig(env).databaseUrl, io);
+  if (!url) throw new UsageError("DATABASE_URL is not set (or pass --database-url)", MIGRATE_USAGE);
   const database = createPostgresJsDatabase({ url, max: 1 });
   try {
     const r = await migrate(database.db);

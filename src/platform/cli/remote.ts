@@ -1,24 +1,33 @@
 /**
- * The commands that talk to a deployed app over its HTTP API: `start`,
- * `instances list|show|cancel`, `send`, `publish`. The app's address and
- * bearer token come from --url/--token or EDDA_URL/EDDA_API_TOKEN. A refused
- * request prints the app's problem response and exits 1; `--json` prints the
- * response body as it came, for scripts.
+ * The commands that talk to an app over its HTTP API: `start`,
+ * `instances list|show|cancel`, `send`, `publish`. The app's address is
+ * --url, else EDDA_URL, else http://127.0.0.1:8787 (`npm start` and
+ * `edda-edge dev` on a laptop: no flags needed); `host:port` means http. The
+ * bearer token is --token or EDDA_API_TOKEN. A refused request prints the
+ * app's problem (status, title, detail, and each validation issue with its
+ * path) and exits 1; `--json` prints the response body as it came (the
+ * problem too), for scripts.
  */
+import { INSTANCE_STATUSES } from "../../core/model.ts";
 import { jsonArgument, parseCommand, UsageError, type Io } from "./args.ts";
 
-const CONNECTION = `  --url <url>      the app's base URL (EDDA_URL)
-  --token <token>  API bearer token (EDDA_API_TOKEN)
-  --json           print the raw JSON response`;
+/** Where `npm start` and `edda-edge dev` listen by default. */
+export const DEFAULT_APP_URL = "http://127.0.0.1:8787";
+
+const CONNECTION = `  --url <url>      the app's base URL or host:port (default EDDA_URL, else ${DEFAULT_APP_URL})
+  --token <token>  API bearer token (default EDDA_API_TOKEN)
+  --json           print the raw JSON response (a refusal's problem too)`;
 
 const INSTANCES_USAGE = `usage: edda-edge instances list [--workflow <name>] [--status <s,...>] [--limit <n>] [--cursor <c>]
+  --status: ${INSTANCE_STATUSES.join(", ")} (comma-separated); --limit: 1-100
        edda-edge instances show <instanceId> [--history]
        edda-edge instances cancel <instanceId>
 ${CONNECTION}`;
 
 export const REMOTE_USAGES: Record<string, string> = {
   start: `usage: edda-edge start <workflow> [input JSON] [--id <instanceId>]
-  Starts an instance (input is JSON; a bare word is a string). With --id, starting again is a no-op.
+  Starts an instance. The input is JSON (quote it for the shell: '{"orderId":"o1"}'); a bare word
+  such as ada is the string "ada"; anything else that is not JSON is refused. With --id, starting again is a no-op.
 ${CONNECTION}`,
   instances: INSTANCES_USAGE,
   send: `usage: edda-edge send <instanceId> <channel> [data JSON] [--metadata <JSON object>]
@@ -35,50 +44,98 @@ interface Remote {
   call(method: "GET" | "POST", path: string, body?: unknown): Promise<Record<string, unknown>>;
 }
 
-/** A request the app answered with an error: its status and problem body. */
+/** A request the app refused (its problem body, for --json) or could not be reached. */
 class RemoteError extends Error {
   override name = "RemoteError";
+  constructor(
+    message: string,
+    readonly body?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+}
+
+/** The app's base URL: --url, else EDDA_URL, else the default; `host:port` (no scheme) means http. */
+export function appUrl(flag: string | undefined, env: Record<string, string | undefined>, usage: string): { root: URL; from: string } {
+  const [raw, from] = flag !== undefined ? [flag, "--url"] : env.EDDA_URL ? [env.EDDA_URL, "EDDA_URL"] : [DEFAULT_APP_URL, "the default app URL"];
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`;
+  let root: URL;
+  try {
+    root = new URL(withScheme.endsWith("/") ? withScheme : `${withScheme}/`);
+  } catch {
+    throw new UsageError(`${from} ${JSON.stringify(raw)} is not a URL or host:port`, usage);
+  }
+  if (root.protocol !== "http:" && root.protocol !== "https:") throw new UsageError(`${from} ${JSON.stringify(raw)} is not an http(s) URL`, usage);
+  return { root, from };
+}
+
+/** A validation issue's path as a reader writes it: `items[0].sku`; the value itself is `(the value)`. */
+export function issuePath(path: unknown): string {
+  if (!Array.isArray(path) || path.length === 0) return "(the value)";
+  return path.map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join("");
+}
+
+/** The human lines of a problem: `→ 422 Unprocessable Content: detail (ValidationError)`, then one line per issue. */
+function problemLines(method: string, path: string, status: number, json: Record<string, unknown>): string {
+  const detail = String(json.detail ?? json.error ?? "");
+  const head = `${method} ${path} → ${status}${json.title ? ` ${String(json.title)}` : ""}${detail ? `: ${detail}` : ""}${json.error_type ? ` (${String(json.error_type)})` : ""}`;
+  const issues = Array.isArray(json.issues) ? (json.issues as { path?: unknown; message?: unknown }[]) : [];
+  return [head, ...issues.slice(0, 20).map((i) => `  ${issuePath(i.path)}: ${String(i.message ?? "invalid")}`), ...(issues.length > 20 ? [`  … ${issues.length - 20} more`] : [])].join("\n");
 }
 
 function remote(values: Record<string, unknown>, env: Record<string, string | undefined>, usage: string): Remote {
-  const base = (values.url as string | undefined) ?? env.EDDA_URL;
-  if (!base) throw new UsageError("no app URL: pass --url or set EDDA_URL", usage);
-  let root: URL;
-  try {
-    root = new URL(base.endsWith("/") ? base : `${base}/`);
-  } catch {
-    throw new UsageError(`--url ${JSON.stringify(base)} is not a URL`, usage);
-  }
+  const { root, from } = appUrl(values.url as string | undefined, env, usage);
   const token = (values.token as string | undefined) ?? env.EDDA_API_TOKEN;
   return {
     async call(method, path, body) {
       const url = new URL(path.replace(/^\//, ""), root);
       let res: Response;
+      let text: string;
       try {
         res = await fetch(url, {
           method,
           headers: { accept: "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body === undefined ? {} : { "content-type": "application/json" }) },
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         });
+        text = await res.text();
       } catch (err) {
-        throw new RemoteError(`cannot reach ${root.origin}: ${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}`);
+        const cause = (err as Error).cause as { code?: string; message?: string } | undefined;
+        const hint = from === "--url" ? "" : ` (${from}; is the app running? set EDDA_URL or pass --url)`;
+        throw new RemoteError(`cannot reach ${root.origin}${hint}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
       }
-      const text = await res.text();
       let json: Record<string, unknown>;
       try {
         json = JSON.parse(text) as Record<string, unknown>;
       } catch {
         json = { error: text.slice(0, 500) };
       }
-      if (!res.ok) throw new RemoteError(`${method} ${url.pathname} → ${res.status}: ${String(json.error ?? res.statusText)}${json.error_type ? ` (${String(json.error_type)})` : ""}`);
+      if (!res.ok) throw new RemoteError(problemLines(method, url.pathname, res.status, json), json);
       return json;
     },
   };
 }
 
+/** A JSON argument, or a UsageError naming it with the parse error. */
+function jsonArg(text: string | undefined, what: string, usage: string): unknown {
+  try {
+    return jsonArgument(text);
+  } catch (err) {
+    throw new UsageError(`${what} is not valid JSON: ${(err as Error).message} (a string needs JSON quotes: '"text"')`, usage);
+  }
+}
+
+/** --status: each comma-separated value one of the statuses; --limit: 1-100. */
+function checkListFlags(values: Record<string, unknown>, usage: string): void {
+  if (typeof values.status === "string") {
+    const bad = values.status.split(",").filter((s) => !(INSTANCE_STATUSES as readonly string[]).includes(s));
+    if (bad.length) throw new UsageError(`--status ${JSON.stringify(bad.join(","))} is not a status; valid values: ${INSTANCE_STATUSES.join(", ")}`, usage);
+  }
+  if (typeof values.limit === "string" && !/^(100|[1-9]\d?)$/.test(values.limit)) throw new UsageError(`--limit must be an integer from 1 to 100, got ${JSON.stringify(values.limit)}`, usage);
+}
+
 const metadataOf = (value: unknown, usage: string): Record<string, unknown> | undefined => {
   if (value === undefined) return undefined;
-  const m = jsonArgument(value as string);
+  const m = jsonArg(value as string, "--metadata", usage);
   if (!m || typeof m !== "object" || Array.isArray(m)) throw new UsageError("--metadata must be a JSON object", usage);
   return m as Record<string, unknown>;
 };
@@ -97,6 +154,7 @@ export async function remoteCommand(command: string, argv: string[], env: Record
         : { metadata: { type: "string" } };
   const { values, positionals, help } = parseCommand(argv, { ...SHARED, ...extra } as never, usage, io);
   if (help) return 0;
+  if (command === "instances") checkListFlags(values, usage);
   const api = remote(values, env, usage);
   const print = (json: Record<string, unknown>, human: string) => io.out(values.json ? JSON.stringify(json, null, 2) : human);
   try {
@@ -104,7 +162,7 @@ export async function remoteCommand(command: string, argv: string[], env: Record
       case "start": {
         needs(positionals, 1, "the workflow name", usage);
         const [name, input] = positionals as [string, string | undefined];
-        const r = await api.call("POST", `/workflows/${encodeURIComponent(name)}/instances`, { input: jsonArgument(input), ...(values.id ? { instanceId: values.id } : {}) });
+        const r = await api.call("POST", `/workflows/${encodeURIComponent(name)}/instances`, { input: jsonArg(input, "the input", usage), ...(values.id ? { instanceId: values.id } : {}) });
         print(r, `${String(r.instanceId)} ${String(r.status)}`);
         return 0;
       }
@@ -112,7 +170,7 @@ export async function remoteCommand(command: string, argv: string[], env: Record
         needs(positionals, 2, "the instance id and the channel", usage);
         const [id, channel, data] = positionals as [string, string, string | undefined];
         const metadata = metadataOf(values.metadata, usage);
-        const r = await api.call("POST", `/instances/${encodeURIComponent(id)}/messages`, { channel, data: jsonArgument(data), ...(metadata ? { metadata } : {}) });
+        const r = await api.call("POST", `/instances/${encodeURIComponent(id)}/messages`, { channel, data: jsonArg(data, "the data", usage), ...(metadata ? { metadata } : {}) });
         print(r, `sent message ${String(r.messageId)} to ${id} on "${channel}"`);
         return 0;
       }
@@ -120,7 +178,7 @@ export async function remoteCommand(command: string, argv: string[], env: Record
         needs(positionals, 1, "the channel", usage);
         const [channel, data] = positionals as [string, string | undefined];
         const metadata = metadataOf(values.metadata, usage);
-        const r = await api.call("POST", `/channels/${encodeURIComponent(channel)}/messages`, { data: jsonArgument(data), ...(metadata ? { metadata } : {}) });
+        const r = await api.call("POST", `/channels/${encodeURIComponent(channel)}/messages`, { data: jsonArg(data, "the data", usage), ...(metadata ? { metadata } : {}) });
         print(r, `published message ${String(r.messageId)} on "${channel}"`);
         return 0;
       }
@@ -129,6 +187,8 @@ export async function remoteCommand(command: string, argv: string[], env: Record
     }
   } catch (err) {
     if (err instanceof RemoteError) {
+      // --json: the problem as the app sent it, on stdout, for scripts; the human line on stderr always.
+      if (values.json && err.body) io.out(JSON.stringify(err.body, null, 2));
       io.err(`edda-edge ${command}: ${err.message}`);
       return 1;
     }

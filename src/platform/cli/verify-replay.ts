@@ -12,11 +12,12 @@ import { createPostgresJsDatabase } from "../../storage/drivers/postgres-js.ts";
 import { createStorage } from "../../storage/pg-storage.ts";
 
 import { readConfig } from "../env.ts";
-import { parseCommand, UsageError, type Io } from "./args.ts";
+import { DATABASE_URL_OPTIONS, databaseUrl, parseCommand, UsageError, type Io } from "./args.ts";
 import { loadWorkflows } from "./dev.ts";
 
-export const VERIFY_REPLAY_USAGE = `usage: edda-edge verify-replay <module> [--url <postgres url>] [--workflow <name>] [--limit <n>] [--json]
-  Replays the history of every in-flight instance in DATABASE_URL (or --url) against the workflows
+export const VERIFY_REPLAY_USAGE = `usage: edda-edge verify-replay <module> [--database-url <postgres url>] [--workflow <name>] [--limit <n>] [--json]
+  Replays the history of every in-flight instance in DATABASE_URL (or --database-url; --url is a
+  deprecated alias) against the workflows
   <module> exports and reports which would diverge (they would be parked after the deploy).
   Read-only. Exit code 1 when one would diverge or its workflow is not in <module>.
   --workflow <name>  only instances of this workflow
@@ -37,15 +38,15 @@ interface Finding {
 export async function verifyReplayCommand(argv: string[], env: Record<string, string | undefined>, io: Io): Promise<number> {
   const { values, positionals, help } = parseCommand(
     argv,
-    { url: { type: "string" }, workflow: { type: "string" }, limit: { type: "string" }, json: { type: "boolean" } },
+    { ...DATABASE_URL_OPTIONS, workflow: { type: "string" }, limit: { type: "string" }, json: { type: "boolean" } },
     VERIFY_REPLAY_USAGE,
     io,
   );
   if (help) return 0;
   const [module] = positionals;
   if (!module) throw new UsageError("missing the workflows module", VERIFY_REPLAY_USAGE);
-  const url = (values.url as string | undefined) ?? readConfig(env).databaseUrl;
-  if (!url) throw new UsageError("DATABASE_URL is not set", VERIFY_REPLAY_USAGE);
+  const url = databaseUrl(values, readConfig(env).databaseUrl, io);
+  if (!url) throw new UsageError("DATABASE_URL is not set (or pass --database-url)", VERIFY_REPLAY_USAGE);
   const limit = Number(values.limit ?? 10_000);
   if (!Number.isInteger(limit) || limit < 1) throw new UsageError(`--limit must be a positive integer, got ${JSON.stringify(values.limit)}`, VERIFY_REPLAY_USAGE);
   const workflows = new Map((await loadWorkflows(module)).map((w) => [w.workflowName, w]));
