@@ -21,6 +21,20 @@ describe.each(["prepared", "inline"] as const)("postgres.js, %s statements", (mo
   });
   const writer = workflow(`cl_writer_${mode}`, async (ctx) => write(ctx));
 
+  // The same in a tick of two transactional activities, each in its own savepoint.
+  let tickCalls = 0;
+  const tickWrite = activity(`cl_tick_write_${mode}`, async (ctx) => {
+    tickCalls++;
+    await ctx.tx.execute(sql`INSERT INTO cl_rows (instance_id, tag) VALUES (${ctx.instanceId}, 'tick')`);
+    if (tickCalls === 1) await ctx.tx.execute(sql`SELECT pg_terminate_backend(pg_backend_pid())`);
+    return tickCalls;
+  });
+  const tickOther = activity(`cl_tick_other_${mode}`, async (ctx) => {
+    await ctx.tx.execute(sql`INSERT INTO cl_rows (instance_id, tag) VALUES (${ctx.instanceId}, 'other')`);
+    return "other";
+  });
+  const tickWriter = workflow(`cl_tick_writer_${mode}`, async (ctx) => Promise.all([tickWrite(ctx), tickOther(ctx)]));
+
   // Two writes with something else awaited in between, while the step's connection is terminated by someone else.
   let pairCalls = 0;
   let stepPid: (pid: number) => void = () => undefined;
@@ -43,7 +57,7 @@ describe.each(["prepared", "inline"] as const)("postgres.js, %s statements", (mo
   let app: TestApp;
   beforeAll(async () => {
     const pg = await freshPostgres(`connection_loss_${mode}`);
-    app = makeTestApp(createPostgresJsDatabase({ url: pg.url, max: 10, prepare: mode === "prepared" }), { workflows: [writer, pairWriter] });
+    app = makeTestApp(createPostgresJsDatabase({ url: pg.url, max: 10, prepare: mode === "prepared" }), { workflows: [writer, pairWriter, tickWriter] });
     await app.database.db.execute(sql`CREATE TABLE cl_rows (id serial PRIMARY KEY, instance_id text NOT NULL, tag text)`);
   });
   afterAll(async () => {
@@ -60,6 +74,19 @@ describe.each(["prepared", "inline"] as const)("postgres.js, %s statements", (mo
     expect(done.history!.map((h) => h.eventType)).toEqual(["ActivityCompleted"]);
     const rows = await queryRows<{ n: number }>(app.database.db, sql`SELECT count(*)::int AS n FROM cl_rows WHERE instance_id = ${instanceId}`);
     expect(Number(rows[0]!.n)).toBe(1);
+  });
+
+  it("a connection killed inside one of a tick's savepoints: the whole step rolls back, no attempt counted, each row once", { timeout: 30_000 }, async () => {
+    const { instanceId } = await app.edda.start(`cl_tick_writer_${mode}`, null);
+    const done = await app.waitFor(instanceId, ["completed", "failed"], 10_000);
+    expect(done.status).toBe("completed");
+    expect(done.output).toEqual([2, "other"]);
+    expect(done.history!.map((h) => h.eventType)).toEqual(["ActivityCompleted", "ActivityCompleted"]);
+    const rows = await queryRows<{ tag: string; n: number }>(
+      app.database.db,
+      sql`SELECT tag, count(*)::int AS n FROM cl_rows WHERE instance_id = ${instanceId} GROUP BY tag ORDER BY tag`,
+    );
+    expect(rows.map((r) => [r.tag, Number(r.n)])).toEqual([["other", 1], ["tick", 1]]);
   });
 
   // The connection drops while the activity awaits something else: postgres.js rejects the transaction at once,

@@ -205,7 +205,9 @@ class PinnedTransaction {
   }
 
   private async abandon(name: string | null, parent?: Scope): Promise<void> {
-    if (this.host.fence.over) return;
+    // The connection is gone: nothing was rolled back to a savepoint, and the scope's own failure (an activity's
+    // error, a rollback marker) must not pass for an ordinary one — the transaction failed with its connection.
+    if (this.host.fence.over) throw this.host.closedError();
     if (this.decided) return this.decided;
     if (name) {
       await this.statement(`rollback to ${name}`, [], {}, parent!);
