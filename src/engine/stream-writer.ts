@@ -1,8 +1,10 @@
 /**
  * `ctx.stream` of one activity attempt: items are buffered and appended in
- * batches — after FLUSH_MS, or at once when FLUSH_BYTES / FLUSH_ITEMS are
- * buffered — so a model streaming tokens costs one statement per batch, not
- * one commit per token. Batches go out one at a time, in order.
+ * batches, at most one batch per FLUSH_MS (or sooner when FLUSH_BYTES /
+ * FLUSH_ITEMS are buffered) — so a model streaming tokens costs one statement
+ * per batch, not one commit per token — while an item after a quiet spell
+ * goes out at once (no added latency for sparse progress). Batches go out one
+ * at a time, in order.
  *
  * Where a batch is written (the step picks it, step.ts): on a database with
  * several connections, always outside the step's transaction, so readers see
@@ -41,6 +43,7 @@ export class StreamWriter implements ActivityStream {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private chain: Promise<void> = Promise.resolve();
   private first = true;
+  private lastFlush = 0;
   private closed = false;
   private failure: Error | null = null;
   /** Whether the activity has seen the failure (a write or close threw it). */
@@ -54,11 +57,14 @@ export class StreamWriter implements ActivityStream {
     const item = encodeStreamItem(data, opts, `a stream item of ${this.target.activityId}`);
     this.buffer.push({ kind: "chunk", source: this.target.activityId, ...item });
     this.bytes += item.size;
-    if (this.bytes >= FLUSH_BYTES || this.buffer.length >= FLUSH_ITEMS) this.flush();
-    else if (this.timer === undefined) {
-      this.timer = setTimeout(() => this.flush(), FLUSH_MS);
-      (this.timer as { unref?: () => void }).unref?.();
-    }
+    if (this.bytes >= FLUSH_BYTES || this.buffer.length >= FLUSH_ITEMS) return this.flush();
+    if (this.timer !== undefined) return;
+    // Leading edge: an item after a quiet spell goes out at once; items that follow within FLUSH_MS
+    // wait for the window to close and go out together.
+    const wait = this.lastFlush + FLUSH_MS - Date.now();
+    if (wait <= 0) return this.flush();
+    this.timer = setTimeout(() => this.flush(), wait);
+    (this.timer as { unref?: () => void }).unref?.();
   }
 
   async close(): Promise<void> {
@@ -92,6 +98,7 @@ export class StreamWriter implements ActivityStream {
     this.bytes = 0;
     const first = this.first;
     this.first = false;
+    this.lastFlush = Date.now();
     this.chain = this.chain.then(() => this.append(items, first));
   }
 
