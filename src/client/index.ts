@@ -17,7 +17,9 @@ import type { ChildSummary, DeadLetterStatus } from "../engine/records.ts";
 import type { InstanceStatus } from "../core/model.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 import { streamEvents, type StreamEvent, type StreamOptions, type StreamTransport } from "./stream.ts";
+import { repairMethods, type RepairMethods } from "./repairs.ts";
 
+export type { BulkActionName, BulkFilter, BulkOperationView, RepairedInstance, RepairMethods } from "./repairs.ts";
 export type { StreamEndEvent, StreamEvent, StreamEventKind, StreamItemEvent, StreamOptions } from "./stream.ts";
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 /** DeadLetter: an outbox event the relay set aside, the broker refused it (`invalid`) or it ran out of attempts or age (`expired`). */
@@ -84,8 +86,8 @@ export interface OutgoingCloudEvent {
   extensions?: Record<string, string | number | boolean>;
 }
 
-export interface EddaClient<W extends WorkflowSet> {
-  start<N extends WorkflowName<W>>(name: N, input: StartInput<W, N>, opts?: { instanceId?: string }): Promise<StartedInstance<WorkflowResult<W, N>>>;
+export interface EddaClient<W extends WorkflowSet> extends RepairMethods<WorkflowName<W>> {
+  start<N extends WorkflowName<W>>(name: N, input: StartInput<W, N>, opts?: { instanceId?: string; /** Order within a flow-control key's queue (higher first; default 0). */ priority?: number }): Promise<StartedInstance<WorkflowResult<W, N>>>;
   /** The instance and its children (with `history`, the first page of its history), or null if there is none with this id. */
   get(instanceId: string, opts?: { history?: boolean }): Promise<InstanceDetail | null>;
   list(query?: ListQuery<WorkflowName<W>>): Promise<{ instances: InstanceView[]; nextCursor: string | null }>;
@@ -145,6 +147,8 @@ export interface ScheduleView<N extends string = string> {
   nextRunAt: string | null;
   lastRunAt: string | null;
   lastInstanceId: string | null;
+  /** When an operator paused it (`pauseSchedule`); null while it ticks. */
+  pausedAt: string | null;
 }
 
 /** What the client throws: EddaApiError (the app answered with an error) or EddaConnectionError (no answer). */
@@ -296,10 +300,12 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
   const iso = (d: Date | string) => (typeof d === "string" ? d : d.toISOString());
 
   return {
+    ...repairMethods<WorkflowName<W>>(call),
     async start(name, input, o = {}) {
       const r = await call<{ instanceId: string; status: InstanceStatus }>("POST", `/workflows/${enc(name)}/instances`, {
         input,
         ...(o.instanceId ? { instanceId: o.instanceId } : {}),
+        ...(o.priority !== undefined ? { priority: o.priority } : {}),
       });
       const instanceId = r.body.instanceId;
       return { instanceId, status: r.body.status, created: r.status === 201, result: (ro) => result(instanceId, ro), stream: (so) => stream(instanceId, so) };

@@ -62,6 +62,33 @@ describe("createClient over HTTP", () => {
     expect(outcome).toMatchObject({ status: "completed", output: { status: "approved", approver: "ann" } });
   });
 
+  it("rerun, fork, bulk and schedule control reach the app, typed; refusals are EddaApiErrors", async () => {
+    const c = client();
+    const run = await c.start("pipeline", { steps: 2 }, { instanceId: "c-repair" });
+    await run.result({ timeoutSeconds: 20 });
+    const first = await c.rerun("c-repair", { requestId: "r1" });
+    expect(first.created).toBe(true);
+    expect(await c.rerun("c-repair", { requestId: "r1" })).toEqual({ ...first, created: false });
+    expect((await c.get(first.instanceId))!.rerunOf).toBe("c-repair");
+    const history = await c.history("c-repair");
+    const forked = await c.fork("c-repair", history.history[0]!.activityId);
+    expect(forked).toMatchObject({ created: true, copiedEvents: 0 });
+    expect((await c.result(forked.instanceId, { timeoutSeconds: 20 })).status).toBe("completed");
+    await expect(c.fork("c-repair", "no_such:1")).rejects.toMatchObject({ status: 422 });
+    expect(await c.bulkCount({ workflow: "pipeline", search: "c-repair" })).toBe(1);
+    const op = await c.bulk({ workflow: "pipeline", search: "no-such-text" }, "cancel", { requestId: "c-bulk" });
+    expect(op).toMatchObject({ operationId: "bulk-c-bulk", total: 0 });
+    for (let i = 0; i < 100 && (await c.operation(op.operationId))!.status !== "completed"; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await c.operation(op.operationId)).toMatchObject({ status: "completed", done: 0 });
+    expect(await c.operation("bulk-none")).toBeNull();
+    expect((await c.pauseSchedule("daily_report")).pausedAt).not.toBeNull();
+    const triggered = await c.triggerSchedule("daily_report", { requestId: "c-now" });
+    expect(triggered.created).toBe(true);
+    expect((await c.triggerSchedule("daily_report", { requestId: "c-now" })).created).toBe(false);
+    expect((await c.resumeSchedule("daily_report")).pausedAt).toBeNull();
+    expect((await c.schedules()).find((s) => s.workflow === "daily_report")!.pausedAt).toBeNull();
+  });
+
   it("get, list, cancel, publish and sendEvent reach the app", async () => {
     const c = client();
     const run = await c.start("approval", { requestId: "r2", timeoutSeconds: 600 }, { instanceId: "c-cancel" });
