@@ -42,18 +42,24 @@ function nameOf(flight: string): string {
     if (messages.includes("WebSocketUpgrade")) return "WebSocket upgrade";
     return messages.includes("Password") ? "SCRAM message" : "start-up";
   }
-  const statement = /(?:Parse|Query|Bind)\(([^)]*)\)/.exec(flight)?.[1] ?? "";
-  const what = /^SELECT instance_id/i.test(statement)
-    ? "lease + history read"
-    : /^WITH upd AS/i.test(statement)
+  // Several statements in one flight (BEGIN with the first, COMMIT behind the conclusion) are named together.
+  const statements = [...flight.matchAll(/(?:Parse|Query|Bind)\(([^)]*)\)/g)].map((m) => m[1]!).filter((st, i, all) => i === 0 || st !== all[i - 1]);
+  const whatOf = (statement: string) =>
+    // Only the conclusion carries the last-statement marker (runs recorded before pg-messages.ts skipped it show the marker alone).
+    /^\/\* edda:last \*\/$/.test(statement)
       ? "fenced conclusion"
-      : /^begin/i.test(statement)
-        ? "BEGIN"
-        : /^commit/i.test(statement)
-          ? "COMMIT"
-          : /typarray/i.test(statement)
-            ? "array types fetch"
-            : statement || "Bind/Execute of the statement described in the round trip before";
+      : /^SELECT instance_id/i.test(statement)
+      ? "lease + history read"
+      : /^WITH upd AS/i.test(statement)
+        ? "fenced conclusion"
+        : /^begin/i.test(statement)
+          ? "BEGIN"
+          : /^commit/i.test(statement)
+            ? "COMMIT"
+            : /typarray/i.test(statement)
+              ? "array types fetch"
+              : statement;
+  const what = statements.length ? statements.map(whatOf).join(" + ") : "Bind/Execute of the statement described in the round trip before";
   const prefix = messages.includes("Startup") ? "start-up + password + " : "";
   // postgres.js describes a statement it has not prepared on this connection before executing it.
   if (/Describe Flush$/.test(flight)) return `${what}: Parse/Describe only`;
@@ -87,7 +93,7 @@ const readme = `Measured by the ${source}; \`npx tsx scripts/step-costs.ts\` wri
 | Deno Deploy, Node (one pooled client per instance) | connection open | ${pooled.round_trips} | 0 | ${fmtMs(pooled.step_ms)} |
 | Deno Deploy, first step of a new instance (prepared statements) | new connection | ${prepared.round_trips} with trust, ${prepared.round_trips! + setupTrips(scram) - setupTrips(trust)} with SCRAM (+ TLS) | ${setupTrips(prepared)} – ${setupTrips(scram)} | ${fmtMs(prepared.step_ms)} with trust |
 
-A step whose activities are all \`transactional: false\` needs no BEGIN/COMMIT: ${nontx.round_trips} round trips on a fresh postgres.js client (${fmtMs(nontx.step_ms)}).`;
+A step's transaction begins only when its activity uses \`ctx.tx\`, and then BEGIN and COMMIT travel in the flights of its first and last statements: a \`pipeline\` step, whose activity writes nothing, sends its fenced conclusion alone, as a step of \`transactional: false\` activities does (${nontx.round_trips} round trips on a fresh postgres.js client, ${fmtMs(nontx.step_ms)}).`;
 
 const rows = [
   ["postgres.js, trust, client per step (`prepare: false`, the Workers setting)", trust],
@@ -128,6 +134,10 @@ function replaceBlock(file: string, body: string): void {
   writeFileSync(path, text.slice(0, a + start.length) + "\n" + body + "\n" + text.slice(b));
 }
 
+const flightsOf = (x: Variant) => x.flights.map((f, i) => `${i + 1}. ${nameOf(f)}`).join("; ");
+const design = `Round trips of a cold \`pipeline\` step (one transactional activity that writes nothing), from the ${source}; \`npx tsx scripts/step-costs.ts\` writes this paragraph: **${pooled.round_trips}** on a pooled connection (${flightsOf(pooled)}), **${trust.round_trips}** on a client opened for the step with trust (${flightsOf(trust)}), **${scram.round_trips}** with SCRAM. A warm step (the run kept in memory, the lease handed over in-process) is the conclusion's flight alone. An activity that writes through \`ctx.tx\` adds its statements' flights, with BEGIN in the first and COMMIT behind the conclusion (\`test/storage/postgres-js-lazy-tx.test.ts\` counts them: 2 for one write and the conclusion).`;
+
 replaceBlock("README.md", readme);
 replaceBlock("BENCHMARKS.md", benchmarks);
-console.log("wrote the step-costs blocks of README.md and BENCHMARKS.md");
+replaceBlock("docs/design.md", design);
+console.log("wrote the step-costs blocks of README.md, BENCHMARKS.md and docs/design.md");

@@ -50,7 +50,8 @@ export function frontendParser(): FrontendParser {
 }
 
 function firstWords(sql: string): string {
-  return sql.replace(/\s+/g, " ").trim().split(" ").slice(0, 3).join(" ");
+  // A leading comment (the engine's last-statement marker) is not the statement's first words.
+  return sql.replace(/^\s*\/\*.*?\*\//s, "").replace(/\s+/g, " ").trim().split(" ").slice(0, 3).join(" ");
 }
 
 function describe(type: string, body: Buffer, prepared: Map<string, string>): string {

@@ -1,0 +1,93 @@
+/**
+ * `npx tsx bench/lean-report.ts BEFORE.json AFTER.json`
+ *
+ * Writes the "Lean steps" section of BENCHMARKS.md (between its `lean:begin`
+ * / `lean:end` markers) from two `npm run bench -- --quick` results
+ * (bench/results/latest.json of each run), before and after the step's
+ * transaction lost its envelope, and keeps both under docs/benchmarks/.
+ * Nothing in the table is typed by hand.
+ */
+import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+interface Run {
+  [key: string]: unknown;
+  meta: { started_at: string; commit: string | null; machine: { loadavg_start: number[]; loadavg_end: number[] } };
+}
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const [beforePath, afterPath] = process.argv.slice(2);
+if (!beforePath || !afterPath) throw new Error("usage: npx tsx bench/lean-report.ts BEFORE.json AFTER.json");
+const before = JSON.parse(readFileSync(beforePath, "utf8")) as Run;
+const after = JSON.parse(readFileSync(afterPath, "utf8")) as Run;
+
+const num = (r: Run, key: string): number | null => (typeof r[key] === "number" ? (r[key] as number) : null);
+const fmt = (x: number | null) => (x === null ? "—" : x >= 100 ? Math.round(x).toLocaleString("en-US") : x.toFixed(2));
+const ratio = (r: Run, a: string, b: string) => {
+  const x = num(r, a);
+  const y = num(r, b);
+  return x !== null && y ? x / y : null;
+};
+
+const ROWS: [string, string][] = [
+  ["local: steps/s (200 × 10-step `pipeline`, fsync off)", "local_steps_per_s"],
+  ["local, `transactional: false` activities: steps/s", "local_nontx_steps_per_s"],
+  ["statements / commits per step (local)", "statements_per_step"],
+  ["CPU per step: engine process, ms", "node_cpu_ms_per_step"],
+  ["CPU per step: Postgres backends, ms", "pg_cpu_ms_per_step"],
+  ["10 ms RTT: round trips per cold step", "latency_cold_round_trips_per_step"],
+  ["10 ms RTT: cold step, ms", "latency_cold_step_ms"],
+  ["10 ms RTT: round trips per warm step", "latency_warm_round_trips_per_step"],
+  ["10 ms RTT: warm step, ms", "latency_warm_step_ms"],
+  ["10 ms RTT: 100 × 10-step pipelines, steps/s", "latency_local_steps_per_s"],
+  ["10 ms RTT: step p50, ms", "latency_local_step_p50_ms"],
+  ["client per step (Workers), trust: round trips", "latency_fresh_round_trips_per_step"],
+  ["client per step (Workers), SCRAM: round trips", "latency_fresh_scram_round_trips_per_step"],
+  ["durable, loopback: Edda steps/s", "peers_local_steps_per_s"],
+  ["durable, loopback: Absurd steps/s", "peers_absurd_steps_per_s"],
+  ["durable, loopback: DBOS steps/s", "peers_dbos_steps_per_s"],
+  ["durable, 10 ms RTT: Edda steps/s", "peers_rtt_local_steps_per_s"],
+  ["durable, 10 ms RTT: Absurd steps/s", "peers_rtt_absurd_steps_per_s"],
+  ["durable, 10 ms RTT: DBOS steps/s", "peers_rtt_dbos_steps_per_s"],
+  ["durable, 10 ms RTT: Edda round trips per step, all concurrent", "peers_rtt_local_round_trips_per_step"],
+  ["durable, 10 ms RTT: Edda cold / warm step round trips", "peers_rtt_local_cold_round_trips_per_step"],
+  ["durable, 10 ms RTT: Edda step p50, ms", "peers_rtt_local_step_p50_ms"],
+];
+const PAIRS: Record<string, string> = {
+  statements_per_step: "commits_per_step",
+  peers_rtt_local_cold_round_trips_per_step: "peers_rtt_local_warm_round_trips_per_step",
+};
+const RATIOS: [string, string, string][] = [
+  ["durable, loopback: Edda ÷ Absurd", "peers_local_steps_per_s", "peers_absurd_steps_per_s"],
+  ["durable, loopback: Edda ÷ DBOS", "peers_local_steps_per_s", "peers_dbos_steps_per_s"],
+  ["durable, 10 ms RTT: Edda ÷ Absurd", "peers_rtt_local_steps_per_s", "peers_rtt_absurd_steps_per_s"],
+  ["durable, 10 ms RTT: Edda ÷ DBOS", "peers_rtt_local_steps_per_s", "peers_rtt_dbos_steps_per_s"],
+];
+
+const cell = (r: Run, key: string) => (PAIRS[key] ? `${fmt(num(r, key))} / ${fmt(num(r, PAIRS[key]))}` : fmt(num(r, key)));
+const runOf = (r: Run) =>
+  `commit \`${r.meta.commit ?? "?"}\`, ${r.meta.started_at.slice(0, 16).replace("T", " ")} UTC, load ${r.meta.machine.loadavg_start.map((l) => l.toFixed(1)).join("/")} → ${r.meta.machine.loadavg_end.map((l) => l.toFixed(1)).join("/")}`;
+
+const body = `Two quick runs (\`npm run bench -- --quick\`, one pass each) on the shared 2-core machine: before (${runOf(before)}) and after (${runOf(after)}). \`npx tsx bench/lean-report.ts docs/benchmarks/lean-before.json docs/benchmarks/lean-after.json\` writes this table. Round trips are exact counts of the latency proxy; throughput and latency carry the load of the machine, so compare the ratios between peers of one run.
+
+| figure | before | after |
+| --- | ---: | ---: |
+${ROWS.map(([label, key]) => `| ${label} | ${cell(before, key)} | ${cell(after, key)} |`).join("\n")}
+${RATIOS.map(([label, a, b]) => `| ${label} | ${fmt(ratio(before, a, b))}× | ${fmt(ratio(after, a, b))}× |`).join("\n")}`;
+
+const BEGIN = "<!-- lean:begin (bench/lean-report.ts writes this section) -->";
+const END = "<!-- lean:end -->";
+const path = join(root, "BENCHMARKS.md");
+const text = readFileSync(path, "utf8");
+const at = text.indexOf(BEGIN);
+const endAt = text.indexOf(END);
+if (at < 0 || endAt < at) throw new Error(`BENCHMARKS.md has no ${BEGIN} … ${END} section`);
+writeFileSync(path, text.slice(0, at + BEGIN.length) + "\n" + body + "\n" + text.slice(endAt));
+const keep = (from: string, name: string) => {
+  const to = join(root, "docs", "benchmarks", name);
+  if (from !== to) copyFileSync(from, to);
+};
+keep(beforePath, "lean-before.json");
+keep(afterPath, "lean-after.json");
+console.log("wrote the lean-steps table of BENCHMARKS.md");
