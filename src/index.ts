@@ -53,6 +53,8 @@ export { webhook, stripeVerifier, githubVerifier, standardWebhooksVerifier, hmac
 export type { Webhook, WebhookEvent, WebhookOptions, WebhookRequest, WebhookVerifier, HmacVerifierOptions, ToleranceOptions, HmacAlgorithm, HmacScheme, SignatureEncoding } from "./core/webhooks.ts";
 export type { RawDelivery, SignatureCheck } from "./core/webhook-signatures.ts";
 export { createWebhook, type CreateWebhookOptions } from "./engine/webhook-waits.ts";
+export { setTags } from "./engine/tags.ts";
+export { MAX_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE, type Tags } from "./core/tags.ts";
 export { WebhookExpiredError, type WaitWebhook, type WebhookDelivery } from "./core/webhook-waits.ts";
 
 export { createEdda } from "./edda.ts";

@@ -32,6 +32,8 @@ export const orderSaga = workflow(
       amount: z.number().positive().describe("Amount to charge"),
       failAt: z.enum(["payment", "shipping"]).optional().describe("Make this step fail, to see the compensations run"),
     }),
+    // Found by its order: GET /instances?tag=orderId:o1
+    tags: (input) => ({ orderId: input.orderId }),
   },
   async (ctx, { orderId, amount, failAt }) => {
     await reserveInventory(ctx, orderId);

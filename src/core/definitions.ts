@@ -61,6 +61,13 @@ export interface WorkflowOptions<S extends z.ZodType | undefined> extends FlowCo
    * missed }`), with input `{ scheduledAt }` (core/schedule.ts).
    */
   schedule?: ScheduleOption;
+  /**
+   * Tags (search attributes) of each instance, from its input, stored with it
+   * at the start: `GET /instances?tag=orderId:o-1`. Bounded (core/tags.ts);
+   * a function that throws or returns bad tags refuses the start (ValidationError).
+   * `setTags(ctx, …)` adds or changes tags later from workflow code.
+   */
+  tags?: (input: S extends z.ZodType ? z.output<S> : any) => Record<string, string>;
   // concurrency, rateLimit, debounce, singleton: core/flow-control.ts.
 }
 

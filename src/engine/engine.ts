@@ -270,6 +270,7 @@ export class Engine implements StepRunner, EngineParts {
       ...toView(inst, this.errorView),
       children: await this.storage.listChildren(instanceId, 100),
       webhooks: (await this.storage.listWaitWebhooks(instanceId, 100)).map(waitWebhookView),
+      tags: await this.storage.getInstanceTags(instanceId),
     };
     if (opts.history) {
       const page = await this.historyPage(instanceId, { limit: HISTORY_PAGE_MAX });

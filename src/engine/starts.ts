@@ -10,6 +10,7 @@ import type { Workflow } from "../core/definitions.ts";
 import { ConflictError, ValidationError } from "../core/errors.ts";
 import type { InstanceStatus } from "../core/model.ts";
 import { toStoredJson } from "../core/serialization.ts";
+import { checkTags, type Tags } from "../core/tags.ts";
 import type { Storage } from "../storage/types.ts";
 import type { Uses } from "./deps.ts";
 import type { DispatchScope } from "./dispatcher.ts";
@@ -76,6 +77,7 @@ export async function createValidated(
     throw new ValidationError(`priority must be an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`, [{ path: ["priority"], message: "invalid priority" }]);
   }
   const keys = flowKeys(wf, value); // before anything is stored: a bad key is a ValidationError
+  const tags = startTags(wf, value); // likewise
   const sourceHash = await deps.definitions.hash(wf);
   const instanceId = opts.instanceId ?? crypto.randomUUID();
   const traceContext = deps.tracing?.started(wf.workflowName, instanceId, opts.traceparent) ?? null;
@@ -90,6 +92,7 @@ export async function createValidated(
       inputData,
       lockTimeoutSeconds: wf.options.lockTimeoutSeconds ?? null,
       timeoutSeconds: wf.options.timeoutSeconds ?? null,
+      tags,
       ...link,
       ...flow,
       ...(opts.priority ? { priority: opts.priority } : {}),
@@ -101,6 +104,19 @@ export async function createValidated(
   // The id is another workflow's: a conflict, never that other instance passed off as this start's.
   if (!created && instance.workflowName !== wf.workflowName) throw new ConflictError(`instance "${instanceId}" already exists and belongs to workflow "${instance.workflowName}", not "${wf.workflowName}"`);
   return { instanceId: instance.instanceId, status: instance.status, created, traceContext };
+}
+
+/** The workflow's `tags` of this input, checked (core/tags.ts); a function that throws refuses the start. */
+function startTags(wf: Workflow, value: unknown): Tags | null {
+  const fn = wf.options.tags;
+  if (!fn) return null;
+  let tags: unknown;
+  try {
+    tags = fn(value as never);
+  } catch (err) {
+    throw new ValidationError(`the tags of workflow "${wf.workflowName}" could not be computed from this input: ${err instanceof Error ? err.message : String(err)}`.slice(0, 500), [{ path: ["tags"], message: "the tags function threw" }]);
+  }
+  return checkTags(tags, `the tags of workflow "${wf.workflowName}"`);
 }
 
 /** After the creating commit: hook + first step. */

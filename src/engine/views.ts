@@ -88,6 +88,8 @@ export interface InstanceDetail extends InstanceView {
   children: ChildSummary[];
   /** Its per-wait webhook URLs (`createWebhook`), oldest first (at most 100): state only, never the URL (its token is not stored). */
   webhooks: WaitWebhookView[];
+  /** Its tags (search attributes: the workflow's `tags` option and `setTags`), by key. */
+  tags: Record<string, string>;
   /** With `history`: the first page (at most HISTORY_PAGE_MAX entries). */
   history?: HistoryEntry[];
   /** More history: pass to `historyPage(id, { after })` (`GET /instances/:id/history?after=`). */

@@ -12,6 +12,7 @@ import type { DispatchScope, StepRequest } from "../engine/dispatcher.ts";
 import { TRACEPARENT_PATTERN } from "../engine/tracing.ts";
 import { PRIORITY_MAX, PRIORITY_MIN } from "../engine/starts.ts";
 import { INSTANCE_STATUSES, type InstanceStatus } from "../core/model.ts";
+import { MAX_TAGS, parseTagFilters } from "../core/tags.ts";
 import { logError } from "../core/log.ts";
 import { ValidationError } from "../core/errors.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
@@ -103,6 +104,7 @@ const listQuery = z.object({
   include: z.enum(["payloads"]).optional().describe("payloads: also return each instance's input and output (left out by default)"),
   started_after: z.iso.datetime({ offset: true }).optional(),
   started_before: z.iso.datetime({ offset: true }).optional(),
+  tag: z.string().max(400).optional().describe(`key:value — instances with this tag; repeat the parameter for several (all must match, at most ${MAX_TAGS})`),
 });
 
 const stepRequest = z.object({
@@ -112,6 +114,12 @@ const stepRequest = z.object({
 });
 const hop = z.number().int().min(0).max(1000).optional();
 const stepBody = z.union([stepRequest.extend({ hop }), z.object({ steps: z.array(stepRequest).min(1).max(500), hop })]);
+
+/** The repeated `tag=key:value` parameters (the validated query keeps only one of them). */
+const tagFilter = (c: Context) => {
+  const texts = c.req.queries("tag") ?? [];
+  return texts.length ? { tags: parseTagFilters(texts) } : {};
+};
 
 export function createApp(opts: AppOptions): Hono {
   const app = new Hono();
@@ -301,6 +309,7 @@ export function createApp(opts: AppOptions): Hono {
         ...(q.cursor ? { cursor: q.cursor } : {}),
         ...(q.started_after ? { startedAfter: new Date(q.started_after) } : {}),
         ...(q.started_before ? { startedBefore: new Date(q.started_before) } : {}),
+        ...tagFilter(c),
       });
       if (q.include === "payloads") return c.json(page);
       return c.json({ ...page, instances: page.instances.map(({ input: _input, output: _output, ...summary }) => summary) });

@@ -81,6 +81,7 @@ export const instanceView = z.object({
     )
     .optional()
     .describe("GET /instances/{id} only: its per-wait webhook URLs (createWebhook), oldest first (at most 100); never the URL, whose token is not stored"),
+  tags: z.record(z.string(), z.string()).optional().describe("GET /instances/{id} only: its tags (search attributes), by key"),
   history: z.array(historyEntry).optional().describe("with ?history=1: the first page (at most 500 entries)"),
   historyNextCursor: z.string().nullable().optional().describe("with ?history=1: pass as `after` to GET /instances/{id}/history for the rest"),
 });

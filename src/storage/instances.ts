@@ -43,6 +43,8 @@ export interface NewInstance {
   origin?: { instanceId: string; kind: "rerun" | "fork"; activityId: string | null } | null;
   /** Queued admission order within a flow-control key (default 0; higher first). */
   priority?: number;
+  /** Tags (checked, core/tags.ts), written in the same statement when the instance is created. */
+  tags?: Record<string, string> | null;
 }
 
 export interface ListInstancesQuery extends InstanceFilter {
@@ -92,6 +94,10 @@ export function instanceFilter(query: InstanceFilter): SQL[] {
   if (query.startedBefore) where.push(sql`started_at < ${tsParam(query.startedBefore)}`);
   // strpos, not LIKE: the search text is matched literally (no wildcards to escape).
   if (query.search) where.push(sql`(strpos(instance_id, ${query.search}::text) > 0 OR strpos(input_data, ${query.search}::text) > 0)`);
+  // One index probe per tag (idx_instance_tags_key_value); every one must match.
+  for (const [key, value] of query.tags ?? []) {
+    where.push(sql`EXISTS (SELECT 1 FROM workflow_instance_tags tg WHERE tg.instance_id = workflow_instances.instance_id AND tg.key = ${key}::text AND tg.value = ${value}::text)`);
+  }
   return where;
 }
 
@@ -127,7 +133,11 @@ export function instancesArea(ex: Executor): InstancesArea {
                   ${input.priority ?? 0}::int)
           ON CONFLICT (instance_id) DO NOTHING
           RETURNING ${INSTANCE_COLUMNS}
-        )
+        )${
+          input.tags && Object.keys(input.tags).length
+            ? sql`, tg AS (INSERT INTO workflow_instance_tags (instance_id, key, value) SELECT ins.instance_id, t.key, t.value FROM ins, json_each_text(${JSON.stringify(input.tags)}::json) t)`
+            : sql``
+        }
         SELECT ${INSTANCE_COLUMNS}, true AS created FROM ins
         UNION ALL
         SELECT ${INSTANCE_COLUMNS}, false AS created FROM workflow_instances

@@ -222,5 +222,14 @@ export const MIGRATIONS: BundledMigration[] = [
       "ALTER TABLE \"workflow_schedules\" ADD COLUMN \"paused_at\" timestamp with time zone;",
       "CREATE INDEX \"idx_bulk_operations_status\" ON \"bulk_operations\" USING btree (\"status\");"
     ]
+  },
+  {
+    "version": 16,
+    "tag": "0015_majestic_micromax",
+    "statements": [
+      "CREATE TABLE \"workflow_instance_tags\" (\n\t\"instance_id\" varchar(255) NOT NULL,\n\t\"key\" varchar(64) NOT NULL,\n\t\"value\" varchar(256) NOT NULL,\n\tCONSTRAINT \"workflow_instance_tags_instance_id_key_pk\" PRIMARY KEY(\"instance_id\",\"key\")\n);",
+      "ALTER TABLE \"workflow_instance_tags\" ADD CONSTRAINT \"workflow_instance_tags_instance_id_workflow_instances_instance_id_fk\" FOREIGN KEY (\"instance_id\") REFERENCES \"public\".\"workflow_instances\"(\"instance_id\") ON DELETE cascade ON UPDATE no action;",
+      "CREATE INDEX \"idx_instance_tags_key_value\" ON \"workflow_instance_tags\" USING btree (\"key\",\"value\",\"instance_id\");"
+    ]
   }
 ];

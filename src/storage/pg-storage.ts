@@ -21,6 +21,7 @@ import { failuresArea } from "./failures.ts";
 import { flowControlArea } from "./flow-control.ts";
 import { gaugesArea } from "./gauges.ts";
 import { receivedEventsArea } from "./received-events.ts";
+import { tagsArea } from "./tags.ts";
 import { groupsArea } from "./groups.ts";
 import { historyArea } from "./history.ts";
 import { inspectArea } from "./inspect.ts";
@@ -71,6 +72,7 @@ const AREAS = [
   inspectArea,
   gaugesArea,
   receivedEventsArea,
+  tagsArea,
   failuresArea,
   locksArea,
   sessionsArea,

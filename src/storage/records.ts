@@ -79,6 +79,8 @@ export interface InstanceFilter {
   startedBefore?: Date;
   /** Literal text contained in the instance id or the input JSON (case-sensitive). */
   search?: string;
+  /** Tags the instance has, each `[key, value]` (all of them: AND). */
+  tags?: readonly (readonly [string, string])[];
 }
 
 /** Who holds a lease: a worker id plus the fencing token of that acquisition. */

@@ -292,6 +292,17 @@ export const workflowGroupMemberships = pgTable(
   ],
 );
 
+/** Tags (search attributes, core/tags.ts): one row per key of an instance; found by (key, value). */
+export const workflowInstanceTags = pgTable(
+  "workflow_instance_tags",
+  {
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    key: varchar("key", { length: 64 }).notNull(),
+    value: varchar("value", { length: 256 }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.instanceId, t.key] }), instanceFk(t.instanceId), index("idx_instance_tags_key_value").on(t.key, t.value, t.instanceId)],
+);
+
 export const channelMessages = pgTable(
   "channel_messages",
   {

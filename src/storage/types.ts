@@ -32,6 +32,7 @@ import type { StreamsArea } from "./streams.ts";
 import type { WebhookWaitsArea } from "./webhook-waits.ts";
 import type { ReceivedEventsArea } from "./received-events.ts";
 import type { RepairsArea } from "./repairs.ts";
+import type { TagsArea } from "./tags.ts";
 
 export * from "./records.ts";
 export type { InstanceEnd, InstancePage, ListInstancesQuery, NewInstance } from "./instances.ts";
@@ -48,7 +49,7 @@ export type { GaugeSample } from "./gauges.ts";
 export type { NewStreamItem, StreamAppend, StreamAppendResult, StreamItem, StreamItemKind, StreamRead } from "./streams.ts";
 export type { WaitWebhookRecord, WaitWebhookStatus, WebhookFire } from "./webhook-waits.ts";
 export type { ReceivedEvent } from "./received-events.ts";
-export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea, WebhookWaitsArea, ReceivedEventsArea, RepairsArea };
+export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea, WebhookWaitsArea, ReceivedEventsArea, RepairsArea, TagsArea };
 export type { BulkAction, BulkFilter, BulkOperationRecord, BulkProgress } from "./repairs.ts";
 
 /** What every Storage has besides its areas: its executor, transactions, LISTEN. */
@@ -82,6 +83,7 @@ export type Storage = StorageCore &
   InspectArea &
   GaugesArea &
   ReceivedEventsArea &
+  TagsArea &
   FailuresArea &
   LocksArea &
   SessionsArea &

@@ -309,6 +309,7 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "GET /instances": ({ n0, n1, n2, n3 }) => [
     req("list", `/instances?status=${seg(n1)}&workflow=${seg(n2)}&cursor=${seg(n3)}&limit=${seg(n0)}`),
     req("list payloads", `/instances?include=${seg(n0)}&started_after=${seg(n1)}&started_before=${seg(n2)}`),
+    req("list tags", `/instances?tag=${seg(n3)}&tag=${seg(n0)}:${seg(n1)}&tag=k:${seg(n2)}`),
   ],
   "GET /instances/{id}/history": ({ r, n0, n1, n2, n3 }) => [
     req("history", `/instances/${seg(n1)}/history?after=${seg(n2)}&limit=${seg(n3)}&format=${seg(n0)}`),
