@@ -36,6 +36,7 @@ export const listener = workflow("listener", async (ctx) => {
   return (await receive<string>(ctx, "news")).data;
 });
 export const napper = workflow("napper", async (ctx) => { await sleep(ctx, 3600); return "woke"; });
+export const yearly = workflow("yearly", { schedule: "0 0 1 1 *" }, async () => "new year");
 `;
 
 let dir: string;
@@ -141,6 +142,39 @@ describe("remote commands", () => {
     const again = await cli(["instances", "cancel", id], remote);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain("409");
+  });
+
+  it("instances rerun|fork|bulk and schedules pause|resume|trigger drive the repair routes; refusals exit 1", { timeout: 180_000 }, async () => {
+    const id = await start("hello", '{"name":"ada"}');
+    const done = await waitFor(id, "completed");
+    const rerun = await cli(["instances", "rerun", id, "--input", '{"name":"bob"}', "--request-id", "cli-r1", "--json"], remote);
+    expect(rerun.code, rerun.stderr).toBe(0);
+    const rerunId = (JSON.parse(rerun.stdout) as { instanceId: string }).instanceId;
+    expect((await waitFor(rerunId, "completed")).rerunOf).toBe(id);
+    const first = ((done.history ?? (JSON.parse((await cli(["instances", "show", id, "--history", "--json"], remote)).stdout) as { history: { activityId: string }[] }).history) as { activityId: string }[])[0]!;
+    const fork = await cli(["instances", "fork", id, first.activityId], remote);
+    expect(fork.code, fork.stderr).toBe(0);
+    expect(fork.stdout).toContain(`fork of ${id} from ${first.activityId}`);
+    const napper = await start("napper");
+    await waitFor(napper, "waiting_for_timer");
+    const dry = await cli(["instances", "bulk", "cancel", "--workflow", "napper", "--status", "waiting_for_timer", "--dry-run", "--json"], remote);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true });
+    const bulk = await cli(["instances", "bulk", "cancel", "--workflow", "napper", "--status", "waiting_for_timer", "--request-id", "cli-b1"], remote);
+    expect(bulk.code, bulk.stderr).toBe(0);
+    expect(bulk.stdout).toContain("operation bulk-cli-b1: cancel");
+    await waitFor(napper, "cancelled");
+    expect((await cli(["instances", "bulk", "delete"], remote)).code).toBe(2);
+    const paused = await cli(["schedules", "pause", "yearly"], remote);
+    expect(paused.code, paused.stderr).toBe(0);
+    expect(paused.stdout).toContain("yearly paused since");
+    expect((await cli(["schedules", "list"], remote)).stdout).toContain("yearly  0 0 1 1 *  paused since");
+    const trigger = await cli(["schedules", "trigger", "yearly", "--request-id", "cli-t1", "--json"], remote);
+    expect(trigger.code, trigger.stderr).toBe(0);
+    await waitFor((JSON.parse(trigger.stdout) as { instanceId: string }).instanceId, "completed");
+    expect((await cli(["schedules", "resume", "yearly"], remote)).stdout).toContain("yearly ticking, next");
+    const unknown = await cli(["schedules", "pause", "nope"], remote);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("404");
   });
 
   it("the token comes from --token or EDDA_API_TOKEN; a wrong one exits 1 and changes nothing", { timeout: 180_000 }, async () => {

@@ -10,6 +10,7 @@
  */
 import { INSTANCE_STATUSES } from "../../core/model.ts";
 import { jsonArgument, parseCommand, UsageError, type Io } from "./args.ts";
+import { INSTANCES_REPAIR_USAGE, REPAIR_FLAGS, repairInstances, SCHEDULES_USAGE, schedulesCommand } from "./repairs.ts";
 
 /** Where `npm start` and `edda-edge dev` listen by default. */
 export const DEFAULT_APP_URL = "http://127.0.0.1:8787";
@@ -22,6 +23,7 @@ const INSTANCES_USAGE = `usage: edda-edge instances list [--workflow <name>] [--
   --status: ${INSTANCE_STATUSES.join(", ")} (comma-separated); --limit: 1-100
        edda-edge instances show <instanceId> [--history]
        edda-edge instances cancel <instanceId>
+${INSTANCES_REPAIR_USAGE}
 ${CONNECTION}`;
 
 export const REMOTE_USAGES: Record<string, string> = {
@@ -30,6 +32,8 @@ export const REMOTE_USAGES: Record<string, string> = {
   such as ada is the string "ada"; anything else that is not JSON is refused. With --id, starting again is a no-op.
 ${CONNECTION}`,
   instances: INSTANCES_USAGE,
+  schedules: `${SCHEDULES_USAGE}
+${CONNECTION}`,
   send: `usage: edda-edge send <instanceId> <channel> [data JSON] [--metadata <JSON object>]
   Sends a point-to-point message to one instance.
 ${CONNECTION}`,
@@ -148,10 +152,12 @@ export async function remoteCommand(command: string, argv: string[], env: Record
   const usage = REMOTE_USAGES[command]!;
   const extra =
     command === "instances"
-      ? { workflow: { type: "string" }, status: { type: "string" }, limit: { type: "string" }, cursor: { type: "string" }, history: { type: "boolean" } }
-      : command === "start"
-        ? { id: { type: "string" } }
-        : { metadata: { type: "string" } };
+      ? { workflow: { type: "string" }, status: { type: "string" }, limit: { type: "string" }, cursor: { type: "string" }, history: { type: "boolean" }, ...REPAIR_FLAGS }
+      : command === "schedules"
+        ? { "request-id": { type: "string" } }
+        : command === "start"
+          ? { id: { type: "string" } }
+          : { metadata: { type: "string" } };
   const { values, positionals, help } = parseCommand(argv, { ...SHARED, ...extra } as never, usage, io);
   if (help) return 0;
   if (command === "instances") checkListFlags(values, usage);
@@ -182,8 +188,10 @@ export async function remoteCommand(command: string, argv: string[], env: Record
         print(r, `published message ${String(r.messageId)} on "${channel}"`);
         return 0;
       }
+      case "schedules":
+        return await schedulesCommand(api, positionals, values, print);
       default:
-        return await instances(api, values, positionals, usage, print);
+        return (await repairInstances(api, positionals[0], positionals, values, usage, print, (text, what) => jsonArg(text, what, usage))) ?? (await instances(api, values, positionals, usage, print));
     }
   } catch (err) {
     if (err instanceof RemoteError) {
@@ -221,5 +229,5 @@ async function instances(api: Remote, values: Record<string, unknown>, positiona
     print(r, JSON.stringify(r, null, 2));
     return 0;
   }
-  throw new UsageError(action ? `unknown action "${action}"` : "missing the action (list, show or cancel)", usage);
+  throw new UsageError(action ? `unknown action "${action}"` : "missing the action (list, show, cancel, rerun, fork or bulk)", usage);
 }
