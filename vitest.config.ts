@@ -7,7 +7,8 @@
 //   engine   the engine, channels, HTTP API, viewer, MCP and client in-process,
 //            on real Postgres or PGlite (every test file not listed elsewhere).
 //   runtime  real processes and other runtimes: wrangler (workerd), Deno,
-//            Chromium, the packed package, the CLI, the chaos run.
+//            Chromium, the packed package, the CLI, the chaos run, the test
+//            kit under node --test and deno test.
 // storage, engine and runtime get one Postgres server + Neon proxy per run,
 // started by test/global-setup.ts. `npm test` runs the tiers in this order and
 // stops at the first that fails; `npm run test:<tier>` runs one.
@@ -27,6 +28,7 @@ export const TIERS = {
     "test/dispatch/limits.test.ts",
     "test/cli/commands.test.ts",
     "test/cli/defaults.test.ts",
+    "test/testing/runtimes.test.ts",
   ],
 };
 

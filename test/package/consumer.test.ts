@@ -94,6 +94,16 @@ describe("the packed package in an empty project", () => {
     expect(top.sort()).toEqual(["README.md", "bin", "dist", "package.json"]);
   });
 
+  it("a user's test file with edda-edge/testing (the README's) passes under node --test", { timeout: 300_000 }, async () => {
+    const kit = readRecipes(ROOT, "## Testing workflows");
+    expect(Object.keys(kit.files)).toEqual(["approval.test.mjs"]);
+    for (const [file, body] of Object.entries(kit.files)) await writeFile(join(app, file), body);
+    const command = kit.commands.find((c) => c.startsWith("node --test "))!;
+    const r = await run("node", command.split(/\s+/).slice(1));
+    expect(r.stdout).toMatch(/^# pass 2$/m);
+    expect(r.stdout).toMatch(/^# fail 0$/m);
+  });
+
   it("node server.mjs (the README recipe) runs a workflow on embedded PGlite", { timeout: 300_000 }, async () => {
     const server = await serve("node", ["server.mjs"], { DATABASE_URL: "" });
     expect(await helloRoundTrip(server.url)).toBe("Hello, Ada!");

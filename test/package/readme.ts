@@ -11,10 +11,10 @@ export interface Recipes {
   commands: string[];
 }
 
-export function readRecipes(root: string): Recipes {
+export function readRecipes(root: string, heading = "## Install in your project"): Recipes {
   const readme = readFileSync(join(root, "README.md"), "utf8");
-  const start = readme.indexOf("## Install in your project");
-  if (start < 0) throw new Error('README.md has no "## Install in your project" section');
+  const start = readme.indexOf(heading);
+  if (start < 0) throw new Error(`README.md has no "${heading}" section`);
   const end = readme.indexOf("\n## ", start + 1);
   const section = readme.slice(start, end < 0 ? undefined : end);
   const files: Record<string, string> = {};
