@@ -13,11 +13,12 @@
  * markers). A response ends without `end` when its time bound passes (bounded
  * on Workers): EventSource reconnects with Last-Event-ID by itself.
  */
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import * as z from "zod";
 import { InvalidArgumentError } from "../core/errors.ts";
 import { toBase64 } from "../core/serialization.ts";
+import type { Engine } from "../engine/engine.ts";
 import type { StreamEvent } from "../engine/stream-reader.ts";
 import type { StreamItem } from "../engine/records.ts";
 import { documented } from "./openapi.ts";
@@ -31,6 +32,32 @@ export function itemData(item: StreamItem): string {
   const head = `{"seq":${item.seq},"kind":"${item.kind}","source":${JSON.stringify(item.source)},"attempt":${item.attempt},"topic":${JSON.stringify(item.topic)}`;
   if (item.data.type === "binary") return `${head},"encoding":"base64","data":"${toBase64(item.data.bytes)}"}`;
   return `${head},"data":${item.data.json}}`;
+}
+
+/** The SSE response of an instance's stream (the API route and the viewer's share it); 404 when unknown. */
+export async function streamResponse(c: Context, e: Engine, instanceId: string, after: number, topics?: string[]): Promise<Response> {
+  const abort = new AbortController();
+  const events = await e.openStream(instanceId, { after, ...(topics?.length ? { topics } : {}), signal: abort.signal });
+  if (!events) return instanceNotFound(c, instanceId);
+  c.header("cache-control", "no-cache");
+  c.header("x-accel-buffering", "no");
+  return streamSSE(c, async (sse) => {
+    sse.onAbort(() => abort.abort());
+    for await (const ev of events as AsyncGenerator<StreamEvent>) {
+      if (ev.type === "heartbeat") await sse.write(": heartbeat\n\n");
+      else if (ev.type === "end") await sse.writeSSE({ event: "end", data: JSON.stringify({ status: ev.status, lastSeq: ev.lastSeq }) });
+      else await sse.writeSSE({ event: ev.item.kind, id: String(ev.item.seq), data: itemData(ev.item) });
+    }
+  });
+}
+
+/** `Last-Event-ID` as a sequence number (0 when absent); a malformed one is a 400. */
+export function lastEventId(c: Context): number | null {
+  const raw = c.req.header("last-event-id");
+  if (raw === undefined || raw === "") return null;
+  const r = seqText.safeParse(raw.trim());
+  if (!r.success) throw new InvalidArgumentError("Last-Event-ID must be a sequence number", r.error.issues);
+  return Number(r.data);
 }
 
 export function streamRoutes(api: Hono, h: RouteHelpers): void {
@@ -56,26 +83,10 @@ export function streamRoutes(api: Hono, h: RouteHelpers): void {
     }),
     async (c) => {
       const { params, query } = c.var.valid;
-      const lastEventId = c.req.header("last-event-id");
-      const resume = lastEventId !== undefined && lastEventId !== "" ? seqText.safeParse(lastEventId.trim()) : null;
-      if (resume && !resume.success) throw new InvalidArgumentError("Last-Event-ID must be a sequence number", resume.error.issues);
-      const after = Number(resume?.data ?? query.after ?? 0);
+      const after = lastEventId(c) ?? Number(query.after ?? 0);
       const topics = query.topic?.split(",").map((t) => t.trim()).filter((t) => t.length > 0);
       for (const t of topics ?? []) if (t.length > 255 || t.includes("\u0000")) throw new InvalidArgumentError("a topic is 1–255 characters without NUL", [{ path: ["topic"], message: "invalid topic" }]);
-      const e = await h.engine(c);
-      const abort = new AbortController();
-      const events = await e.openStream(params.id, { after, ...(topics?.length ? { topics } : {}), signal: abort.signal });
-      if (!events) return instanceNotFound(c, params.id);
-      c.header("cache-control", "no-cache");
-      c.header("x-accel-buffering", "no");
-      return streamSSE(c, async (sse) => {
-        sse.onAbort(() => abort.abort());
-        for await (const ev of events as AsyncGenerator<StreamEvent>) {
-          if (ev.type === "heartbeat") await sse.write(": heartbeat\n\n");
-          else if (ev.type === "end") await sse.writeSSE({ event: "end", data: JSON.stringify({ status: ev.status, lastSeq: ev.lastSeq }) });
-          else await sse.writeSSE({ event: ev.item.kind, id: String(ev.item.seq), data: itemData(ev.item) });
-        }
-      });
+      return streamResponse(c, await h.engine(c), params.id, after, topics);
     },
   );
 }

@@ -144,3 +144,14 @@ it("the client's run.stream(): every item once in order across connections the n
     for await (const _ of client.stream("no-such-instance")) void _;
   }).rejects.toMatchObject({ name: "EddaApiError", status: 404 });
 });
+
+it("the viewer's instance page carries the live stream, and its session route serves the same events", async () => {
+  const { instanceId } = await t.edda.start("ticking", 2);
+  await t.waitFor(instanceId);
+  const page = await (await t.edda.app.request(`http://localhost/ui/instances/${instanceId}`)).text();
+  expect(page).toContain(`data-stream="/ui/instances/${instanceId}/stream"`);
+  expect(page).toContain("new EventSource(box.dataset.stream)");
+  const evs = await readSse((await t.edda.app.request(`http://localhost/ui/instances/${instanceId}/stream`)).body!);
+  expect(payloads(evs)).toEqual(["start", { i: 0 }, { i: 1 }, "done"]);
+  expect((await t.edda.app.request("http://localhost/ui/instances/no-such-instance/stream")).status).toBe(404);
+});

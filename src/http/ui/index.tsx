@@ -27,6 +27,7 @@ import { filterOf, ListPage, readListParams } from "./list.tsx";
 import { OutboxPage } from "./outbox.tsx";
 import { EVENTS_PAGE, EventsPage, eventsCursor, parseEventsCursor } from "./events.tsx";
 import { historyExport } from "../history-export.ts";
+import { lastEventId, streamResponse } from "../stream.ts";
 import { SchedulesPage } from "./schedules.tsx";
 import { authRequired, endSession, hasSession, matchToken, sameOriginOnly, securityHeaders, startSession, type SessionKeys, type SessionStore, type ViewerEnv } from "./session.ts";
 
@@ -234,6 +235,8 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   const instanceUrl = (id: string, notice: string) => `/ui/instances/${encodeURIComponent(id)}?notice=${notice}`;
 
   ui.get("/instances/:id", (c) => instancePage(c, c.req.param("id")));
+  // The instance's live stream for the page's EventSource (the API's route wants a bearer token; this one the session).
+  ui.get("/instances/:id/stream", async (c) => streamResponse(c, await opts.engine(c), c.req.param("id"), lastEventId(c) ?? 0));
   // All of a stored value, as the JSON it is stored as (the page shows a bounded part of it).
   ui.get("/instances/:id/raw/:part{input|output|error|cancellation}", async (c) => {
     const inst = await (await opts.engine(c)).instanceRecord(c.req.param("id"));

@@ -380,6 +380,13 @@ export function InstancePage(p: InstancePageProps) {
         ) : null}
       </div>
 
+      <section class="card" id="stream" data-stream={`/ui/instances/${iid(view.instanceId)}/stream`} hidden>
+        <h2>
+          Stream <span class="small muted" data-stream-state>connecting</span>
+        </h2>
+        <pre class="mono" />
+      </section>
+
       <h2>
         Timeline{" "}
         <a class="small" href={`/ui/instances/${iid(view.instanceId)}/history.json`} download={`${view.instanceId}-history.json`} data-action="download-history">

@@ -84,6 +84,22 @@ export function refreshDelayMs(bytes: number, elapsedMs: number): number {
 }
 
 /** Re-fetch the page, swap `data-live` regions, stop when `data-final` appears; the next fetch waits refreshDelayMs. */
+/**
+ * The instance page's live stream: an EventSource on the viewer's own SSE
+ * route (the session cookie goes with it), each item one line, at most
+ * STREAM_LINES kept; it stops at the end event. Outside the `data-live`
+ * regions, so a page refresh never cuts it.
+ */
+export const STREAM_LINES = 500;
+const STREAM_JS = `(()=>{const box=document.querySelector("[data-stream]");if(!box||!window.EventSource)return;
+const log=box.querySelector("pre");const state=box.querySelector("[data-stream-state]");const es=new EventSource(box.dataset.stream);
+const add=(t)=>{log.append(t+"\\n");while(log.childNodes.length>${STREAM_LINES})log.firstChild.remove();box.hidden=false;};
+const item=(e)=>{try{const d=JSON.parse(e.data);const v=d.encoding==="base64"?"<"+d.data.length+" base64 chars>":typeof d.data==="string"?d.data:JSON.stringify(d.data);
+add("#"+d.seq+" "+e.type+(d.topic?" ["+d.topic+"]":"")+(e.type==="retry"?" attempt "+d.attempt+" of "+d.source:"")+": "+String(v).slice(0,300));}catch{}};
+for(const k of ["chunk","emit","retry"])es.addEventListener(k,item);
+es.addEventListener("end",(e)=>{es.close();try{state.textContent="ended: "+JSON.parse(e.data).status;}catch{}});
+es.onopen=()=>{state.textContent="live";};})();`;
+
 const LIVE_JS = `(()=>{const box=document.getElementById("live");if(!box)return;const key="edda-live";
 const delayOf=${refreshDelayMs.toString()};
 box.checked=localStorage.getItem(key)!=="off";let wait=delayOf(document.documentElement.outerHTML.length,0);
@@ -165,7 +181,7 @@ export function Page(p: PageProps) {
             </div>
           </header>
           <main>{p.children}</main>
-          {p.fragment || p.bare ? null : <script nonce={p.nonce} dangerouslySetInnerHTML={{ __html: LIVE_JS }} />}
+          {p.fragment || p.bare ? null : <script nonce={p.nonce} dangerouslySetInnerHTML={{ __html: LIVE_JS + STREAM_JS }} />}
         </body>
       </html>
     </>
