@@ -60,7 +60,7 @@ export { WebhookExpiredError, type WaitWebhook, type WebhookDelivery } from "./c
 export { createEdda } from "./edda.ts";
 export type { Edda, EddaOptions, DispatcherOption, ExecutionContextLike, StartResult, InstancePage } from "./edda.ts";
 export type { RetentionOptions, StartOptions } from "./engine/engine.ts";
-export type { FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError } from "./engine/views.ts";
+export type { FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError, WaitWebhookView } from "./engine/views.ts";
 export type { RowFailure } from "./engine/poison.ts";
 export type { EngineHooks, WorkflowInfo, ActivityInfo } from "./engine/hooks.ts";
 export type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./engine/dispatcher.ts";
@@ -69,7 +69,7 @@ export type { TracingApi, OtelContext, OtelSpan, OtelSpanContext, OtelTracer } f
 export type { MetricAttributes, MetricsApi, OtelMeter } from "./engine/metrics.ts";
 export type { OutboxOptions, RelayReport } from "./engine/outbox.ts";
 export type { SweepOptions, SweepReport, SweepTask, SweepFailure } from "./engine/sweeper.ts";
-export type { ChildSummary, FailureTask, InstanceFilter, InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
+export type { ChildSummary, FailureTask, InstanceFilter, InstanceStatus, ListInstancesQuery, WaitWebhookStatus } from "./storage/types.ts";
 export { INSTANCE_STATUSES } from "./core/model.ts";
 export type { ChannelMode } from "./core/model.ts";
 export type { ApiSurface } from "./http/routes.ts";
