@@ -15,7 +15,7 @@ export function inspectCases(ctx: ContractContext): void {
       expect((await ctx.storage.cancelInstance(b.instanceId, "test"))!.ok).toBe(true);
 
       const counts = await ctx.storage.countInstancesByStatus({ search: token });
-      expect(counts).toEqual({ running: 2, waiting_for_timer: 0, waiting_for_message: 0, waiting_for_child: 0, compensating: 0, completed: 0, failed: 0, cancelled: 1, parked: 0, quarantined: 0, queued: 0 });
+      expect(counts).toEqual({ running: 2, waiting_for_timer: 0, waiting_for_message: 0, waiting_for_child: 0, waiting_for_webhook: 0, compensating: 0, completed: 0, failed: 0, cancelled: 1, parked: 0, quarantined: 0, queued: 0 });
       const page = await ctx.storage.listInstances({ search: token });
       expect(page.instances.map((i) => i.instanceId).sort()).toEqual([a.instanceId, b.instanceId, c.instanceId].sort());
       expect((await ctx.storage.listInstances({ search: token, status: "cancelled" })).instances.map((i) => i.instanceId)).toEqual([b.instanceId]);
