@@ -6,10 +6,13 @@
  * (one per line), so a captured request cannot be replayed against another
  * route (a step request against /_edda/sweep), with another query or with
  * another body; verification is constant-time and rejects timestamps outside
- * the window (±60 s). The host is not covered: platforms reach their own
- * internal routes under names of their own (a service binding, a loopback),
- * and which host answers does not change what the route does. Replays inside
- * the window are harmless by design (docs/design.md "Security model").
+ * the window (±60 s). The host is not covered, on purpose: the URL a sender
+ * signs and the one the receiver sees differ on real platforms (`wrangler dev
+ * --host` and Workers routes rewrite `request.url` to the upstream host, proxies
+ * rewrite Host), so a signed host would refuse every follow-up there; the
+ * per-deployment EDDA_SECRET is what binds a request to its deployment.
+ * Replays inside the window are harmless by design (docs/design.md
+ * "Security model").
  */
 export const SIGNATURE_HEADER = "x-edda-signature";
 export const TIMESTAMP_HEADER = "x-edda-timestamp";

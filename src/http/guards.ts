@@ -11,7 +11,7 @@
  *   sent from another origin (its `Origin` header) is refused (403), since
  *   nothing else would tell it from the user's own. Health probes and the
  *   signed internal routes are exempt: probes name whatever host the
- *   platform uses, internal calls carry a MAC over their host.
+ *   platform uses, internal calls carry a MAC keyed by EDDA_SECRET (not over the host: core/signature.ts).
  * - Origins (MCP, viewer actions, open-mode API writes) are checked against
  *   the configured hosts; only when none is configured (a library user's own
  *   server, a Worker without EDDA_PUBLIC_URL) against the request's own host,
