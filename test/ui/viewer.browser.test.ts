@@ -83,6 +83,19 @@ async function startFromForm(server: NodeServer, fields: Record<string, string>,
 }
 
 describe("viewer in Chromium", () => {
+  it("shows an instance's realtime stream live on its page: every token, the emit, the end", async () => {
+    const res = await fetch(url(open, "/workflows/summarize/instances"), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: { tokens: 40 } }) });
+    const { instanceId } = (await res.json()) as { instanceId: string };
+    await page.goto(url(open, `/ui/instances/${encodeURIComponent(instanceId)}`));
+    await expect.poll(() => page.textContent("#stream [data-stream-state]"), { timeout: 15_000 }).toBe("ended: completed");
+    expect(await page.isVisible("#stream")).toBe(true);
+    const lines = ((await page.textContent("#stream pre")) ?? "").trim().split("\n");
+    expect(lines).toHaveLength(41);
+    expect(lines[0]).toMatch(/^#1 chunk \[tokens\]: durable $/);
+    expect(lines[40]).toMatch(/^#41 emit \[status\]: done$/);
+    await shot("instance-stream");
+  });
+
   it("starts an order_saga from the form and watches it complete", async () => {
     await page.goto(url(open, "/ui/workflows"));
     await page.click("text=order_saga");
