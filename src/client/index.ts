@@ -70,6 +70,8 @@ export interface ListQuery<N extends string = string> {
   cursor?: string;
   startedAfter?: Date | string;
   startedBefore?: Date | string;
+  /** Only instances with every one of these tags (`GET /instances?tag=key:value`, repeated). */
+  tags?: Record<string, string>;
 }
 
 export interface OutgoingCloudEvent {
@@ -322,6 +324,7 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
       if (q.cursor) params.set("cursor", q.cursor);
       if (q.startedAfter) params.set("started_after", iso(q.startedAfter));
       if (q.startedBefore) params.set("started_before", iso(q.startedBefore));
+      for (const [key, value] of Object.entries(q.tags ?? {})) params.append("tag", `${key}:${value}`);
       const qs = params.toString();
       return (await call<{ instances: InstanceView[]; nextCursor: string | null }>("GET", `/instances${qs ? `?${qs}` : ""}`)).body;
     },

@@ -373,7 +373,7 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "GET /ui/login": ({ n0 }) => [req("ui login page", `/ui/login?next=${seg(n0)}`)],
   "POST /ui/login": ({ n1 }) => [form("ui login", "/ui/login", { token: n1 })],
   "POST /ui/logout": ({ n2 }) => [form("ui logout", "/ui/logout", { x: n2 })],
-  "GET /ui": ({ n0, n1, n2, n3 }) => [req("ui list", `/ui?status=${seg(n0)}&workflow=${seg(n1)}&q=${seg(n2)}&cursor=${seg(n3)}&from=${seg(n0)}&range=${seg(n1)}&refresh=${seg(n2)}`)],
+  "GET /ui": ({ n0, n1, n2, n3 }) => [req("ui list", `/ui?status=${seg(n0)}&workflow=${seg(n1)}&q=${seg(n2)}&cursor=${seg(n3)}&from=${seg(n0)}&range=${seg(n1)}&refresh=${seg(n2)}&tag=${seg(n3)}`)],
   "GET /ui/instances/{id}": ({ n0, n1, n2 }) => [req("ui instance", `/ui/instances/${seg(n0)}?run=${seg(n1)}&after=${seg(n2)}`)],
   "GET /ui/instances/{id}/stream": ({ n1, n3 }) => [req("ui stream", `/ui/instances/${seg(n1)}/stream`, { headers: { "last-event-id": text(n3).replace(/[^\x21-\x7e]/g, "") || "x" } })],
   "GET /ui/instances/{id}/raw/{part}": ({ r, n0 }) => [req("ui raw input", `/ui/instances/ph-${r}/raw/input`), req("ui raw", `/ui/instances/${seg(n0)}/raw/output`)],

@@ -16,6 +16,7 @@ import { ConflictError, NotFoundError, ValidationError } from "../../core/errors
 import type { DispatchScope } from "../../engine/dispatcher.ts";
 import type { Engine } from "../../engine/engine.ts";
 import { INSTANCE_STATUSES } from "../../core/model.ts";
+import { MAX_TAGS, parseTagFilters } from "../../core/tags.ts";
 import { formatIssues, inputFromArguments, toolInputSchema } from "./schema.ts";
 import { jsonResult, loadInstance, outcome, summarize, toolError } from "./views.ts";
 
@@ -44,6 +45,7 @@ const listArgs = z
     status: z.array(z.enum(INSTANCE_STATUSES)).min(1).optional(),
     limit: z.number().int().min(1).max(100).optional(),
     cursor: z.string().min(1).max(1000).optional(),
+    tags: z.record(z.string(), z.string()).optional().describe(`only instances with every one of these tags (at most ${MAX_TAGS})`),
   })
   .strict();
 const messageArgs = z
@@ -163,7 +165,7 @@ const appTools: [string, ToolEntry][] = [
     {
       tool: {
         name: "list_instances",
-        description: "Lists workflow instances, newest first, without their payloads. Filter by workflow and status; pass next_cursor back as cursor for the next page (a page may hold fewer than limit).",
+        description: "Lists workflow instances, newest first, without their payloads. Filter by workflow, status and tags (all must match); pass next_cursor back as cursor for the next page (a page may hold fewer than limit).",
         inputSchema: jsonSchemaOf(listArgs),
         annotations: { title: "List instances", readOnlyHint: true, openWorldHint: false },
       },
@@ -175,6 +177,7 @@ const appTools: [string, ToolEntry][] = [
           ...(q.status ? { status: q.status } : {}),
           limit: q.limit ?? 20,
           ...(q.cursor ? { cursor: q.cursor } : {}),
+          ...(q.tags ? { tags: parseTagFilters(Object.entries(q.tags).map(([k, v]) => `${k}:${v}`)) } : {}),
         });
         const instances = page.instances
           .filter((i) => ctx.exposed.has(i.workflowName))

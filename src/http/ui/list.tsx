@@ -5,6 +5,7 @@
  * Filters are plain query parameters, so every view is a bookmarkable URL.
  */
 import { INSTANCE_STATUSES, type InstanceStatus } from "../../core/model.ts";
+import { parseTagFilters } from "../../core/tags.ts";
 import type { InstanceFilter, InstanceRecord } from "../../engine/records.ts";
 import { formatTime, relative } from "./format.ts";
 import { StatusBadge } from "./layout.tsx";
@@ -21,6 +22,8 @@ export interface ListParams {
   status: InstanceStatus[];
   workflow: string;
   q: string;
+  /** `key:value`: only instances with this tag (a malformed one is dropped). */
+  tag: string;
   range: string;
   /** `datetime-local` values, read as UTC. */
   from: string;
@@ -40,12 +43,23 @@ export function readListParams(query: Record<string, string>): ListParams {
     status,
     workflow: noNul(query.workflow).slice(0, 255),
     q: noNul(query.q).slice(0, 200),
+    tag: validTag(query.tag),
     // own keys only: `__proto__` or `constructor` must not pick up Object.prototype as a range
     range: query.range && Object.hasOwn(RANGES, query.range) ? query.range : "",
     from: validLocal(query.from),
     to: validLocal(query.to),
     cursor: noNul(query.cursor).slice(0, 1000),
   };
+}
+
+function validTag(v: string | undefined): string {
+  if (!v) return "";
+  try {
+    parseTagFilters([v]);
+    return v;
+  } catch {
+    return "";
+  }
 }
 
 function validLocal(v: string | undefined): string {
@@ -56,6 +70,7 @@ export function filterOf(p: ListParams, now: Date): InstanceFilter {
   const f: InstanceFilter = {};
   if (p.workflow) f.workflowName = p.workflow;
   if (p.q) f.search = p.q;
+  if (p.tag) f.tags = parseTagFilters([p.tag]);
   const range = Object.hasOwn(RANGES, p.range) ? RANGES[p.range] : undefined;
   if (range) f.startedAfter = new Date(now.getTime() - range.ms);
   if (p.from) f.startedAfter = new Date(`${p.from}Z`);
@@ -113,6 +128,10 @@ export function ListPage(p: ListPageProps) {
         <label>
           search id or input
           <input type="search" name="q" value={params.q} placeholder="order-42" />
+        </label>
+        <label>
+          tag
+          <input type="search" name="tag" value={params.tag} placeholder="orderId:o1" />
         </label>
         <label>
           workflow

@@ -19,8 +19,8 @@ const CONNECTION = `  --url <url>      the app's base URL or host:port (default 
   --token <token>  API bearer token (default EDDA_API_TOKEN)
   --json           print the raw JSON response (a refusal's problem too)`;
 
-const INSTANCES_USAGE = `usage: edda-edge instances list [--workflow <name>] [--status <s,...>] [--limit <n>] [--cursor <c>]
-  --status: ${INSTANCE_STATUSES.join(", ")} (comma-separated); --limit: 1-100
+const INSTANCES_USAGE = `usage: edda-edge instances list [--workflow <name>] [--status <s,...>] [--tag <key:value>]... [--limit <n>] [--cursor <c>]
+  --status: ${INSTANCE_STATUSES.join(", ")} (comma-separated); --tag: repeat for several (all must match); --limit: 1-100
        edda-edge instances show <instanceId> [--history]
        edda-edge instances cancel <instanceId>
 ${INSTANCES_REPAIR_USAGE}
@@ -152,7 +152,7 @@ export async function remoteCommand(command: string, argv: string[], env: Record
   const usage = REMOTE_USAGES[command]!;
   const extra =
     command === "instances"
-      ? { workflow: { type: "string" }, status: { type: "string" }, limit: { type: "string" }, cursor: { type: "string" }, history: { type: "boolean" }, ...REPAIR_FLAGS }
+      ? { workflow: { type: "string" }, status: { type: "string" }, tag: { type: "string", multiple: true }, limit: { type: "string" }, cursor: { type: "string" }, history: { type: "boolean" }, ...REPAIR_FLAGS }
       : command === "schedules"
         ? { "request-id": { type: "string" } }
         : command === "start"
@@ -211,6 +211,10 @@ async function instances(api: Remote, values: Record<string, unknown>, positiona
   if (action === "list") {
     const q = new URLSearchParams();
     for (const k of ["workflow", "status", "limit", "cursor"]) if (typeof values[k] === "string") q.set(k, values[k]);
+    for (const tag of (values.tag as string[] | undefined) ?? []) {
+      if (!tag.includes(":")) throw new UsageError(`--tag "${tag}" is not key:value`, usage);
+      q.append("tag", tag);
+    }
     const r = await api.call("GET", `/instances${q.size ? `?${q}` : ""}`);
     const rows = (r.instances as { instanceId: string; workflowName: string; status: string; startedAt: string }[]).map(
       (i) => `${i.instanceId}  ${i.workflowName}  ${i.status}  ${i.startedAt}`,
