@@ -137,6 +137,28 @@ export function mcpFlows(t: McpTarget) {
     await client.close();
   });
 
+  it("repair tools: rerun and fork a finished pipeline, a bulk dry run and operation, schedule pause/trigger/resume; refusals are tool errors", async () => {
+    const client = await connect(t);
+    const id = await start(client, "pipeline", { steps: 2 });
+    await pollStatus(client, "pipeline", id, ["completed"]);
+    const rerun = await call(client, "rerun_instance", { instance_id: id, request_id: "mcp-r1" });
+    expect(rerun.structuredContent).toMatchObject({ created: true, rerun_of: id });
+    expect((await call(client, "rerun_instance", { instance_id: id, request_id: "mcp-r1" })).structuredContent).toMatchObject({ created: false, instance_id: rerun.structuredContent.instance_id });
+    const badFork = await call(client, "fork_instance", { instance_id: id, from_activity_id: "no_such:1" });
+    expect(badFork.isError).toBe(true);
+    const dry = await call(client, "bulk_instances", { workflow: "pipeline", search: id, action: "cancel", dry_run: true });
+    expect(dry.structuredContent).toEqual({ dry_run: true, count: 1 });
+    const op = await call(client, "bulk_instances", { workflow: "pipeline", search: "mcp-no-such-text", action: "cancel", request_id: `mcp-b-${id}` });
+    expect(op.structuredContent).toMatchObject({ operationId: `bulk-mcp-b-${id}`, total: 0 });
+    expect((await call(client, "operation_status", { operation_id: `bulk-mcp-b-${id}` })).isError).toBeFalsy();
+    expect((await call(client, "bulk_instances", { workflow: "not_exposed", action: "cancel" })).isError).toBe(true);
+    expect((await call(client, "pause_schedule", { workflow: "daily_report" })).structuredContent.paused_at).not.toBeNull();
+    const trig = await call(client, "trigger_schedule", { workflow: "daily_report", request_id: `mcp-t-${id}` });
+    expect(trig.structuredContent).toMatchObject({ created: true });
+    expect((await call(client, "resume_schedule", { workflow: "daily_report" })).structuredContent.paused_at).toBeNull();
+    await client.close();
+  });
+
   it("a failing order_saga runs its compensations; its result reports the error", async () => {
     const client = await connect(t);
     const id = await start(client, "order_saga", { orderId: "mcp-o2", amount: 5, failAt: "shipping" });

@@ -2,7 +2,8 @@
  * The MCP tools: four per exposed workflow, as Edda names them — `{name}`
  * (start; answers at once with the instance id, or with a task when the call
  * is task-augmented), `{name}_status`, `{name}_result`, `{name}_cancel` — and
- * three for the whole app: `list_instances`, `send_message`, `publish`.
+ * three for the whole app: `list_instances`, `send_message`, `publish`, and the
+ * repair tools (repair-tools.ts: rerun, fork, bulk actions, schedule control).
  *
  * Every call goes through the engine exactly as the HTTP API does. A problem
  * the caller can fix (bad arguments, unknown or foreign instance, nothing to
@@ -19,6 +20,7 @@ import { INSTANCE_STATUSES } from "../../core/model.ts";
 import { MAX_TAGS, parseTagFilters } from "../../core/tags.ts";
 import { formatIssues, inputFromArguments, toolInputSchema } from "./schema.ts";
 import { jsonResult, loadInstance, outcome, summarize, toolError } from "./views.ts";
+import { repairTools } from "./repair-tools.ts";
 
 export interface McpCallContext {
   engine: Engine;
@@ -60,20 +62,20 @@ const publishArgs = z
   .object({ channel: z.string().min(1).max(255), data: z.unknown().optional(), metadata: z.record(z.string(), z.unknown()).optional() })
   .strict();
 
-function jsonSchemaOf(schema: z.ZodType): Tool["inputSchema"] {
+export function jsonSchemaOf(schema: z.ZodType): Tool["inputSchema"] {
   const s = z.toJSONSchema(schema, { io: "input" }) as Record<string, unknown>;
   delete s.$schema;
   return s as Tool["inputSchema"];
 }
 
-function parseArgs<T extends z.ZodType>(schema: T, args: unknown, tool: string): z.output<T> {
+export function parseArgs<T extends z.ZodType>(schema: T, args: unknown, tool: string): z.output<T> {
   const r = schema.safeParse(args ?? {});
   if (!r.success) throw new ValidationError(`arguments for ${tool} are invalid`, r.error.issues);
   return r.data;
 }
 
 /** An instance of an exposed workflow (of `wf` when given), or NotFoundError. */
-async function exposedInstance(ctx: McpCallContext, instanceId: string, wf?: Workflow) {
+export async function exposedInstance(ctx: McpCallContext, instanceId: string, wf?: Workflow) {
   const found = await loadInstance(ctx.engine, instanceId);
   if (!found || !ctx.exposed.has(found.view.workflowName)) throw new NotFoundError(`instance "${instanceId}" not found`);
   if (wf && found.view.workflowName !== wf.workflowName) {
@@ -231,6 +233,7 @@ export function buildToolTable(workflows: Iterable<Workflow>): Map<string, ToolE
   };
   for (const wf of workflows) for (const t of workflowTools(wf)) add(t, `workflow "${wf.workflowName}"`);
   for (const t of appTools) add(t, "built-in tool");
+  for (const t of repairTools()) add(t, "built-in tool");
   return table;
 }
 
