@@ -22,6 +22,7 @@ import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.
 import { migrate } from "../../src/storage/migrate.ts";
 import { freshDatabase } from "../support/db.ts";
 import { checkSweepWork, composeFlows, prepareSweepWork, STRIPE_WEBHOOK_SECRET } from "./compose-flows.ts";
+import { summarizeStreamFlow } from "./stream-flow.ts";
 import { api, ROOT, startDeno, waitForStatus, type Server } from "./processes.ts";
 
 let deno: Server;
@@ -57,6 +58,10 @@ const start = async (base: string, name: string, input: unknown, instanceId: str
 };
 const completedSteps = async (id: string) =>
   (await queryRows<{ activity_id: string }>(db.db, sql`SELECT activity_id FROM workflow_history WHERE instance_id = ${id} AND event_type = 'ActivityCompleted' ORDER BY id`)).map((r) => r.activity_id);
+
+it("a realtime stream on Deno: the client iterator reads every token once and in order, the emit, the end (LISTEN)", { timeout: 60_000 }, async () => {
+  await summarizeStreamFlow(deno.url, "dn-stream");
+});
 
 it("order_saga and a 200-step pipeline complete through the Deno KV queue", { timeout: 120_000 }, async () => {
   expect(deno.output()).toContain("follow-ups via kv-queue");

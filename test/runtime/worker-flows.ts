@@ -2,6 +2,7 @@
 // `wrangler dev` (follow-ups on its local queue), against a fresh migrated database on the test Postgres and a
 // real HTTP CloudEvents receiver. Shared by the postgres.js and Neon files:
 // each spawns one wrangler and runs these flows through it.
+import { summarizeStreamFlow } from "./stream-flow.ts";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { queryRows, type Database } from "../../src/storage/database.ts";
@@ -53,6 +54,10 @@ export function workerFlows(opts: WorkerFlowsOptions) {
     expect(r.status, JSON.stringify(r.body)).toBe(201);
     return r.body.instanceId;
   };
+
+  it("a realtime stream: the client iterator reads every token once and in order, the emit, the end (bounded poll)", async () => {
+    await summarizeStreamFlow(base(), `${opts.prefix}-stream`);
+  });
 
   it("order_saga and pipeline started over HTTP complete through follow-up requests alone", async () => {
     const saga = await start("order_saga", { orderId: "o-1", amount: 25 }, "saga-ok");
