@@ -36,7 +36,15 @@ const selfTagging = workflow("tg_self", async (ctx, tags: Record<string, string>
     return `${(err as Error).name}: ${(err as Error).message}`;
   }
 });
-const workflows = [order, throwing, many, shaped, selfTagging];
+const full = workflow("tg_full", { tags: () => Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`k${i}`, "v"])) }, async (ctx) => {
+  try {
+    await setTags(ctx, { extra: "one too many" });
+    return "set";
+  } catch (err) {
+    return `${(err as Error).name}: ${(err as Error).message}`;
+  }
+});
+const workflows = [order, throwing, many, shaped, selfTagging, full];
 let apps: TestApp[] = [];
 
 const api = (app: TestApp, path: string, init: RequestInit = {}) =>
@@ -130,6 +138,10 @@ describe("refusals", () => {
     expect((await apps[1]!.waitFor(over.instanceId)).output).toMatch(/^ValidationError: .*at most 16 tags/);
     const rows = await queryRows<{ n: number }>(apps[0]!.database.db, sql`SELECT count(*)::int AS n FROM workflow_instance_tags WHERE instance_id IN (${bad.instanceId}, ${over.instanceId})`);
     expect(Number(rows[0]!.n)).toBe(0);
+    // 16 from the start plus one more from setTags: refused inside the step (TerminalError), the 16 kept
+    const full = await apps[0]!.edda.start("tg_full", null);
+    expect((await apps[0]!.waitFor(full.instanceId)).output).toMatch(/^TerminalError: .*at most 16 tags/);
+    expect(Object.keys(((await (await api(apps[0]!, `/instances/${full.instanceId}`)).json()) as { tags: Record<string, string> }).tags)).toHaveLength(16);
     const fine = await apps[2]!.edda.start("tg_self", { team: "ops" });
     expect((await apps[2]!.waitFor(fine.instanceId)).output).toBe("set");
     expect(await listIds(apps[0]!, "tag=team:ops")).toEqual([fine.instanceId]);
