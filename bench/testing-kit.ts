@@ -37,7 +37,7 @@ for (let i = 0; i < runs; i++) {
   await kit.close();
 }
 load.push(loadavg()[0]!);
-const fmt = (n: number) => n.toFixed(0);
+const fmt = (n: number | null) => (n === null ? "–" : n.toFixed(0));
 console.log(`runs ${runs}, load average ${load.map((l) => l.toFixed(1)).join(" → ")} on ${(await import("node:os")).cpus().length} cores`);
 console.log(`open kit: first ${fmt(rows[0]!.open)} ms (builds the dump), then median ${fmt(median(rows.slice(1).map((r) => r.open)))} ms`);
 console.log(`advance("30d"): median ${fmt(median(rows.map((r) => r.wall)))} ms wall (min ${fmt(Math.min(...rows.map((r) => r.wall)))}), ${fmt(median(rows.map((r) => r.cpu)))} ms CPU`);
