@@ -3,9 +3,10 @@
  * built over the client's request function so `index.ts` stays the core.
  */
 import type { BulkOperationView } from "../engine/bulk.ts";
+import type { BulkAction } from "../engine/records.ts";
 import type { InstanceStatus } from "../core/model.ts";
 
-export type { BulkOperationView };
+export type { BulkAction, BulkOperationView };
 
 export interface RepairedInstance {
   instanceId: string;
@@ -24,7 +25,7 @@ export interface BulkFilter<N extends string = string> {
   search?: string;
 }
 
-export type BulkActionName = "cancel" | "resume" | "rerun";
+export type BulkActionName = BulkAction;
 
 export interface RepairMethods<N extends string = string> {
   /** Start a new instance of a finished instance's workflow with its input (or `input`), linked by `rerunOf`; idempotent per `requestId`. */
