@@ -380,6 +380,8 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "GET /ui/instances/{id}/raw/history/{eventId}": ({ r, n1, n2 }) => [req("ui raw history", `/ui/instances/ph-${r}/raw/history/1?run=${seg(n2)}`), req("ui raw history id", `/ui/instances/${seg(n1)}/raw/history/${text(n2).replace(/\D/g, "").slice(0, 15) || "0"}`)],
   "POST /ui/instances/{id}/cancel": ({ n3 }) => [form("ui cancel", `/ui/instances/${seg(n3)}/cancel`, {})],
   "POST /ui/instances/{id}/resume": ({ n0 }) => [form("ui resume", `/ui/instances/${seg(n0)}/resume`, {})],
+  "POST /ui/instances/{id}/rerun": ({ n1 }) => [form("ui rerun", `/ui/instances/${seg(n1)}/rerun`, {})],
+  "POST /ui/instances/{id}/fork": ({ r, n0, n2 }) => [form("ui fork", `/ui/instances/pf-${r}/fork`, { fromActivityId: n0 }), form("ui fork id", `/ui/instances/${seg(n2)}/fork`, { fromActivityId: n0 })],
   "POST /ui/instances/{id}/messages": ({ r, v2, n2, n3 }) => [
     form("ui message", `/ui/instances/pf-${r}/messages`, { channel: n3, data: text(v2) }),
     form("ui message id", `/ui/instances/${seg(n2)}/messages`, { channel: "p-feed", data: text(v2) }),

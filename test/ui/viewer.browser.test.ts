@@ -139,6 +139,30 @@ describe("viewer in Chromium", () => {
     await shot("instance-failed-phone-dark");
   });
 
+  it("reruns a failed saga and forks it from a timeline entry: new instances linked to it", async () => {
+    const id = await startFromForm(open, { orderId: "browser-repair", amount: "9" }, "shipping");
+    await expect.poll(() => page.textContent("#status"), { timeout: 15_000 }).toContain("failed");
+    const api = async (instanceId: string) => (await (await fetch(url(open, `/instances/${encodeURIComponent(instanceId)}`))).json()) as { status: string; rerunOf: string | null; forkOf: { instanceId: string; fromActivityId: string } | null };
+    await Promise.all([page.waitForURL(/\/ui\/instances\/[^/?]+\?notice=rerun$/), page.click("#rerun-form button")]);
+    const rerunId = decodeURIComponent(new URL(page.url()).pathname.split("/").pop()!);
+    expect(rerunId).not.toBe(id);
+    expect(await page.textContent(".notice")).toContain("Rerun started");
+    expect(await page.getAttribute("#rerun-of", "href")).toBe(`/ui/instances/${encodeURIComponent(id)}`);
+    expect((await api(rerunId)).rerunOf).toBe(id);
+    await expect.poll(() => page.textContent("#status"), { timeout: 15_000 }).toContain("failed");
+
+    await page.goto(url(open, `/ui/instances/${encodeURIComponent(id)}`));
+    const entry = page.locator("ol.timeline li", { has: page.locator("form[data-action=fork]") }).nth(1);
+    const from = await entry.locator("input[name=fromActivityId]").inputValue();
+    await Promise.all([page.waitForURL(/\?notice=forked$/), entry.locator("form[data-action=fork] button").click()]);
+    const forkId = decodeURIComponent(new URL(page.url()).pathname.split("/").pop()!);
+    expect(forkId).not.toBe(id);
+    expect(await page.textContent("#fork-of")).toContain(from);
+    expect((await api(forkId)).forkOf).toEqual({ instanceId: id, fromActivityId: from });
+    expect((await api(id)).status).toBe("failed");
+    await shot("instance-forked");
+  });
+
   it("cancels an approval from its page", async () => {
     await page.goto(url(open, "/ui/workflows/approval/start"));
     await page.fill("#f-requestId", "req-browser");

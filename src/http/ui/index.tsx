@@ -46,6 +46,8 @@ const NOTICES: Record<string, string> = {
   published: "Message published.",
   redelivered: "Event re-armed: the relay sends it again now (attempts start again from zero).",
   discarded: "Event discarded.",
+  rerun: "Rerun started: a new instance of the same workflow with the same input (this one is unchanged).",
+  forked: "Fork started: the history before the fork point is reused, the rest runs with the deployed code.",
 };
 
 /** The notice a redirect asked for (own keys only: `?notice=__proto__` is no notice). */
@@ -258,20 +260,35 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   });
   /** A form action: redirect on success; a ConflictError re-renders the page it came from with the problem (409). */
   const action =
-    (run: (c: C, e: Engine) => Promise<unknown>, done: (c: C) => string, refused: (c: C, message: string) => Promise<Response>) =>
+    <R,>(run: (c: C, e: Engine) => Promise<R>, done: (c: C, result: R) => string, refused: (c: C, message: string) => Promise<Response>) =>
     async (c: C) => {
+      let result: R;
       try {
-        await run(c, await opts.engine(c));
+        result = await run(c, await opts.engine(c));
       } catch (err) {
         if (err instanceof ConflictError) return refused(c, err.message);
         throw err;
       }
-      return c.redirect(done(c), 303);
+      return c.redirect(done(c, result), 303);
     };
   const idOf = (c: C) => c.req.param("id") ?? "";
   const instanceRefused = (c: C, message: string) => instancePage(c, idOf(c), { problem: { message } }, 409);
   ui.post("/instances/:id/cancel", action((c, e) => e.cancel(idOf(c), "viewer", opts.scope(c)), (c) => instanceUrl(idOf(c), "cancelled"), instanceRefused));
   ui.post("/instances/:id/resume", action((c, e) => e.resume(idOf(c), opts.scope(c)), (c) => instanceUrl(idOf(c), "resumed"), instanceRefused));
+  // Repairs: each makes a new instance (the original is unchanged) and the redirect goes to it.
+  ui.post("/instances/:id/rerun", action((c, e) => e.rerun(idOf(c), {}, opts.scope(c)), (_c, r) => instanceUrl(r.instanceId, "rerun"), instanceRefused));
+  ui.post(
+    "/instances/:id/fork",
+    action(
+      async (c, e) => {
+        const from = ((await formValues(c)).fromActivityId ?? "").trim();
+        if (!from || from.length > 255) throw new ValidationError("fromActivityId must be 1–255 characters", [{ path: ["fromActivityId"], message: "required" }]);
+        return e.fork(idOf(c), { fromActivityId: from }, opts.scope(c));
+      },
+      (_c, r) => instanceUrl(r.instanceId, "forked"),
+      instanceRefused,
+    ),
+  );
   ui.post("/instances/:id/messages", async (c) => {
     const id = c.req.param("id");
     const form = await formValues(c);

@@ -14,6 +14,7 @@ import { MessageForm } from "./channels.tsx";
 import { clip, formatDuration, formatTime, parseStored, prettyJson, preview, relative } from "./format.ts";
 import { Problem, StatusBadge } from "./layout.tsx";
 import { Table, type Column } from "./table.tsx";
+import { FORKABLE_STATUSES } from "../../engine/repairs.ts";
 import { buildTimeline, causeChain, type TimelineEntry, type TimelineSource } from "./timeline.ts";
 
 /** Rows of a list section shown on the page (timers, subscriptions, groups, compensations, runs). */
@@ -104,7 +105,21 @@ function failureChain(error: StoredError, timeline: TimelineEntry[]): Serialized
   return source?.error ? causeChain(source.error) : [top];
 }
 
-function Timeline({ entries, now, raw }: { entries: TimelineEntry[]; now?: Child; raw: (eventId: number) => string }) {
+/** Entries a fork can start from: the first entry of each activity id (compensations are not fork points). */
+function forkPoints(entries: TimelineEntry[]): Set<TimelineEntry> {
+  const seen = new Set<string>();
+  const points = new Set<TimelineEntry>();
+  for (const e of entries) {
+    if (e.kind === "compensation" || e.kind === "compensation-failed" || !e.activityId || seen.has(e.activityId)) continue;
+    seen.add(e.activityId);
+    points.add(e);
+  }
+  return points;
+}
+
+/** `fork`: the fork action's URL when the instance can be forked (finished, parked or quarantined). */
+function Timeline({ entries, now, raw, fork }: { entries: TimelineEntry[]; now?: Child; raw: (eventId: number) => string; fork?: string | undefined }) {
+  const points = fork ? forkPoints(entries) : new Set<TimelineEntry>();
   return (
     <ol class="timeline">
       {entries.map((e) => (
@@ -131,6 +146,14 @@ function Timeline({ entries, now, raw }: { entries: TimelineEntry[]; now?: Child
                 <Json value={e.error ?? e.detail} raw={raw(e.eventId)} />
               </details>
             )}
+            {points.has(e) ? (
+              <form method="post" action={fork} class="inline" data-action="fork">
+                <input type="hidden" name="fromActivityId" value={e.activityId} />
+                <button type="submit" class="small" title="a new instance that reuses the results before this activity and runs the rest again">
+                  fork from here
+                </button>
+              </form>
+            ) : null}
           </div>
         </li>
       ))}
@@ -266,6 +289,7 @@ export function InstancePage(p: InstancePageProps) {
   const timeline = buildTimeline(p.history, new Date(view.startedAt));
   const terminal = TERMINAL_STATUSES.includes(view.status);
   const cancellable = CANCELLABLE_STATUSES.includes(view.status);
+  const forkable = FORKABLE_STATUSES.includes(view.status) && p.archived === null;
   const error = view.error as StoredError | null;
   const waitingChannel = p.subscriptions.find((s) => s.activityId !== null)?.channel ?? "";
   const [compensations, subscriptions, groups, runs] = [capped(p.compensations), capped(p.subscriptions), capped(p.groups), capped(p.runs)];
@@ -305,6 +329,22 @@ export function InstancePage(p: InstancePageProps) {
                   <dt>deadline</dt>
                   <dd>
                     {formatTime(view.deadlineAt)} UTC <span class="muted">({relative(new Date(view.deadlineAt), p.now)})</span>
+                  </dd>
+                </>
+              ) : null}
+              {view.rerunOf ? (
+                <>
+                  <dt>rerun of</dt>
+                  <dd>
+                    <a id="rerun-of" href={`/ui/instances/${iid(view.rerunOf)}`}>{view.rerunOf}</a>
+                  </dd>
+                </>
+              ) : null}
+              {view.forkOf ? (
+                <>
+                  <dt>forked from</dt>
+                  <dd id="fork-of">
+                    <a href={`/ui/instances/${iid(view.forkOf.instanceId)}`}>{view.forkOf.instanceId}</a> at <code>{view.forkOf.fromActivityId}</code>
                   </dd>
                 </>
               ) : null}
@@ -400,7 +440,7 @@ export function InstancePage(p: InstancePageProps) {
             <a href={`/ui/instances/${iid(view.instanceId)}#timeline`}>← first entries</a>
           </p>
         ) : null}
-        <Timeline entries={timeline} raw={(eventId) => rawUrl(view.instanceId, `history/${eventId}`)} now={terminal || p.historyNext !== null ? null : <WaitingNow view={view} timers={p.timers} subscriptions={p.subscriptions} webhooks={p.webhooks ?? []} now={p.now} />} />
+        <Timeline entries={timeline} fork={forkable ? `/ui/instances/${iid(view.instanceId)}/fork` : undefined} raw={(eventId) => rawUrl(view.instanceId, `history/${eventId}`)} now={terminal || p.historyNext !== null ? null : <WaitingNow view={view} timers={p.timers} subscriptions={p.subscriptions} webhooks={p.webhooks ?? []} now={p.now} />} />
         {p.historyNext !== null ? (
           <p class="small pager">
             <a id="timeline-next" href={`/ui/instances/${iid(view.instanceId)}?after=${p.historyNext}#timeline`}>
@@ -449,7 +489,17 @@ export function InstancePage(p: InstancePageProps) {
       ) : null}
 
       <div data-live="actions">
-      {terminal ? null : (
+      {terminal ? (
+        <>
+          <h2>Actions</h2>
+          <div class="actions">
+            <form method="post" action={`/ui/instances/${iid(view.instanceId)}/rerun`} class="card" id="rerun-form">
+              <p class="small muted">Rerun: a new instance of {view.workflowName} with the same input, linked to this one (which is unchanged).</p>
+              <button type="submit">Rerun</button>
+            </form>
+          </div>
+        </>
+      ) : (
         <>
           <h2>Actions</h2>
           <div class="actions">

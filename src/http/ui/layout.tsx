@@ -67,6 +67,7 @@ ol.timeline li.bad{background:color-mix(in srgb,var(--bad) 6%,transparent)}
 ol.timeline li.now{background:color-mix(in srgb,var(--wait) 8%,transparent)}
 ol.timeline details{margin-top:.2rem}
 .actions{display:flex;flex-wrap:wrap;gap:.6rem;align-items:flex-start}
+form.inline{display:inline-block;margin:.2rem 0 0}
 .pager{display:flex;gap:1rem;margin-top:.8rem}
 @media (max-width:700px){main{padding:.6rem}table.instances th:nth-child(4),table.instances td:nth-child(4),table.instances th:nth-child(5),table.instances td:nth-child(5){display:none}
 ol.timeline li{grid-template-columns:1fr;gap:.1rem}header.top .right{margin-left:0}}

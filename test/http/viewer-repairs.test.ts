@@ -1,0 +1,101 @@
+// The viewer's repair actions, server side on real Postgres (app.request):
+// Rerun on a finished instance and "fork from here" on a timeline entry are
+// same-origin form posts that redirect to the new instance, linked to the
+// original (rerunOf / forkOf). Cross-origin posts, a missing or unknown fork
+// point and a live instance are refused and start nothing. The browser suite
+// (test/ui/viewer.browser.test.ts) clicks the same buttons.
+import { sql } from "drizzle-orm";
+import { z } from "zod";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { activity, TerminalError, waitMessage, workflow } from "../../src/index.ts";
+import { queryRows } from "../../src/storage/database.ts";
+import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+
+const ORIGIN = "http://localhost";
+let down = true;
+const first = activity("vr_first", async () => "a");
+const flaky = activity("vr_flaky", async () => {
+  if (down) throw new TerminalError("partner down");
+  return "b";
+});
+const ship = workflow("vr_ship", { input: z.object({ order: z.string() }) }, async (ctx, input) => `${await first(ctx)}${await flaky(ctx)}:${input.order}`);
+const waiter = workflow("vr_wait", async (ctx) => waitMessage(ctx, "vr-go"));
+
+let t: TestApp;
+const post = (path: string, body: Record<string, string> = {}, headers: Record<string, string> = { origin: ORIGIN }) =>
+  t.edda.app.request(path, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, body: new URLSearchParams(body).toString() });
+const instanceIds = async () => (await queryRows<{ instance_id: string }>(t.database.db, sql`SELECT instance_id FROM workflow_instances ORDER BY instance_id`)).map((r) => r.instance_id);
+const newIdFrom = (res: Response) => decodeURIComponent(new URL(res.headers.get("location")!, ORIGIN).pathname.split("/").pop()!);
+
+async function failedShip(order: string) {
+  down = true;
+  const { instanceId } = await t.edda.start(ship, { order });
+  const view = await t.waitFor(instanceId);
+  expect(view.status).toBe("failed");
+  return { instanceId, flakyId: view.history!.find((e) => e.activityId.startsWith("vr_flaky"))!.activityId };
+}
+
+beforeAll(async () => {
+  t = makeTestApp(await openTestDatabase("postgres-js", "viewerrepairs"), { workflows: [ship, waiter] });
+});
+afterAll(async () => {
+  await t.edda.close();
+  await t.database.close();
+});
+
+describe("viewer: rerun and fork", () => {
+  it("shows Rerun and fork-from-here on a failed instance; Rerun redirects to a new instance linked by rerunOf", async () => {
+    const { instanceId, flakyId } = await failedShip("r1");
+    const html = await (await t.edda.app.request(`/ui/instances/${instanceId}`)).text();
+    expect(html).toContain('id="rerun-form"');
+    expect(html).toContain(`name="fromActivityId" value="${flakyId}"`);
+    down = false;
+    const res = await post(`/ui/instances/${instanceId}/rerun`);
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toMatch(/\?notice=rerun$/);
+    const rerunId = newIdFrom(res);
+    expect(rerunId).not.toBe(instanceId);
+    expect(await t.waitFor(rerunId)).toMatchObject({ status: "completed", output: "ab:r1", rerunOf: instanceId, forkOf: null });
+    const page = await (await t.edda.app.request(res.headers.get("location")!)).text();
+    expect(page).toContain("Rerun started");
+    expect(page).toContain(`id="rerun-of" href="/ui/instances/${instanceId}"`);
+    expect((await t.edda.getInstance(instanceId))!.status).toBe("failed");
+  });
+
+  it("fork from here redirects to a new instance linked by forkOf that resumes at the entry", async () => {
+    const { instanceId, flakyId } = await failedShip("f1");
+    down = false;
+    const res = await post(`/ui/instances/${instanceId}/fork`, { fromActivityId: flakyId });
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toMatch(/\?notice=forked$/);
+    const forkId = newIdFrom(res);
+    expect(await t.waitFor(forkId)).toMatchObject({ status: "completed", output: "ab:f1", forkOf: { instanceId, fromActivityId: flakyId }, rerunOf: null });
+    expect(await (await t.edda.app.request(`/ui/instances/${forkId}`)).text()).toContain('id="fork-of"');
+  });
+
+  it("refuses cross-origin posts, a missing or unknown fork point and a live instance, starting nothing", async () => {
+    const { instanceId, flakyId } = await failedShip("x1");
+    const live = await t.edda.start(waiter, null);
+    await expect.poll(async () => (await t.edda.getInstance(live.instanceId))?.status).toBe("waiting_for_message");
+    const before = await instanceIds();
+    expect((await post(`/ui/instances/${instanceId}/rerun`, {}, {})).status).toBe(403);
+    expect((await post(`/ui/instances/${instanceId}/rerun`, {}, { origin: "http://evil.example" })).status).toBe(403);
+    expect((await post(`/ui/instances/${instanceId}/fork`, { fromActivityId: flakyId }, { "sec-fetch-site": "cross-site" })).status).toBe(403);
+    expect((await post(`/ui/instances/${instanceId}/fork`, {})).status).toBe(422);
+    expect((await post(`/ui/instances/${instanceId}/fork`, { fromActivityId: "no_such:1" })).status).toBe(422);
+    expect((await post("/ui/instances/no-such-instance/rerun")).status).toBe(404);
+    const liveRerun = await post(`/ui/instances/${live.instanceId}/rerun`);
+    expect(liveRerun.status).toBe(409);
+    expect(await liveRerun.text()).toContain('id="status"');
+    expect((await post(`/ui/instances/${live.instanceId}/fork`, { fromActivityId: "x:1" })).status).toBeGreaterThanOrEqual(409);
+    expect(await instanceIds()).toEqual(before);
+    // a live instance offers neither action; valid traffic still flows
+    const html = await (await t.edda.app.request(`/ui/instances/${live.instanceId}`)).text();
+    expect(html).not.toContain('id="rerun-form"');
+    expect(html).not.toContain('data-action="fork"');
+    down = false;
+    expect((await post(`/ui/instances/${instanceId}/rerun`)).status).toBe(303);
+    expect((await instanceIds()).length).toBe(before.length + 1);
+    await t.edda.cancel(live.instanceId);
+  });
+});
