@@ -3,7 +3,8 @@
 // same-origin form posts that redirect to the new instance, linked to the
 // original (rerunOf / forkOf). Cross-origin posts, a missing or unknown fork
 // point and a live instance are refused and start nothing. The browser suite
-// (test/ui/viewer.browser.test.ts) clicks the same buttons.
+// (test/ui/viewer.browser.test.ts) clicks the same buttons. The Schedules
+// page pauses, resumes and triggers a schedule the same way.
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -20,6 +21,7 @@ const flaky = activity("vr_flaky", async () => {
 });
 const ship = workflow("vr_ship", { input: z.object({ order: z.string() }) }, async (ctx, input) => `${await first(ctx)}${await flaky(ctx)}:${input.order}`);
 const waiter = workflow("vr_wait", async (ctx) => waitMessage(ctx, "vr-go"));
+const nightly = workflow("vr_nightly", { schedule: "0 3 * * *" }, async () => "ran");
 
 let t: TestApp;
 const post = (path: string, body: Record<string, string> = {}, headers: Record<string, string> = { origin: ORIGIN }) =>
@@ -36,7 +38,7 @@ async function failedShip(order: string) {
 }
 
 beforeAll(async () => {
-  t = makeTestApp(await openTestDatabase("postgres-js", "viewerrepairs"), { workflows: [ship, waiter] });
+  t = makeTestApp(await openTestDatabase("postgres-js", "viewerrepairs"), { workflows: [ship, waiter, nightly] });
 });
 afterAll(async () => {
   await t.edda.close();
@@ -97,5 +99,43 @@ describe("viewer: rerun and fork", () => {
     expect((await post(`/ui/instances/${instanceId}/rerun`)).status).toBe(303);
     expect((await instanceIds()).length).toBe(before.length + 1);
     await t.edda.cancel(live.instanceId);
+  });
+});
+
+describe("viewer: schedule control", () => {
+  const pausedAt = async () => (await queryRows<{ paused_at: string | null }>(t.database.db, sql`SELECT paused_at FROM workflow_schedules WHERE workflow_name = 'vr_nightly'`))[0]?.paused_at ?? null;
+
+  it("pauses, shows it paused, resumes; Trigger now starts one instance and redirects to it", async () => {
+    const list = await (await t.edda.app.request("/ui/schedules")).text();
+    expect(list).toContain('action="/ui/schedules/vr_nightly/pause"');
+    expect(list).not.toContain('action="/ui/schedules/vr_nightly/resume"');
+
+    const paused = await post("/ui/schedules/vr_nightly/pause");
+    expect(paused.status).toBe(303);
+    expect(paused.headers.get("location")).toBe("/ui/schedules?notice=paused");
+    expect(await pausedAt()).not.toBeNull();
+    const shown = await (await t.edda.app.request("/ui/schedules?notice=paused")).text();
+    expect(shown).toContain("Schedule paused");
+    expect(shown).toContain('class="badge s-paused"');
+    expect(shown).toContain('action="/ui/schedules/vr_nightly/resume"');
+
+    const triggered = await post("/ui/schedules/vr_nightly/trigger");
+    expect(triggered.status).toBe(303);
+    const id = newIdFrom(triggered);
+    expect(id).toMatch(/^schedule:vr_nightly:manual:/);
+    expect(await t.waitFor(id)).toMatchObject({ status: "completed", output: "ran" });
+
+    expect((await post("/ui/schedules/vr_nightly/resume")).headers.get("location")).toBe("/ui/schedules?notice=schedule-resumed");
+    expect(await pausedAt()).toBeNull();
+  });
+
+  it("refuses cross-origin control posts and unknown schedules, changing nothing", async () => {
+    const before = await instanceIds();
+    expect((await post("/ui/schedules/vr_nightly/pause", {}, {})).status).toBe(403);
+    expect((await post("/ui/schedules/vr_nightly/trigger", {}, { origin: "http://evil.example" })).status).toBe(403);
+    expect((await post("/ui/schedules/vr_ship/pause")).status).toBe(404);
+    expect((await post("/ui/schedules/no_such/trigger")).status).toBe(404);
+    expect(await pausedAt()).toBeNull();
+    expect(await instanceIds()).toEqual(before);
   });
 });

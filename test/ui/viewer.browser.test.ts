@@ -233,6 +233,25 @@ describe("viewer in Chromium", () => {
     await shot("schedules");
   });
 
+  it("pauses a schedule, shows it paused, triggers it now and resumes it", async () => {
+    const schedule = async () => (await (await fetch(url(open, "/schedules"))).json()) as { schedules: { workflow: string; pausedAt: string | null }[] };
+    const pausedAt = async () => (await schedule()).schedules.find((s) => s.workflow === "daily_report")!.pausedAt;
+    await page.goto(url(open, "/ui/schedules"));
+    const row = () => page.locator("#schedules tbody tr", { hasText: "daily_report" });
+    await Promise.all([page.waitForURL(/notice=paused$/), row().locator("form[data-action=pause] button").click()]);
+    expect(await row().locator("td.next-run .badge").textContent()).toBe("paused");
+    expect(await pausedAt()).not.toBeNull();
+    await shot("schedules-paused");
+    await Promise.all([page.waitForURL(/notice=triggered$/), row().locator("form[data-action=trigger] button").click()]);
+    const id = decodeURIComponent(new URL(page.url()).pathname.split("/").pop()!);
+    expect(id).toMatch(/^schedule:daily_report:manual:/);
+    expect(((await (await fetch(url(open, `/instances/${encodeURIComponent(id)}`))).json()) as { workflowName: string }).workflowName).toBe("daily_report");
+    await page.goto(url(open, "/ui/schedules"));
+    await Promise.all([page.waitForURL(/notice=schedule-resumed$/), row().locator("form[data-action=resume] button").click()]);
+    expect(await row().locator("td.next-run").textContent()).toMatch(/^\d{4}-\d\d-\d\d 0[78]:00:00\.000 \(in /);
+    expect(await pausedAt()).toBeNull();
+  });
+
   it("shows an event the broker refused among the dead letters; Redeliver sends it once, Discard removes one", async () => {
     broker.refusing = true;
     const ids: string[] = [];

@@ -47,6 +47,9 @@ const NOTICES: Record<string, string> = {
   redelivered: "Event re-armed: the relay sends it again now (attempts start again from zero).",
   discarded: "Event discarded.",
   rerun: "Rerun started: a new instance of the same workflow with the same input (this one is unchanged).",
+  paused: "Schedule paused: no sweep starts a tick of it until it is resumed.",
+  "schedule-resumed": "Schedule resumed from its next tick after now (ticks missed while paused are not started).",
+  triggered: "Scheduled workflow triggered: this instance was started now.",
   forked: "Fork started: the history before the fork point is reused, the rest runs with the deployed code.",
 };
 
@@ -404,7 +407,14 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   });
 
   // --- schedules ---------------------------------------------------------------------
-  ui.get("/schedules", async (c) => render(c, "Schedules", <SchedulesPage schedules={await listAppSchedules(await opts.engine(c))} now={new Date()} />));
+  const schedulesPage = async (c: C, problem?: string, status = 200) =>
+    render(c, "Schedules", <SchedulesPage schedules={await listAppSchedules(await opts.engine(c))} now={new Date()} notice={noticeOf(c)} problem={problem} />, status);
+  ui.get("/schedules", (c) => schedulesPage(c));
+  const workflowOf = (c: C) => c.req.param("workflow") ?? "";
+  const schedulesRefused = (c: C, message: string) => schedulesPage(c, message, 409);
+  ui.post("/schedules/:workflow/pause", action((c, e) => e.pauseSchedule(workflowOf(c)), () => "/ui/schedules?notice=paused", schedulesRefused));
+  ui.post("/schedules/:workflow/resume", action((c, e) => e.resumeSchedule(workflowOf(c)), () => "/ui/schedules?notice=schedule-resumed", schedulesRefused));
+  ui.post("/schedules/:workflow/trigger", action((c, e) => e.triggerSchedule(workflowOf(c), undefined, opts.scope(c)), (_c, r) => instanceUrl(r.instanceId, "triggered"), schedulesRefused));
 
   // --- outbox dead letters ------------------------------------------------------------
   const outboxPage = async (c: C, refused?: string, status = 200) => {

@@ -42,7 +42,7 @@ pre{background:var(--code);padding:.6rem;border-radius:6px;overflow:auto;max-hei
 .muted{color:var(--muted)}.small{font-size:12px}
 .badge{display:inline-block;padding:.05rem .5rem;border-radius:999px;font-size:12px;font-weight:600;border:1px solid currentColor;white-space:nowrap}
 .s-completed,.k-activity,.k-compensation{color:var(--ok)}.s-failed,.s-cancelled,.s-quarantined,.k-failed,.k-attempt,.k-timeout,.k-compensation-failed{color:var(--bad)}
-.s-running{color:var(--accent)}.s-compensating,.s-parked,.s-queued,.k-retry{color:var(--warn)}.s-invalid,.s-expired{color:var(--bad)}${WAITING_CLASSES},.k-timer,.k-message{color:var(--wait)}
+.s-running{color:var(--accent)}.s-compensating,.s-parked,.s-paused,.s-queued,.k-retry{color:var(--warn)}.s-invalid,.s-expired{color:var(--bad)}${WAITING_CLASSES},.k-timer,.k-message{color:var(--wait)}
 .counts{display:flex;flex-wrap:wrap;gap:.5rem;margin-bottom:.8rem}
 .counts a{border:1px solid var(--line);border-radius:6px;padding:.3rem .6rem;background:var(--card);color:var(--fg)}
 .counts a.on{border-color:var(--accent);box-shadow:inset 0 0 0 1px var(--accent)}
