@@ -4,11 +4,13 @@
 // original (rerunOf / forkOf). Cross-origin posts, a missing or unknown fork
 // point and a live instance are refused and start nothing. The browser suite
 // (test/ui/viewer.browser.test.ts) clicks the same buttons. The Schedules
-// page pauses, resumes and triggers a schedule the same way.
+// page pauses, resumes and triggers a schedule the same way; the list's bulk
+// bar counts first (a dry run that changes nothing), then confirms.
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { activity, TerminalError, waitMessage, workflow } from "../../src/index.ts";
+import { engineOf } from "../../src/edda.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 
@@ -21,12 +23,14 @@ const flaky = activity("vr_flaky", async () => {
 });
 const ship = workflow("vr_ship", { input: z.object({ order: z.string() }) }, async (ctx, input) => `${await first(ctx)}${await flaky(ctx)}:${input.order}`);
 const waiter = workflow("vr_wait", async (ctx) => waitMessage(ctx, "vr-go"));
+const hold = workflow("vr_hold", async (ctx) => waitMessage(ctx, "vr-hold"));
 const nightly = workflow("vr_nightly", { schedule: "0 3 * * *" }, async () => "ran");
 
 let t: TestApp;
 const post = (path: string, body: Record<string, string> = {}, headers: Record<string, string> = { origin: ORIGIN }) =>
   t.edda.app.request(path, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, body: new URLSearchParams(body).toString() });
 const instanceIds = async () => (await queryRows<{ instance_id: string }>(t.database.db, sql`SELECT instance_id FROM workflow_instances ORDER BY instance_id`)).map((r) => r.instance_id);
+const ops = async () => (await engineOf(t.edda)).listBulkOperations(100);
 const newIdFrom = (res: Response) => decodeURIComponent(new URL(res.headers.get("location")!, ORIGIN).pathname.split("/").pop()!);
 
 async function failedShip(order: string) {
@@ -38,7 +42,7 @@ async function failedShip(order: string) {
 }
 
 beforeAll(async () => {
-  t = makeTestApp(await openTestDatabase("postgres-js", "viewerrepairs"), { workflows: [ship, waiter, nightly] });
+  t = makeTestApp(await openTestDatabase("postgres-js", "viewerrepairs"), { workflows: [ship, waiter, hold, nightly] });
 });
 afterAll(async () => {
   await t.edda.close();
@@ -137,5 +141,58 @@ describe("viewer: schedule control", () => {
     expect((await post("/ui/schedules/no_such/trigger")).status).toBe(404);
     expect(await pausedAt()).toBeNull();
     expect(await instanceIds()).toEqual(before);
+  });
+});
+
+describe("viewer: bulk actions", () => {
+  const hiddenFields = (html: string) => Object.fromEntries([...html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)"/g)].map((m) => [m[1]!, m[2]!.replaceAll("&amp;", "&")]));
+  const statuses = async (ids: string[]) => Promise.all(ids.map(async (id) => (await t.edda.getInstance(id))!.status));
+
+  it("the list's bulk bar counts the filter (changing nothing), then the confirm cancels exactly those and shows progress", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await t.edda.start(hold, null)).instanceId);
+    const other = (await t.edda.start(waiter, null)).instanceId;
+    await expect.poll(() => statuses([...ids, other])).toEqual(Array(4).fill("waiting_for_message"));
+
+    const list = await (await t.edda.app.request("/ui?workflow=vr_hold&status=waiting_for_message")).text();
+    expect(list).toContain('id="bulk-form"');
+    expect(list).toContain('<input type="hidden" name="workflow" value="vr_hold"');
+    const dry = await t.edda.app.request("/ui/bulk?workflow=vr_hold&status=waiting_for_message&action=cancel");
+    expect(dry.status).toBe(200);
+    const html = await dry.text();
+    expect(html).toMatch(/id="bulk-count"><strong>3<\/strong> instances match now/);
+    expect(await ops()).toHaveLength(0);
+    expect(await statuses(ids)).toEqual(Array(3).fill("waiting_for_message"));
+
+    const fields = hiddenFields(html);
+    expect(fields).toMatchObject({ workflow: "vr_hold", status: "waiting_for_message", action: "cancel" });
+    const res = await post("/ui/bulk", fields);
+    expect(res.status).toBe(303);
+    const location = res.headers.get("location")!;
+    expect(location).toMatch(/^\/ui\/operations\/[^?]+\?notice=bulk$/);
+    await expect.poll(() => statuses(ids), { timeout: 10_000 }).toEqual(Array(3).fill("cancelled"));
+    expect((await t.edda.getInstance(other))!.status).toBe("waiting_for_message");
+    await expect.poll(async () => (await (await t.edda.app.request(location)).text()).includes('id="op-status">completed'), { timeout: 10_000 }).toBe(true);
+    const progress = await (await t.edda.app.request(location)).text();
+    expect(progress).toContain('id="op-total">3');
+    expect(progress).toContain('id="op-done">3');
+    expect(progress).toContain('id="op-skipped">0');
+    // the same confirm again (a double submit) finds the same operation
+    expect((await post("/ui/bulk", fields)).headers.get("location")).toBe(location);
+    expect(await ops()).toHaveLength(1);
+    await t.edda.cancel(other);
+  });
+
+  it("refuses cross-origin and malformed bulk posts, creating no operation", async () => {
+    const before = (await ops()).length;
+    const fields = { workflow: "vr_hold", action: "cancel", requestId: "ui-hostile" };
+    expect((await post("/ui/bulk", fields, {})).status).toBe(403);
+    expect((await post("/ui/bulk", fields, { origin: "http://evil.example" })).status).toBe(403);
+    expect((await post("/ui/bulk", { ...fields, action: "delete" })).status).toBe(422);
+    expect((await post("/ui/bulk", { ...fields, status: "running,bogus" })).status).toBe(422);
+    expect((await post("/ui/bulk", { ...fields, startedAfter: "yesterday" })).status).toBe(422);
+    expect((await t.edda.app.request("/ui/bulk?workflow=vr_hold")).status).toBe(400);
+    expect((await t.edda.app.request("/ui/operations/no-such-op")).status).toBe(404);
+    expect(await ops()).toHaveLength(before);
   });
 });

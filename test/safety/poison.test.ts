@@ -396,6 +396,12 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "POST /ui/channels/publish": ({ v0, n1 }) => [form("ui publish", "/ui/channels/publish", { channel: n1, data: text(v0) })],
   "GET /ui/channels/{name}": ({ n0 }) => [req("ui channel", `/ui/channels/${seg(n0)}`)],
   "GET /ui/schedules": ({ n1 }) => [req("ui schedules", `/ui/schedules?${seg(n1)}=1`)],
+  "GET /ui/bulk": ({ n0, n1, n2 }) => [req("ui bulk dry run", `/ui/bulk?action=cancel&workflow=${seg(n0)}&q=${seg(n1)}&status=${seg(n2)}`), req("ui bulk bad action", `/ui/bulk?action=${seg(n2)}`)],
+  "POST /ui/bulk": ({ r, n0, n1, n3 }) => [
+    form("ui bulk", "/ui/bulk", { action: "cancel", workflow: `p-none-${r}`, search: n1, requestId: n3 }),
+    form("ui bulk hostile", "/ui/bulk", { action: n0, status: n1, startedAfter: n3, workflow: n0 }),
+  ],
+  "GET /ui/operations/{id}": ({ n2 }) => [req("ui operation", `/ui/operations/${seg(n2)}?notice=${seg(n2)}`)],
   "POST /ui/schedules/{workflow}/pause": ({ n0 }) => [form("ui pause", `/ui/schedules/${seg(n0)}/pause`, {})],
   "POST /ui/schedules/{workflow}/resume": ({ n1 }) => [form("ui resume schedule", `/ui/schedules/${seg(n1)}/resume`, {})],
   "POST /ui/schedules/{workflow}/trigger": ({ n2 }) => [form("ui trigger", `/ui/schedules/${seg(n2)}/trigger`, {})],

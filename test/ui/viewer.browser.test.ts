@@ -180,6 +180,34 @@ describe("viewer in Chromium", () => {
     expect(await page.locator("#cancel-form").count()).toBe(0);
   });
 
+  it("bulk-cancels the filtered instances from the list: dry-run count, confirm, progress", async () => {
+    const start = async (requestId: string) => {
+      const res = await fetch(url(open, "/workflows/approval/instances"), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: { requestId, timeoutSeconds: 600 } }) });
+      return ((await res.json()) as { instanceId: string }).instanceId;
+    };
+    const statusOf = async (id: string) => ((await (await fetch(url(open, `/instances/${encodeURIComponent(id)}`))).json()) as { status: string }).status;
+    const ids = [await start("bulk-browser-1"), await start("bulk-browser-2")];
+    const spared = await start("spared-browser");
+    await expect.poll(() => Promise.all([...ids, spared].map(statusOf)), { timeout: 15_000 }).toEqual(Array(3).fill("waiting_for_message"));
+
+    await page.goto(url(open, "/ui?workflow=approval&q=bulk-browser&status=waiting_for_message"));
+    expect(await page.locator("table.instances tbody tr").count()).toBe(2);
+    await page.selectOption("#bulk-form select[name=action]", "cancel");
+    await Promise.all([page.waitForURL(/\/ui\/bulk\?/), page.click("#bulk-form button")]);
+    expect(await page.textContent("#bulk-count")).toMatch(/^2 instances match now/);
+    expect(await Promise.all(ids.map(statusOf))).toEqual(["waiting_for_message", "waiting_for_message"]);
+    await shot("bulk-dry-run");
+    await Promise.all([page.waitForURL(/\/ui\/operations\/[^?]+\?notice=bulk$/), page.click("#bulk-confirm button")]);
+    await expect.poll(() => page.textContent("#op-status"), { timeout: 15_000 }).toBe("completed");
+    expect(await page.textContent("#op-total")).toBe("2");
+    expect(await page.textContent("#op-done")).toBe("2");
+    expect(await page.textContent("#op-failed")).toBe("0");
+    await shot("bulk-operation");
+    expect(await Promise.all(ids.map(statusOf))).toEqual(["cancelled", "cancelled"]);
+    expect(await statusOf(spared)).toBe("waiting_for_message");
+    await fetch(url(open, `/instances/${encodeURIComponent(spared)}/cancel`), { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+  });
+
   it("renders a hostile payload as text, running nothing", async () => {
     await startFromForm(open, { orderId: HOSTILE, amount: "1" });
     await expect.poll(() => page.textContent("#status"), { timeout: 15_000 }).toContain("completed");

@@ -29,6 +29,7 @@ import { EVENTS_PAGE, EventsPage, eventsCursor, parseEventsCursor } from "./even
 import { historyExport } from "../history-export.ts";
 import { lastEventId, streamResponse } from "../stream.ts";
 import { SchedulesPage } from "./schedules.tsx";
+import { bulkRoutes } from "./bulk.tsx";
 import { authRequired, endSession, hasSession, matchToken, sameOriginOnly, securityHeaders, startSession, type SessionKeys, type SessionStore, type ViewerEnv } from "./session.ts";
 
 export interface ViewerOptions extends SessionKeys {
@@ -50,6 +51,7 @@ const NOTICES: Record<string, string> = {
   paused: "Schedule paused: no sweep starts a tick of it until it is resumed.",
   "schedule-resumed": "Schedule resumed from its next tick after now (ticks missed while paused are not started).",
   triggered: "Scheduled workflow triggered: this instance was started now.",
+  bulk: "Bulk operation created: it runs in batches, each instance once; this page follows its progress.",
   forked: "Fork started: the history before the fork point is reused, the rest runs with the deployed code.",
 };
 
@@ -305,6 +307,8 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     await e.publish(channel, data.value, { targetInstanceId: id, metadata: { sent_by: "viewer" } }, opts.scope(c));
     return c.redirect(instanceUrl(id, "sent"), 303);
   });
+
+  bulkRoutes(ui, { engine: opts.engine, scope: opts.scope, render, formValues, notice: noticeOf });
 
   // --- starting workflows -----------------------------------------------------------
   ui.get("/workflows", async (c) => {

@@ -9,6 +9,7 @@ import { parseTagFilters } from "../../core/tags.ts";
 import type { InstanceFilter, InstanceRecord } from "../../engine/records.ts";
 import { formatTime, relative } from "./format.ts";
 import { StatusBadge } from "./layout.tsx";
+import { BulkBar } from "./bulk.tsx";
 import { Table, type Column } from "./table.tsx";
 
 const RANGES: Record<string, { label: string; ms: number }> = {
@@ -179,6 +180,7 @@ export function ListPage(p: ListPageProps) {
           reset
         </a>
       </form>
+      <BulkBar params={params} />
       <div data-live="list">
         <nav class="counts" aria-label="counts per status">
           <a href={listUrl(params, { status: "" })} class={params.status.length === 0 ? "on" : ""}>
