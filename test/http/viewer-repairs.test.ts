@@ -180,6 +180,9 @@ describe("viewer: bulk actions", () => {
     // the same confirm again (a double submit) finds the same operation
     expect((await post("/ui/bulk", fields)).headers.get("location")).toBe(location);
     expect(await ops()).toHaveLength(1);
+    const listed = await (await t.edda.app.request("/ui/operations")).text();
+    expect(listed).toContain(`href="${location.replace(/\?.*$/, "")}"`);
+    expect(listed).toContain("3 / 3");
     await t.edda.cancel(other);
   });
 

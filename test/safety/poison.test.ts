@@ -401,6 +401,7 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
     form("ui bulk", "/ui/bulk", { action: "cancel", workflow: `p-none-${r}`, search: n1, requestId: n3 }),
     form("ui bulk hostile", "/ui/bulk", { action: n0, status: n1, startedAfter: n3, workflow: n0 }),
   ],
+  "GET /ui/operations": ({ n0 }) => [req("ui operations", `/ui/operations?${seg(n0)}=1`)],
   "GET /ui/operations/{id}": ({ n2 }) => [req("ui operation", `/ui/operations/${seg(n2)}?notice=${seg(n2)}`)],
   "POST /ui/schedules/{workflow}/pause": ({ n0 }) => [form("ui pause", `/ui/schedules/${seg(n0)}/pause`, {})],
   "POST /ui/schedules/{workflow}/resume": ({ n1 }) => [form("ui resume schedule", `/ui/schedules/${seg(n1)}/resume`, {})],

@@ -11,7 +11,7 @@
 import type { Context, Hono } from "hono";
 import type { Child } from "hono/jsx";
 import { INSTANCE_STATUSES, type InstanceStatus } from "../../core/model.ts";
-import { BULK_ACTIONS, bulkView } from "../../engine/bulk.ts";
+import { BULK_ACTIONS, bulkView, type BulkOperationView } from "../../engine/bulk.ts";
 import type { DispatchScope } from "../../engine/dispatcher.ts";
 import type { Engine } from "../../engine/engine.ts";
 import type { BulkAction, BulkFilter } from "../../storage/types.ts";
@@ -19,6 +19,7 @@ import { formatTime } from "./format.ts";
 import { Problem } from "./layout.tsx";
 import { filterOf, listUrl, readListParams, type ListParams } from "./list.tsx";
 import type { ViewerEnv } from "./session.ts";
+import { Table, type Column } from "./table.tsx";
 
 type C = Context<ViewerEnv>;
 
@@ -27,6 +28,16 @@ const ACTION_TEXT: Record<BulkAction, string> = {
   resume: "resume (quarantined instances; the others are skipped)",
   rerun: "rerun (finished instances, each as a new linked instance; the others are skipped)",
 };
+
+const OPERATION_COLUMNS: Column<BulkOperationView>[] = [
+  { head: "operation", class: "id", cell: (o) => <a href={`/ui/operations/${encodeURIComponent(o.operationId)}`}>{o.operationId}</a> },
+  { head: "action", cell: (o) => o.action },
+  { head: "status", cell: (o) => o.status },
+  { head: "done / total", class: "small", cell: (o) => `${o.done} / ${o.total}` },
+  { head: "skipped", class: "small", cell: (o) => String(o.skipped) },
+  { head: "failed", class: "small", cell: (o) => String(o.failed) },
+  { head: "created (UTC)", class: "small", cell: (o) => formatTime(o.createdAt) },
+];
 
 const actionOf = (v: string | undefined): BulkAction | undefined => BULK_ACTIONS.find((a) => a === v);
 
@@ -150,6 +161,25 @@ export function bulkRoutes(ui: Hono<ViewerEnv>, d: BulkRouteDeps): void {
     return c.redirect(`/ui/operations/${encodeURIComponent(r.operation.operationId)}?notice=bulk`, 303);
   });
 
+  ui.get("/operations", async (c) => {
+    const ops = (await (await d.engine(c)).listBulkOperations(50)).map(bulkView);
+    return d.render(
+      c,
+      "Operations",
+      <>
+        <h1>Bulk operations</h1>
+        <div class="card" data-live="operations">
+          <Table
+            id="operations"
+            columns={OPERATION_COLUMNS}
+            rows={ops}
+            empty="None yet: start one from the instance list's bulk bar."
+          />
+        </div>
+      </>,
+    );
+  });
+
   ui.get("/operations/:id", async (c) => {
     const op = await (await d.engine(c)).bulkOperation(c.req.param("id"));
     if (!op) return d.render(c, "Error", <Problem message={`operation "${c.req.param("id")}" not found`} />, 404);
@@ -160,7 +190,7 @@ export function bulkRoutes(ui: Hono<ViewerEnv>, d: BulkRouteDeps): void {
       `Operation ${v.operationId}`,
       <>
         <p class="small">
-          <a href="/ui">← instances</a>
+          <a href="/ui/operations">← operations</a>
         </p>
         <h1>Bulk {v.action}</h1>
         {notice ? <div class="notice">{notice}</div> : null}

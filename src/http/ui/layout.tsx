@@ -158,6 +158,7 @@ export function Page(p: PageProps) {
                 <a href="/ui/channels">Channels</a>
                 <a href="/ui/schedules">Schedules</a>
                 <a href="/ui/outbox">Outbox</a>
+                <a href="/ui/operations">Operations</a>
                 <a href="/ui/events">Events</a>
               </nav>
             )}
