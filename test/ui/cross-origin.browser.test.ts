@@ -2,8 +2,8 @@
 // Chromium, on the Node server and real Postgres. A page served from another
 // origin (http://localhost:OTHER) tries what a browser lets any site do
 // without a CORS preflight — text/plain and type-less JSON posts, a body-less
-// cancel, form posts to the API and to a viewer action — and none of it
-// starts or cancels anything. A DNS-rebinding name (evil.example resolved to
+// cancel, form posts to the API and to viewer actions (cancel, a bulk cancel)
+// — and none of it starts or cancels anything (no bulk operation either). A DNS-rebinding name (evil.example resolved to
 // 127.0.0.1 by Chromium's resolver rules) gets 421 for the API and the viewer.
 // Afterwards the viewer, used from its own origin, still cancels the instance.
 import { createServer, type Server } from "node:http";
@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { chromium, type BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitMessage, workflow } from "../../src/index.ts";
+import { engineOf } from "../../src/edda.ts";
 import { serveNode, type NodeServer } from "../../src/platform/node.ts";
 import { freshPostgres } from "../support/engine.ts";
 
@@ -29,6 +30,7 @@ const attackPage = (target: string) => `<!doctype html><html><body>
 <iframe name="sink" style="display:none"></iframe>
 <form id="api" method="post" enctype="text/plain" target="sink" action="${target}/workflows/xo_wait/instances"><input name='{"input":1,"instanceId":"evil-form","x":"' value='"}'></form>
 <form id="ui" method="post" target="sink" action="${target}/ui/instances/xo-victim/cancel"></form>
+<form id="bulk" method="post" target="sink" action="${target}/ui/bulk"><input name="action" value="cancel"><input name="workflow" value="xo_wait"><input name="requestId" value="evil-bulk"></form>
 <script>
 (async () => {
   const opts = { method: "POST", mode: "no-cors" };
@@ -42,6 +44,8 @@ const attackPage = (target: string) => `<!doctype html><html><body>
   document.getElementById("api").submit();
   await new Promise((r) => setTimeout(r, 500));
   document.getElementById("ui").submit();
+  await new Promise((r) => setTimeout(r, 500));
+  document.getElementById("bulk").submit();
   await new Promise((r) => setTimeout(r, 500));
   document.title = "done";
 })();
@@ -85,6 +89,7 @@ describe("open mode from a cross-origin page in Chromium", { timeout: 60_000 }, 
     const { instances } = await server.edda.findInstances({ limit: 100 });
     expect(instances.map((i) => i.instanceId)).toEqual(["xo-victim"]);
     expect((await server.edda.getInstance("xo-victim"))?.status).toBe("waiting_for_message");
+    expect(await (await engineOf(server.edda)).listBulkOperations(10)).toEqual([]);
   });
 
   it("a DNS-rebinding name gets 421 for the API and the viewer", async () => {
