@@ -95,3 +95,7 @@ export interface NewHistoryEvent {
   eventType: string;
   data: Payload;
 }
+
+/** An instance's tags (search attributes; checked in core/tags.ts), at most MAX_TAGS of them: the storage layer bounds them too. */
+export type Tags = Record<string, string>;
+export const MAX_TAGS = 16;

@@ -9,13 +9,12 @@
  * offending tag, and nothing is stored.
  */
 import { InvalidArgumentError, ValidationError } from "./errors.ts";
+import { MAX_TAGS, type Tags } from "./model.ts";
 
-export const MAX_TAGS = 16;
+export { MAX_TAGS, type Tags };
 export const MAX_TAG_KEY = 64;
 export const MAX_TAG_VALUE = 256;
 const KEY = /^[A-Za-z0-9_.-]+$/;
-
-export type Tags = Record<string, string>;
 
 /** `tags` as stored, or a ValidationError (issues under `path`). */
 export function checkTags(tags: unknown, what: string, path: string[] = ["tags"]): Tags {

@@ -5,7 +5,7 @@
  * and by `setTags` inside a step's transaction; deleted with the instance.
  */
 import { sql } from "drizzle-orm";
-import { MAX_TAGS, type Tags } from "../core/tags.ts";
+import { MAX_TAGS, type Tags } from "../core/model.ts";
 import { ValidationError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
 

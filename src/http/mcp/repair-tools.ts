@@ -8,7 +8,7 @@ import * as z from "zod";
 import { NotFoundError } from "../../core/errors.ts";
 import { INSTANCE_STATUSES } from "../../core/model.ts";
 import { bulkView } from "../../engine/bulk.ts";
-import { exposedInstance, jsonSchemaOf, parseArgs, type McpCallContext, type ToolEntry } from "./tools.ts";
+import { exposedInstance, jsonSchemaOf, parseArgs, type McpCallContext, type ToolEntry } from "./tool-kit.ts";
 import { jsonResult } from "./views.ts";
 
 const id = z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, "an instance id is 1–200 characters of A-Z a-z 0-9 _ . : -");

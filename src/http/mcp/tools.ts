@@ -14,27 +14,12 @@ import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import * as z from "zod";
 import type { Workflow } from "../../core/definitions.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../core/errors.ts";
-import type { DispatchScope } from "../../engine/dispatcher.ts";
-import type { Engine } from "../../engine/engine.ts";
 import { INSTANCE_STATUSES } from "../../core/model.ts";
 import { MAX_TAGS, parseTagFilters } from "../../core/tags.ts";
 import { formatIssues, inputFromArguments, toolInputSchema } from "./schema.ts";
-import { jsonResult, loadInstance, outcome, summarize, toolError } from "./views.ts";
+import { jsonResult, outcome, summarize, toolError } from "./views.ts";
 import { repairTools } from "./repair-tools.ts";
-
-export interface McpCallContext {
-  engine: Engine;
-  /** Exposed workflows by name: instances of any other workflow do not exist for MCP clients. */
-  exposed: ReadonlyMap<string, Workflow>;
-  scope: DispatchScope | undefined;
-}
-
-interface ToolEntry {
-  tool: Tool;
-  call(args: Record<string, unknown> | undefined, ctx: McpCallContext): Promise<CallToolResult>;
-  /** Set on the start tool: what a task-augmented call starts. */
-  starts?: Workflow;
-}
+import { exposedInstance, jsonSchemaOf, parseArgs, type McpCallContext, type ToolEntry } from "./tool-kit.ts";
 
 const instanceId = z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, "an instance id is 1–200 characters of A-Z a-z 0-9 _ . : -");
 const instanceArgs = z.object({ instance_id: instanceId }).strict();
@@ -61,28 +46,6 @@ const messageArgs = z
 const publishArgs = z
   .object({ channel: z.string().min(1).max(255), data: z.unknown().optional(), metadata: z.record(z.string(), z.unknown()).optional() })
   .strict();
-
-export function jsonSchemaOf(schema: z.ZodType): Tool["inputSchema"] {
-  const s = z.toJSONSchema(schema, { io: "input" }) as Record<string, unknown>;
-  delete s.$schema;
-  return s as Tool["inputSchema"];
-}
-
-export function parseArgs<T extends z.ZodType>(schema: T, args: unknown, tool: string): z.output<T> {
-  const r = schema.safeParse(args ?? {});
-  if (!r.success) throw new ValidationError(`arguments for ${tool} are invalid`, r.error.issues);
-  return r.data;
-}
-
-/** An instance of an exposed workflow (of `wf` when given), or NotFoundError. */
-export async function exposedInstance(ctx: McpCallContext, instanceId: string, wf?: Workflow) {
-  const found = await loadInstance(ctx.engine, instanceId);
-  if (!found || !ctx.exposed.has(found.view.workflowName)) throw new NotFoundError(`instance "${instanceId}" not found`);
-  if (wf && found.view.workflowName !== wf.workflowName) {
-    throw new NotFoundError(`instance "${instanceId}" is a ${found.view.workflowName} instance, not ${wf.workflowName}`);
-  }
-  return found;
-}
 
 function workflowTools(wf: Workflow): [string, ToolEntry][] {
   const name = wf.workflowName;
@@ -248,4 +211,4 @@ export function toToolError(err: unknown): CallToolResult {
   return toolError("internal error", { error_type: "InternalError" });
 }
 
-export type { ToolEntry };
+export type { McpCallContext, ToolEntry };

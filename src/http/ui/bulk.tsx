@@ -14,10 +14,10 @@ import { INSTANCE_STATUSES, type InstanceStatus } from "../../core/model.ts";
 import { BULK_ACTIONS, bulkView, type BulkOperationView } from "../../engine/bulk.ts";
 import type { DispatchScope } from "../../engine/dispatcher.ts";
 import type { Engine } from "../../engine/engine.ts";
-import type { BulkAction, BulkFilter } from "../../storage/types.ts";
+import type { BulkAction, BulkFilter } from "../../engine/records.ts";
 import { formatTime } from "./format.ts";
 import { Problem } from "./layout.tsx";
-import { filterOf, listUrl, readListParams, type ListParams } from "./list.tsx";
+import { filterOf, listUrl, readListParams, type ListParams } from "./list-params.ts";
 import type { ViewerEnv } from "./session.ts";
 import { Table, type Column } from "./table.tsx";
 
