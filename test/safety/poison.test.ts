@@ -301,7 +301,8 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
     req("valid hook call", hooks.valid, { body: { ok: "hook" } }),
     req("hook replay", hooks.valid, { body: { replayed: true } }),
     req("hook data", hooks.hostile, { raw: text(v0), headers: { "content-type": "application/json", "x-hostile": text(n0).replace(/[^\x21-\x7e]/g, "") || "x" } }),
-    req("hook unknown token", `/hooks/${seg(n0)}`, { body: v0 }),
+    // prefixed, so a hostile name such as ".." stays a token and never becomes a dot segment of the path
+    req("hook unknown token", `/hooks/t-${seg(n0)}`, { body: v0 }),
     req("hook huge body", hooks.hostile, { raw: JSON.stringify({ pad: "z".repeat(1024 * 1024 + 1) }), headers: { "content-type": "application/json" } }),
     req("hook wrong method", hooks.hostile, { method: "PUT", body: v0 }),
   ],
