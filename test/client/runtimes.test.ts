@@ -92,6 +92,9 @@ it("runs in Chromium: the browser bundle starts a pipeline and waits for its res
 it("bundles for the browser with no Node built-ins and none of the server", async () => {
   const out = await bundleClient();
   const inputs = Object.keys(out.metafile.inputs);
-  expect(inputs).toEqual(["src/client/index.ts"]);
-  expect(out.outputFiles[0]!.text.length).toBeLessThan(6_000);
+  // the client's own modules only (its core, the stream reader, the repair methods): nothing of the server
+  expect(inputs.every((f) => f.startsWith("src/client/")), inputs.join(", ")).toBe(true);
+  expect(inputs).toContain("src/client/index.ts");
+  // 8.2 KB with the stream iterator and the repair methods; the bound catches a server module pulled in
+  expect(out.outputFiles[0]!.text.length).toBeLessThan(10_000);
 });
