@@ -101,7 +101,9 @@ export interface SweepOptions {
  * time — a sleeping workflow, a receive timeout, a schedule tick (whose
  * `missed: "skip"` grace is two minutes) — never waits for the rotation.
  */
-const PRIORITY_TASKS: ReadonlySet<SweepTask> = new Set<SweepTask>(["timers", "message_timeouts", "webhook_expiry", "schedules"]);
+// A per-wait webhook URL's expiry rotates with the others: it ends a wait of minutes or days, where a
+// sweep or so of lag is harmless, and the first tick that fires a timer must stay inside a Free budget.
+const PRIORITY_TASKS: ReadonlySet<SweepTask> = new Set<SweepTask>(["timers", "message_timeouts", "schedules"]);
 
 function defaultCpuClock(): () => number {
   const usage = (globalThis as { process?: { cpuUsage?: () => { user: number; system: number } } }).process?.cpuUsage;

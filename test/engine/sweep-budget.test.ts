@@ -44,7 +44,7 @@ const spentAtOnce = () => {
   return () => (reads++ === 0 ? 0 : 1e9);
 };
 
-it("a spent budget still fires due timers first and runs the rotation's head; 13 turns run every task", { timeout: 60_000 }, async () => {
+it("a spent budget still fires due timers first and runs the rotation's head; 14 turns run every task", { timeout: 60_000 }, async () => {
   const all = (await engine.sweep({})).deferred;
   expect(all).toEqual([]);
 
@@ -53,14 +53,14 @@ it("a spent budget still fires due timers first and runs the rotation's head; 13
   const first = await engine.sweep({ cpuBudgetMs: 10, cpuClock: spentAtOnce(), rotationTurn: 0 });
   expect(first.timersFired).toBe(1);
   expect(dispatcher.requests.map((r) => r.instanceId)).toEqual(["sb-1"]);
-  // Timers, message timeouts, schedules and one rotating task ran; the other 12 wait.
-  expect(first.deferred).toHaveLength(12);
+  // Timers, message timeouts, schedules and one rotating task ran; the other 13 wait.
+  expect(first.deferred).toHaveLength(13);
   for (const t of ["timers", "message_timeouts", "schedules"] as const) expect(first.deferred).not.toContain(t);
   expect(first.failures).toEqual([]);
 
-  const rotating: SweepTask[] = ["deadlines", "stale_leases", "channel_delivery", "resumable", "parked", "outbox", "channel_retention", "instance_retention", "dedupe_retention", "session_retention", "concurrency", "timed_starts", "bulk_operations"];
+  const rotating: SweepTask[] = ["webhook_expiry", "deadlines", "stale_leases", "channel_delivery", "resumable", "parked", "outbox", "channel_retention", "instance_retention", "dedupe_retention", "session_retention", "concurrency", "timed_starts", "bulk_operations"];
   const ran = new Set<SweepTask>();
-  for (let turn = 0; turn < 13; turn++) {
+  for (let turn = 0; turn < rotating.length; turn++) {
     const r = await engine.sweep({ cpuBudgetMs: 10, cpuClock: spentAtOnce(), rotationTurn: turn });
     expect(r.failures).toEqual([]);
     expect(r.skipped).toEqual([]);
