@@ -23,6 +23,7 @@ export const TIERS = {
     "test/chaos/**/*.test.ts",
     "test/mcp/{deno,node,workerd}.test.ts",
     "test/client/runtimes.test.ts",
+    "test/client/*.browser.test.ts",
     "test/ui/runtimes.test.ts",
     "test/ui/*.browser.test.ts",
     "test/dispatch/limits.test.ts",

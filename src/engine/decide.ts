@@ -64,7 +64,8 @@ export type StepPlan =
   | { kind: "compensate"; activityId: string; compensation: NewCompensation }
   /** A wait whose kind prepares it against the database first (wait-kinds.ts), then `waitingPlan` or `continueWith`. */
   | { kind: "wait"; wait: WaitRequest; history: StepHistory }
-  | { kind: "recur"; input: unknown }
+  /** Start the next run; `history` holds what this step recorded before `ctx.recur` (its emits reach the stream first). */
+  | { kind: "recur"; input: unknown; history: StepHistory }
   /** Replay diverged: park with the deployed code's source hash (`parkConclusion`). */
   | { kind: "park"; error: NonDeterminismError };
 
@@ -94,7 +95,7 @@ export function decide(outcome: StepOutcome, history: StepHistory, options: Deci
       // Values recorded before the divergence are dropped with it: the fixed code records its own.
       return { kind: "park", error: outcome.error };
     case "recur":
-      return { kind: "recur", input: outcome.input };
+      return { kind: "recur", input: outcome.input, history };
     case "activities":
       return { kind: "run", activities: outcome.activities, as: "activity", history };
     case "wait": {

@@ -319,7 +319,7 @@ class Step {
       case "wait":
         return this.prepareWait(plan.wait, plan.history);
       case "recur":
-        return this.recur(plan.input);
+        return this.recur(plan.input, plan.history);
       case "park": {
         // Replay diverged from history (usually a deploy that changed the code under running instances): park
         // the instance — visible, nothing recorded, nothing compensated — until other code is deployed (the
@@ -344,8 +344,14 @@ class Step {
     });
   }
 
-  /** `ctx.recur(input)`: archive this run's history and start the next run under the same id. */
-  private async recur(input: unknown): Promise<StepResult> {
+  /**
+   * `ctx.recur(input)`: archive this run's history and start the next run under the same id. The stream
+   * is the instance's, not the run's: what this step emitted before recurring is appended first (under
+   * the lease, deduplicated by run and operation id like every emit); the other values it recorded end
+   * with the run.
+   */
+  private async recur(input: unknown, history: StepHistory): Promise<StepResult> {
+    await this.appendEmits(this.deps.storage, history.records);
     return this.deps.storage.transaction(async (tx) => {
       if (!(await tx.recurInstance(this.fence, toJson(input ?? null)))) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before recur`);
       return this.concludeIn(tx, { status: "running", currentActivityId: null, handoff: { leaseSeconds: this.deps.handoffLeaseSeconds } }, {});

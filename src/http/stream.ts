@@ -18,6 +18,7 @@ import { streamSSE } from "hono/streaming";
 import * as z from "zod";
 import { InvalidArgumentError } from "../core/errors.ts";
 import { toBase64 } from "../core/serialization.ts";
+import type { DispatchScope } from "../engine/dispatcher.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { StreamEvent } from "../engine/stream-reader.ts";
 import type { StreamItem } from "../engine/records.ts";
@@ -34,19 +35,29 @@ export function itemData(item: StreamItem): string {
   return `${head},"data":${item.data.json}}`;
 }
 
-/** The SSE response of an instance's stream (the API route and the viewer's share it); 404 when unknown. */
-export async function streamResponse(c: Context, e: Engine, instanceId: string, after: number, topics?: string[]): Promise<Response> {
+/**
+ * The SSE response of an instance's stream (the API route and the viewer's share it); 404 when unknown.
+ * The streaming outlives the handler, so it is the request's background work (`scope.waitUntil`): a
+ * database opened for this request (Workers) stays open until the response ends.
+ */
+export async function streamResponse(c: Context, e: Engine, instanceId: string, after: number, scope: DispatchScope | undefined, topics?: string[]): Promise<Response> {
   const abort = new AbortController();
   const events = await e.openStream(instanceId, { after, ...(topics?.length ? { topics } : {}), signal: abort.signal });
   if (!events) return instanceNotFound(c, instanceId);
   c.header("cache-control", "no-cache");
   c.header("x-accel-buffering", "no");
+  let finish: () => void = () => {};
+  scope?.waitUntil?.(new Promise<void>((resolve) => (finish = resolve)));
   return streamSSE(c, async (sse) => {
     sse.onAbort(() => abort.abort());
-    for await (const ev of events as AsyncGenerator<StreamEvent>) {
-      if (ev.type === "heartbeat") await sse.write(": heartbeat\n\n");
-      else if (ev.type === "end") await sse.writeSSE({ event: "end", data: JSON.stringify({ status: ev.status, lastSeq: ev.lastSeq }) });
-      else await sse.writeSSE({ event: ev.item.kind, id: String(ev.item.seq), data: itemData(ev.item) });
+    try {
+      for await (const ev of events as AsyncGenerator<StreamEvent>) {
+        if (ev.type === "heartbeat") await sse.write(": heartbeat\n\n");
+        else if (ev.type === "end") await sse.writeSSE({ event: "end", data: JSON.stringify({ status: ev.status, lastSeq: ev.lastSeq }) });
+        else await sse.writeSSE({ event: ev.item.kind, id: String(ev.item.seq), data: itemData(ev.item) });
+      }
+    } finally {
+      finish();
     }
   });
 }
@@ -86,7 +97,7 @@ export function streamRoutes(api: Hono, h: RouteHelpers): void {
       const after = lastEventId(c) ?? Number(query.after ?? 0);
       const topics = query.topic?.split(",").map((t) => t.trim()).filter((t) => t.length > 0);
       for (const t of topics ?? []) if (t.length > 255 || t.includes("\u0000")) throw new InvalidArgumentError("a topic is 1–255 characters without NUL", [{ path: ["topic"], message: "invalid topic" }]);
-      return streamResponse(c, await h.engine(c), params.id, after, topics);
+      return streamResponse(c, await h.engine(c), params.id, after, h.scope(c), topics);
     },
   );
 }

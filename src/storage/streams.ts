@@ -44,7 +44,8 @@ export interface StreamAppend {
   items: NewStreamItem[];
   /**
    * The first append of an activity attempt's writer names the activity: if
-   * an earlier execution of it streamed, a `retry` marker goes first.
+   * an earlier execution of it in this run streamed, a `retry` marker goes
+   * first (a later run of `ctx.recur` reuses activity ids without retrying).
    */
   retryMarkerFor?: string;
   /** Refuse the append when the stream's bytes would pass this. */
@@ -115,7 +116,8 @@ export function streamsArea(ex: Executor): StreamsArea {
           SELECT 0::bigint AS ord, 'retry'::text AS kind, ${marker}::text AS source, NULL::text AS topic, 'json'::text AS data_type,
                  ${markerData}::text AS data, NULL::text AS hexdata, 0::bigint AS size
           WHERE ${marker}::text IS NOT NULL
-            AND EXISTS (SELECT 1 FROM workflow_stream_chunks c WHERE c.instance_id = ${f.instanceId} AND c.source = ${marker}::text AND c.kind = 'chunk')
+            AND EXISTS (SELECT 1 FROM workflow_stream_chunks c
+                        WHERE c.instance_id = ${f.instanceId} AND c.run = ${a.run}::int AND c.source = ${marker}::text AND c.kind = 'chunk')
           UNION ALL
           SELECT x.ord, x.e->>'k', x.e->>'s', x.e->>'t', CASE WHEN x.e->>'b' IS NULL THEN 'json' ELSE 'binary' END,
                  x.e->>'j', x.e->>'b', (x.e->>'n')::bigint

@@ -69,7 +69,27 @@ const flood = activity(
 );
 const flooding = workflow("stream_flood", {}, async (ctx) => flood(ctx));
 
-const WORKFLOWS = [summarize, retrying, emitter, emitTooBig, flooding];
+// Continue-as-new: each run streams from the same activity id, emits after it (folded into the
+// activity's conclusion by the look-ahead), then emits again in a fresh step right before recurring.
+const runChunks = activity(
+  "run_chunks",
+  async (ctx, n: number) => {
+    ctx.stream.write(`chunk ${n}`);
+    await ctx.stream.close();
+    return n;
+  },
+  { transactional: false },
+);
+const recurring = workflow("stream_recur", async (ctx, n: number) => {
+  await runChunks(ctx, n);
+  await emit(ctx, `after ${n}`);
+  await sleep(ctx, 0);
+  await emit(ctx, `recur ${n}`, { topic: "runs" });
+  if (n < 3) return ctx.recur(n + 1);
+  return n;
+});
+
+const WORKFLOWS = [summarize, retrying, emitter, emitTooBig, flooding, recurring];
 
 async function collect(engine: Engine, id: string, after = 0, topics?: string[]): Promise<StreamEvent[]> {
   const events = await engine.openStream(id, { after, ...(topics ? { topics } : {}) });
@@ -129,6 +149,21 @@ describe.each<DriverKind>(["pglite", "postgres-js"])("streams on %s", (kind) => 
     const first = items[0]!.type === "item" ? items[0]!.item.seq : 0;
     const rest = await collect(engine, instanceId, first);
     expect(rest.filter((e) => e.type === "item").map((e) => e.type === "item" && e.item.source)).toEqual(["emit:2", "emit:3"]);
+  });
+
+  it("a stream spans the runs of ctx.recur: an emit just before recur is kept, and a new run's activity is no retry", async () => {
+    const { instanceId } = await t.edda.start("stream_recur", 1);
+    const done = await t.waitFor(instanceId);
+    expect(done).toMatchObject({ status: "completed", output: 3 });
+    const events = await collect(engine, instanceId);
+    const items = events.flatMap((e) => (e.type === "item" ? [e.item] : []));
+    expect(items.map((i) => (i.data.type === "json" ? fromJson(i.data.json) : null))).toEqual(
+      [1, 2, 3].flatMap((n) => [`chunk ${n}`, `after ${n}`, `recur ${n}`]),
+    );
+    expect(items.map((i) => [i.kind, i.run, i.attempt])).toEqual([1, 2, 3].flatMap((n) => [["chunk", n, 1], ["emit", n, 1], ["emit", n, 1]]));
+    // One sequence for the instance, whatever the run.
+    expect(items.map((i) => i.seq)).toEqual(items.map((_, i) => items[0]!.seq + i));
+    expect(events.at(-1)).toEqual({ type: "end", status: "completed", lastSeq: items.at(-1)!.seq });
   });
 
   it("an attempt that fails after streaming: its chunks stay, a retry marker, then the next attempt's chunks", async () => {

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { activity, emit, workflow } from "../../src/index.ts";
 import { engineOf } from "../../src/edda.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
-import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+import { createEdda } from "../../src/edda.ts";
+import { freshPostgres, makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 import { readSse, sseEvents, type SseEvent } from "../support/sse.ts";
 import { createClient, type StreamEvent } from "../../src/client/index.ts";
 
@@ -143,6 +144,39 @@ it("the client's run.stream(): every item once in order across connections the n
   await expect(async () => {
     for await (const _ of client.stream("no-such-instance")) void _;
   }).rejects.toMatchObject({ name: "EddaApiError", status: 404 });
+});
+
+it("a database opened per request (Workers' mode): one response streams a live instance to its end; the database closes after it", async () => {
+  const pg = await freshPostgres("stream_per_request");
+  const runner = makeTestApp(pg.open(), { workflows: [ticking] });
+  let closed = 0;
+  const perRequest = createEdda({
+    workflows: [ticking],
+    secret: "test-secret",
+    database: () => {
+      const d = pg.open();
+      return { ...d, close: async () => ((closed += 1), await d.close()) };
+    },
+  });
+  try {
+    const { instanceId } = await runner.edda.start("ticking", 60);
+    const background: Promise<unknown>[] = [];
+    const res = await perRequest.fetch(new Request(`http://localhost/instances/${instanceId}/stream`), {}, { waitUntil: (p: Promise<unknown>) => void background.push(p) });
+    expect(res.status).toBe(200);
+    // Readers poll here (no LISTEN on a per-request database); the one response goes on past the handler.
+    const evs: SseEvent[] = [];
+    for await (const ev of sseEvents(res.body!)) {
+      evs.push(ev);
+      if (ev.event === "end") expect(closed).toBe(0);
+    }
+    expect(payloads(evs)).toEqual(["start", ...Array.from({ length: 60 }, (_, i) => ({ i })), "done"]);
+    expect(evs.at(-1)).toMatchObject({ event: "end" });
+    await Promise.all(background);
+    expect(closed).toBe(1);
+  } finally {
+    await runner.edda.close();
+    await runner.database.close();
+  }
 });
 
 it("the viewer's instance page carries the live stream, and its session route serves the same events", async () => {

@@ -6,8 +6,9 @@
 // the same process, isolate or session twice.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { CallToolResultSchema, CreateTaskResultSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolResultSchema, CreateTaskResultSchema, McpError, type CallToolResult, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { summaryToken } from "../../functions/workflows/summarize.ts";
 import type { Server } from "../runtime/processes.ts";
 import { freshPostgres } from "../support/engine.ts";
 
@@ -285,6 +286,48 @@ export function mcpFlows(t: McpTarget) {
     await expect(invalid).rejects.toThrow(/- orderId: Too small[\s\S]*- amount:/);
     await other.close();
     await third.close();
+  });
+
+  it("tasks/result with a progress token: the summarize stream as progress notifications in order, then the result", async () => {
+    const client = await connect(t);
+    const tokens = (n: number) => [...Array.from({ length: n }, (_, i) => summaryToken(i)), "done"];
+    // tasks/result asked right after the task was created: the stream is read as it is written (LISTEN or a bounded poll).
+    const created = await client.request({ method: "tools/call", params: { name: "summarize", arguments: { tokens: 40 }, task: {} } }, CreateTaskResultSchema);
+    const taskId = created.task.taskId;
+    const order: string[] = [];
+    const progress: Progress[] = [];
+    const result = (await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema, {
+      onprogress: (p) => {
+        progress.push(p);
+        order.push("progress");
+      },
+    })) as CallToolResult;
+    order.push("result");
+    expect(progress.map((p) => p.message)).toEqual(tokens(40));
+    expect(progress.map((p) => p.progress)).toEqual(progress.map((_, i) => i + 1));
+    expect(order.at(-1)).toBe("result");
+    expect(order.indexOf("result")).toBe(41);
+    // The handler gets the notification's params (without the token), _meta included.
+    const items = progress.map((p) => ((p as { _meta?: Structured })._meta ?? {})["edda-edge/stream-item"] as Structured);
+    expect(items[0]).toMatchObject({ kind: "chunk", source: "generate_summary:1", attempt: 1, topic: "tokens", data: summaryToken(0) });
+    expect(items.at(-1)).toMatchObject({ kind: "emit", topic: "status", data: "done" });
+    const seqs = items.map((i) => i.seq as number);
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    expect(new Set(seqs).size).toBe(41);
+    expect(result.structuredContent).toMatchObject({ instance_id: taskId, status: "completed", output: { tokens: 40 } });
+
+    // The SDK's own flow (tasks/get until terminal, then tasks/result), from a new connection: the whole stream, then the result.
+    const other = await connect(t);
+    const seen: string[] = [];
+    for await (const m of other.experimental.tasks.callToolStream({ name: "summarize", arguments: { tokens: 12 } }, undefined, { task: {}, onprogress: (p) => seen.push(`progress ${p.progress}: ${p.message ?? ""}`) })) {
+      if (m.type === "error") throw m.error;
+      if (m.type === "result") seen.push(`result ${JSON.stringify((m.result as CallToolResult).structuredContent?.output)}`);
+    }
+    expect(seen).toEqual([...tokens(12).map((tok, i) => `progress ${i + 1}: ${tok}`), `result ${JSON.stringify({ tokens: 12, length: tokens(12).slice(0, 12).join("").length })}`]);
+    // Without a token, tasks/result answers with the result alone (plain JSON).
+    expect(((await other.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)) as CallToolResult).structuredContent).toMatchObject({ output: { tokens: 40 } });
+    await client.close();
+    await other.close();
   });
 
   it("instances and the workflow list are resources; an unknown instance is a resource-not-found error", async () => {

@@ -367,6 +367,8 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
     req("mcp tool call", "/mcp", { body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "p_echo", arguments: { input: v0 } } }, headers: MCP }),
     req("mcp unknown tool", "/mcp", { body: { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: n0, arguments: v1 } }, headers: MCP }),
     req("mcp wrong shape", "/mcp", { body: v1, headers: MCP }),
+    // A task result with a hostile progress token (answered as SSE); the prefixed id names no instance, so it never waits.
+    req("mcp task result with progress", "/mcp", { body: { jsonrpc: "2.0", id: 3, method: "tasks/result", params: { taskId: `pt-${text(n0)}`, _meta: { progressToken: v0 } } }, headers: MCP }),
   ],
   "GET /mcp": ({ n1 }) => [req("mcp get", `/mcp?${seg(n1)}=1`, { headers: MCP })],
   "DELETE /mcp": ({ n2 }) => [req("mcp delete", "/mcp", { method: "DELETE", headers: { ...MCP, "mcp-session-id": text(n2).replace(/[^\x21-\x7e]/g, "") || "x" } })],

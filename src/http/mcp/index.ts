@@ -1,8 +1,10 @@
 /**
  * `/mcp`: the Model Context Protocol endpoint (Streamable HTTP transport,
  * stateless). Every POST gets a fresh SDK server and transport built from
- * the request's engine, answers with plain JSON, and keeps nothing: no
- * session id, no stream to resume, so any Worker isolate, Deno isolate or
+ * the request's engine, answers with plain JSON — or, for a `tasks/result`
+ * carrying a progress token, with an SSE response of progress notifications
+ * and then the result (progress.ts) — and keeps nothing: no session id, no
+ * stream to resume, so any Worker isolate, Deno isolate or
  * Node process answers any request. There is no standalone server-to-client
  * stream (GET) and no session to end (DELETE): both are 405, as the
  * transport's stateless mode prescribes.
@@ -15,6 +17,7 @@
  */
 import type { Context, Hono } from "hono";
 import type { Workflow } from "../../core/definitions.ts";
+import type { DispatchScope } from "../../engine/dispatcher.ts";
 import { defineSurface, type ApiSurface, type RouteHelpers } from "../routes.ts";
 import { originAllowed } from "../guards.ts";
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../problem.ts";
@@ -53,6 +56,46 @@ function rpcError(status: number, code: number, message: string, headers: Record
   return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status, headers });
 }
 
+/** Whether the body holds a `tasks/result` request carrying a progress token (progress.ts streams those). */
+export function asksForProgress(body: unknown): boolean {
+  return (Array.isArray(body) ? body : [body]).some((m) => {
+    const msg = (m ?? {}) as { method?: unknown; id?: unknown; params?: { _meta?: { progressToken?: unknown } } };
+    return msg.method === "tasks/result" && msg.id !== undefined && msg.params?._meta?.progressToken !== undefined;
+  });
+}
+
+/**
+ * An SSE answer outlives the handler: the server closes once its body has
+ * been read to the end or the client went away (closing aborts the request
+ * handlers), and the body is the request's background work, so a database
+ * opened for this request (Workers) stays open until then.
+ */
+function closingAfterBody(res: Response, close: () => Promise<void>, scope: DispatchScope | undefined, gone: AbortSignal | undefined): Response {
+  const reader = res.body!.getReader();
+  let finish: () => void = () => {};
+  scope?.waitUntil?.(new Promise<void>((resolve) => (finish = resolve)));
+  let ending: Promise<void> | null = null;
+  const end = () => (ending ??= close().finally(finish));
+  gone?.addEventListener("abort", () => void end(), { once: true });
+  const body = new ReadableStream<Uint8Array>({
+    async pull(ctl) {
+      try {
+        const next = await reader.read();
+        if (!next.done) return ctl.enqueue(next.value);
+        ctl.close();
+      } catch (err) {
+        ctl.error(err);
+      }
+      await end();
+    },
+    async cancel(reason) {
+      await reader.cancel(reason).catch(() => undefined);
+      await end();
+    },
+  });
+  return new Response(body, { status: res.status, headers: res.headers });
+}
+
 export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): void {
   app.post("/mcp", async (c: Context) => {
     // A browser's request from another origin is refused: the origins are the configured hosts (guards.ts), never the request's Host alone.
@@ -70,13 +113,22 @@ export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): vo
     const engine = await h.engine(c);
     const [{ WebStandardStreamableHTTPServerTransport }, { createMcpServer }] = await loadSdk();
     const server = createMcpServer({ engine, exposed: exposedWorkflows(engine.workflows, exposure), scope: h.scope(c) }, { name: engine.serviceName, version: SERVER_VERSION });
-    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
+    // Plain JSON, except for a tasks/result that asked for progress: its notifications need an SSE response.
+    const streams = asksForProgress(body);
+    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: !streams });
     await server.connect(transport);
+    let res: Response;
     try {
-      return await transport.handleRequest(c.req.raw, { parsedBody: body });
-    } finally {
+      res = await transport.handleRequest(c.req.raw, { parsedBody: body });
+    } catch (err) {
       await server.close();
+      throw err;
     }
+    if (!streams || !res.body) {
+      await server.close();
+      return res;
+    }
+    return closingAfterBody(res, () => server.close(), h.scope(c), c.req.raw.signal);
   });
   const notAllowed = () => rpcError(405, -32000, "Method not allowed: this MCP server is stateless (POST only).", { allow: "POST" });
   app.get("/mcp", notAllowed);

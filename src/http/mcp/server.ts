@@ -13,6 +13,7 @@ import { Server } from "@modelcontextprotocol/sdk/server";
 import {
   CallToolRequestSchema,
   ErrorCode,
+  GetTaskPayloadRequestSchema,
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
@@ -22,6 +23,7 @@ import {
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { EddaError, ValidationError } from "../../core/errors.ts";
 import { isDataException } from "../problem.ts";
+import { taskResult } from "./progress.ts";
 import { InstanceTaskStore } from "./tasks.ts";
 import { buildToolTable, toToolError, type McpCallContext } from "./tools.ts";
 import { instanceTemplate, listResources, readResource } from "./resources.ts";
@@ -31,7 +33,8 @@ const INSTRUCTIONS =
   "Each workflow tool starts a durable workflow and returns its instance_id at once; the run continues on the server " +
   "and may wait for timers or messages for a long time. Follow it with {workflow}_status (mind suggested_poll_interval_ms), " +
   "read the outcome with {workflow}_result, stop it with {workflow}_cancel (its compensations run). " +
-  "Workflow tools may also be called as MCP tasks: the task id is the instance id. " +
+  "Workflow tools may also be called as MCP tasks: the task id is the instance id; tasks/result with a progressToken " +
+  "sends the instance's stream (tokens, progress) as progress notifications before the result. " +
   "Instances are readable as resources at edda://instances/{instance_id}.";
 
 // The SDK's validator only serves elicitation, which these tools never use; one instance, not one per request.
@@ -39,6 +42,7 @@ let validator: AjvJsonSchemaValidator | undefined;
 
 export function createMcpServer(ctx: McpCallContext, info: { name: string; version: string }): Server {
   const tools = buildToolTable(ctx.exposed.values());
+  const store = guarded(new InstanceTaskStore(ctx));
   const server = new Server(info, {
     capabilities: {
       tools: {},
@@ -46,7 +50,7 @@ export function createMcpServer(ctx: McpCallContext, info: { name: string; versi
       tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
     },
     instructions: INSTRUCTIONS,
-    taskStore: guarded(new InstanceTaskStore(ctx)),
+    taskStore: store,
     jsonSchemaValidator: (validator ??= new AjvJsonSchemaValidator()),
   });
 
@@ -71,6 +75,9 @@ export function createMcpServer(ctx: McpCallContext, info: { name: string; versi
       return toToolError(err);
     }
   });
+
+  // In place of the SDK's tasks/result: the same wait, and the instance's stream as progress (progress.ts).
+  server.setRequestHandler(GetTaskPayloadRequestSchema, (request, extra) => taskResult(ctx, store, request.params.taskId, extra).catch(rethrowSafely));
 
   server.setRequestHandler(ListResourcesRequestSchema, (request) => listResources(ctx, request.params?.cursor).catch(rethrowSafely));
   server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [instanceTemplate] }));

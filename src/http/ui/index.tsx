@@ -244,7 +244,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
 
   ui.get("/instances/:id", (c) => instancePage(c, c.req.param("id")));
   // The instance's live stream for the page's EventSource (the API's route wants a bearer token; this one the session).
-  ui.get("/instances/:id/stream", async (c) => streamResponse(c, await opts.engine(c), c.req.param("id"), lastEventId(c) ?? 0));
+  ui.get("/instances/:id/stream", async (c) => streamResponse(c, await opts.engine(c), c.req.param("id"), lastEventId(c) ?? 0, opts.scope(c)));
   // All of a stored value, as the JSON it is stored as (the page shows a bounded part of it).
   ui.get("/instances/:id/raw/:part{input|output|error|cancellation}", async (c) => {
     const inst = await (await opts.engine(c)).instanceRecord(c.req.param("id"));
