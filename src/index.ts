@@ -38,7 +38,7 @@ export { invoke, startChild } from "./engine/children.ts";
 export type { ChildOptions } from "./engine/children.ts";
 export type { ErrorClass } from "./core/serialization.ts";
 export { receive, waitMessage, waitEvent } from "./core/waits.ts";
-export { race, onTimer, onTimerUntil, onMessage, onEvent } from "./core/race.ts";
+export { race, onTimer, onTimerUntil, onMessage, onEvent, onWebhook } from "./core/race.ts";
 export type { RaceBranch, RaceResult } from "./core/race.ts";
 export type { ChannelMessage, ReceivedEvent, ReceiveOptions, WaitEventOptions } from "./core/waits.ts";
 export type { EventMatch, EventMatchValue, MatchDocument } from "./core/match.ts";

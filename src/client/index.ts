@@ -19,7 +19,7 @@ import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./ty
 import { streamEvents, type StreamEvent, type StreamOptions, type StreamTransport } from "./stream.ts";
 import { repairMethods, type RepairMethods } from "./repairs.ts";
 
-export type { BulkAction, BulkActionName, BulkFilter, BulkOperationView, RepairedInstance, RepairMethods } from "./repairs.ts";
+export type { BulkAction, BulkActionName, BulkFilter, BulkOperationView, ForkedInstance, ForkedWebhook, RepairedInstance, RepairMethods } from "./repairs.ts";
 export type { StreamEndEvent, StreamEvent, StreamEventKind, StreamItemEvent, StreamOptions } from "./stream.ts";
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 /** DeadLetter: an outbox event the relay set aside, the broker refused it (`invalid`) or it ran out of attempts or age (`expired`). */

@@ -15,6 +15,19 @@ export interface RepairedInstance {
   created: boolean;
 }
 
+/** A per-wait webhook a fork's copied prefix created, under the fork's own URL (the one place it is shown). */
+export interface ForkedWebhook {
+  id: string;
+  url: string;
+  status: "open" | "fired" | "expired" | "cancelled";
+  expiresAt: string | null;
+}
+
+export interface ForkedInstance extends RepairedInstance {
+  copiedEvents: number;
+  webhooks: ForkedWebhook[];
+}
+
 /** The list filters a bulk action matches instances by. */
 export interface BulkFilter<N extends string = string> {
   workflow?: N;
@@ -31,7 +44,7 @@ export interface RepairMethods<N extends string = string> {
   /** Start a new instance of a finished instance's workflow with its input (or `input`), linked by `rerunOf`; idempotent per `requestId`. */
   rerun(instanceId: string, opts?: { input?: unknown; requestId?: string }): Promise<RepairedInstance>;
   /** Start a new instance from the history before `fromActivityId` (e.g. "ship_order:1"): results before it are reused, the rest runs again (EddaApiError 409 when the prefix does not replay with the deployed code). */
-  fork(instanceId: string, fromActivityId: string, opts?: { requestId?: string }): Promise<RepairedInstance & { copiedEvents: number }>;
+  fork(instanceId: string, fromActivityId: string, opts?: { requestId?: string }): Promise<ForkedInstance>;
   /** How many instances a filter matches now (a bulk dry run). */
   bulkCount(filter: BulkFilter<N>): Promise<number>;
   /** Cancel, resume or rerun every instance `filter` matches, as a durable operation; its progress: `operation(id)`. */
@@ -62,7 +75,7 @@ export function repairMethods<N extends string>(call: Call): RepairMethods<N> {
       return repaired(await call<{ instanceId: string; status: InstanceStatus }>("POST", `/instances/${enc(instanceId)}/rerun`, { ...("input" in o ? { input: o.input } : {}), ...(o.requestId ? { requestId: o.requestId } : {}) }));
     },
     async fork(instanceId, fromActivityId, o = {}) {
-      return repaired(await call<{ instanceId: string; status: InstanceStatus; copiedEvents: number }>("POST", `/instances/${enc(instanceId)}/fork`, { fromActivityId, ...(o.requestId ? { requestId: o.requestId } : {}) }));
+      return repaired(await call<Omit<ForkedInstance, "created">>("POST", `/instances/${enc(instanceId)}/fork`, { fromActivityId, ...(o.requestId ? { requestId: o.requestId } : {}) }));
     },
     async bulkCount(filter) {
       return (await call<{ count: number }>("POST", "/instances/bulk", { filter: filterBody(filter), action: "cancel", dryRun: true })).body.count;

@@ -90,11 +90,22 @@ export type WaitRequest =
       event?: boolean;
       /** Only messages whose document contains this (core/match.ts). */
       match?: MatchDocument;
+      /** A race's webhook branch beside its message branch: a POST to this hook decides the wait too (core/race.ts). */
+      hook?: WebhookBranch;
     }
   /** The outcome of a child workflow this run started (`invoke`). */
   | { kind: "child"; activityId: string; childInstanceId: string }
-  /** A POST to the per-wait URL `createWebhook` made at `hookId` (its expiry is the hook's). */
-  | { kind: "webhook"; activityId: string; hookId: string; run: number };
+  /**
+   * A POST to the per-wait URL `createWebhook` made at `hookId` (its expiry is the hook's), at `hook.wait()`'s
+   * id or a race's; `timer`: a race's earliest timer branch, which decides the wait when it fires first.
+   */
+  | ({ kind: "webhook"; activityId: string; timer?: { delaySeconds?: number; expiresAt?: Date } } & WebhookBranch);
+
+/** The hook a wait listens on: its creation's id and the run that created it. */
+export interface WebhookBranch {
+  hookId: string;
+  run: number;
+}
 
 /** What the engine must do for an open operation that has no record yet. */
 export type OperationRequest =

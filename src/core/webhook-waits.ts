@@ -83,6 +83,12 @@ export async function webhookTokenHash(token: string): Promise<string> {
 /** The wait's operation id: the hook's id and `:wait` (`:` never occurs in an escaped explicit id, and `{prefix}:{n}` ends in digits). */
 export const webhookWaitId = (hookId: string): string => `${hookId}:wait`;
 
+/** A token's path and URL: the URL starts with the app's public URL when one is configured, else it is the path. */
+export function webhookLink(links: WebhookLinks, token: string): { path: string; url: string } {
+  const path = `${WEBHOOK_PATH_PREFIX}${token}`;
+  return { path, url: links.baseUrl ? new URL(path, links.baseUrl).toString() : path };
+}
+
 /** Only verify-replay builds states without links; its URLs are never handed out. */
 const REPLAY_ONLY: WebhookLinks = { key: "edda-replay-only" };
 
@@ -90,12 +96,10 @@ const REPLAY_ONLY: WebhookLinks = { key: "edda-replay-only" };
 export function webhookHandle<T>(ctx: WorkflowContext, hookId: string, recorded: RecordedWebhook): Promise<Settled> {
   const links = replayStateOf(ctx).webhookLinks ?? REPLAY_ONLY;
   return webhookToken(links.key, ctx.instanceId, hookId, recorded.nonce).then((token) => {
-    const path = `${WEBHOOK_PATH_PREFIX}${token}`;
     let waiting: Promise<WebhookDelivery<T>> | null = null;
     const hook: WaitWebhook<T> = {
       id: hookId,
-      path,
-      url: links.baseUrl ? new URL(path, links.baseUrl).toString() : path,
+      ...webhookLink(links, token),
       expiresAt: recorded.expiresAt ? new Date(recorded.expiresAt) : null,
       wait: () => (waiting ??= waitOn<T>(ctx, hookId)),
     };
@@ -115,7 +119,11 @@ function waitOn<T>(ctx: WorkflowContext, hookId: string): Promise<WebhookDeliver
 
 export function decodeWebhookRecord(ctx: WorkflowContext, ev: HistoryEvent, hookId: string): Decoded {
   if (ev.eventType === EV.WebhookReceived) return { ok: true, value: fromPayload(ev.data) as WebhookDelivery };
-  if (ev.eventType === EV.WebhookExpired) return { ok: false, error: new WebhookExpiredError(`the webhook ${hookId} expired before it was called`) };
+  if (ev.eventType === EV.WebhookExpired) {
+    // `status`: the wait began on a hook that was no longer open without expiring (cancelled, or used up by an earlier wait or race).
+    const { status } = (fromPayload(ev.data) ?? {}) as { status?: string };
+    return { ok: false, error: new WebhookExpiredError(status ? `the webhook ${hookId} is no longer open (${status}): an earlier wait or race already ended on it` : `the webhook ${hookId} expired before it was called`) };
+  }
   if (ev.eventType === EV.ActivityFailed) {
     const { error } = fromPayload(ev.data) as { error: SerializedError };
     return { ok: false, error: deserializeError(error, replayStateOf(ctx).errorClasses) };

@@ -33,7 +33,7 @@ import { EXPIRIES, expireDue } from "./wait-kinds.ts";
 import { deliverToWebhook, deliveryOf } from "./webhook-waits.ts";
 import { endInstanceTree, expireDeadlines, resumeIn } from "./lifecycle.ts";
 import { checkScheduledInputs, listAppSchedules, pauseSchedule, resumeSchedule, triggerSchedule } from "./schedules.ts";
-import { fork, rerunIn, type Repaired } from "./repairs.ts";
+import { fork, rerunIn, type Forked, type Repaired } from "./repairs.ts";
 import { countMatching, createBulk, driveBulk, driveInBackground, type BulkRequest } from "./bulk.ts";
 import { startTimedStarts } from "./flow-control.ts";
 import * as inspection from "./inspection.ts";
@@ -381,7 +381,7 @@ export class Engine implements StepRunner, EngineParts {
     return this.storage.transaction((tx) => rerunIn(this, tx, instanceId, opts, scope));
   }
   /** Fork an instance from one of its activities: the history before it is reused, the rest runs with the deployed code. */
-  fork(instanceId: string, opts: { fromActivityId: string; requestId?: string }, scope?: DispatchScope): Promise<Repaired & { copiedEvents: number }> {
+  fork(instanceId: string, opts: { fromActivityId: string; requestId?: string }, scope?: DispatchScope): Promise<Forked> {
     return fork(this, instanceId, opts, scope);
   }
   /** How many instances a bulk filter matches now (a dry run). */

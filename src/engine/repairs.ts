@@ -8,6 +8,15 @@
  *   runs everything from it on with the deployed code. The prefix must replay
  *   with the deployed code (verify.ts's check); otherwise the fork is refused.
  *
+ * A fork whose prefix created per-wait webhooks (createWebhook) gets a hook
+ * row of its own for each, under the URL its replay derives — the token is an
+ * HMAC over the instance, so the fork's URL is new and the original's keeps
+ * answering for the original only. Since the history holds no URL and the
+ * views never show one, the fork's response carries them: whoever forks
+ * hands them on (the mail with the original's link is in the prefix and is
+ * not sent again). Each keeps the original's expiry (what `hook.expiresAt`
+ * replays as); fork from the creation itself for a fresh link and expiry.
+ *
  * Both are idempotent per request id: the new instance's id is derived from
  * the original's and the request id, so the same request returns the same
  * instance. Both create in the caller's transaction when given one (a bulk
@@ -18,11 +27,12 @@ import { fnv1a64 } from "../core/ids.ts";
 import { TERMINAL_STATUSES, type InstanceStatus } from "../core/model.ts";
 import { fromJson } from "../core/serialization.ts";
 import type { Workflow } from "../core/definitions.ts";
-import type { InstanceRecord, TxStorage } from "../storage/types.ts";
+import type { InstanceRecord, TxStorage, WaitWebhookStatus } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Uses } from "./deps.ts";
 import { afterStart, createValidated, validateInput } from "./starts.ts";
 import { verifyReplay } from "./verify.ts";
+import { webhookCreations, webhookLinksOf } from "./webhook-waits.ts";
 
 /** Statuses a fork may start from: finished, or stuck (parked by a divergence, quarantined by failures). */
 export const FORKABLE_STATUSES: readonly InstanceStatus[] = [...TERMINAL_STATUSES, "parked", "quarantined"];
@@ -98,14 +108,24 @@ export async function rerunIn(deps: StartDeps, storage: TxStorage, instanceId: s
  * prefix does not replay with the deployed code, and (ValidationError) when
  * the history has no such activity.
  */
-export async function fork(deps: StartDeps & Uses<"errorClasses">, instanceId: string, opts: { fromActivityId: string; requestId?: string }, scope?: DispatchScope): Promise<Repaired & { copiedEvents: number }> {
+/** A hook the fork's prefix created, as the fork has it: the URL to hand on, its state and expiry. */
+export interface ForkedWebhook {
+  id: string;
+  url: string;
+  status: WaitWebhookStatus;
+  expiresAt: string | null;
+}
+
+export type Forked = Repaired & { copiedEvents: number; webhooks: ForkedWebhook[] };
+
+export async function fork(deps: StartDeps & Uses<"errorClasses" | "webhookLinks">, instanceId: string, opts: { fromActivityId: string; requestId?: string }, scope?: DispatchScope): Promise<Forked> {
   checkRequestId(opts.requestId);
   const origin = await deps.storage.getInstance(instanceId);
   if (!origin) throw new NotFoundError(`instance "${instanceId}" not found`);
   const newId = repairId("fork", instanceId, opts.requestId) ?? crypto.randomUUID();
   const found = await deps.storage.getInstance(newId);
   checkSame(found, instanceId, "fork");
-  if (found) return { instanceId: found.instanceId, status: found.status, created: false, copiedEvents: 0 };
+  if (found) return { instanceId: found.instanceId, status: found.status, created: false, copiedEvents: 0, webhooks: await forkedWebhooks(deps, found.instanceId) };
   if (!FORKABLE_STATUSES.includes(origin.status)) {
     throw new ConflictError(`instance "${instanceId}" is ${origin.status}: fork a finished, parked or quarantined instance (cancel it first to fork a live one)`);
   }
@@ -121,6 +141,11 @@ export async function fork(deps: StartDeps & Uses<"errorClasses">, instanceId: s
   if (!verdict.ok) {
     throw new ConflictError(`the history of "${instanceId}" before "${opts.fromActivityId}" does not replay with the deployed code of workflow "${wf.workflowName}": ${verdict.error}`);
   }
+  const creations = webhookCreations(prefix);
+  if (creations.length > 0 && !deps.webhookLinks) {
+    throw new ConflictError(`the history of "${instanceId}" before "${opts.fromActivityId}" holds createWebhook at ${creations.map((c) => c.hookId).join(", ")}: the fork's URLs are derived from EDDA_SECRET, which this app does not have`);
+  }
+  const links = deps.webhookLinks ? await webhookLinksOf(deps.webhookLinks, newId, creations) : [];
   const value = fromJson(origin.inputData);
   const beforeEventId = history[at]!.id;
   const created = await deps.storage.transaction(async (tx) => {
@@ -130,11 +155,27 @@ export async function fork(deps: StartDeps & Uses<"errorClasses">, instanceId: s
       origin: { instanceId, kind: "fork", activityId: opts.fromActivityId },
     });
     // A racing request with the same id made it first: that one is the fork.
-    if (!r.created) return { r, copied: 0 };
+    if (!r.created) return { r, copied: 0, hooks: [] };
     const copied = await tx.copyHistoryPrefix(instanceId, r.instanceId, beforeEventId);
+    const hooks = await tx.forkWaitWebhooks(instanceId, r.instanceId, links);
     tx.afterCommit(() => afterStart(deps, wf, r.instanceId, value, scope, r.traceContext));
-    return { r, copied };
+    return { r, copied, hooks };
   });
-  if (!created.r.created) checkSame(await deps.storage.getInstance(created.r.instanceId), instanceId, "fork");
-  return { instanceId: created.r.instanceId, status: created.r.status, created: created.r.created, copiedEvents: created.copied };
+  if (!created.r.created) {
+    checkSame(await deps.storage.getInstance(created.r.instanceId), instanceId, "fork");
+    return { instanceId: created.r.instanceId, status: created.r.status, created: false, copiedEvents: 0, webhooks: await forkedWebhooks(deps, created.r.instanceId) };
+  }
+  const webhooks = created.hooks.map((h) => ({ id: h.hookId, url: links.find((l) => l.hookId === h.hookId)!.url, status: h.status, expiresAt: h.expiresAt?.toISOString() ?? null }));
+  return { instanceId: created.r.instanceId, status: created.r.status, created: true, copiedEvents: created.copied, webhooks };
+}
+
+/** A fork that already exists (the same request id again): its hooks' URLs, derived again from its history. */
+async function forkedWebhooks(deps: Uses<"storage" | "webhookLinks">, forkId: string): Promise<ForkedWebhook[]> {
+  if (!deps.webhookLinks) return [];
+  const links = await webhookLinksOf(deps.webhookLinks, forkId, webhookCreations(await deps.storage.loadHistory(forkId)));
+  const rows = await deps.storage.listWaitWebhooks(forkId, 100);
+  return links.flatMap((l) => {
+    const row = rows.find((r) => r.hookId === l.hookId);
+    return row ? [{ id: l.hookId, url: l.url, status: row.status, expiresAt: row.expiresAt?.toISOString() ?? null }] : [];
+  });
 }

@@ -21,16 +21,18 @@
  * compile until its row here exists, with every handler.
  *
  * Race branches are waits of these kinds (core/race.ts: a message wait whose
- * timeout is the earliest timer, or a timer); `waitEvent` is a message wait
- * with `event: true`. Admission (flow control's `queued`) holds an instance
- * before its first step and is not a wait an operation opens.
+ * timeout is the earliest timer, with a webhook branch's hook beside it; a
+ * webhook wait with the earliest timer registered at its id; or a timer);
+ * `waitEvent` is a message wait with `event: true`. Admission (flow
+ * control's `queued`) holds an instance before its first step and is not a
+ * wait an operation opens.
  */
 import type { InstanceStatus, NewHistoryEvent } from "../core/model.ts";
 import type { WaitRequest } from "../core/replay.ts";
 import type { FailureTask, Storage, StepConclusion, TxStorage } from "../storage/types.ts";
 import { prepareMessageWait } from "./channels.ts";
 import { prepareChildWait } from "./lifecycle.ts";
-import { prepareWebhookWait } from "./webhook-waits.ts";
+import { prepareWebhookBranch } from "./webhook-waits.ts";
 import { batchOrEach, type Isolation } from "./poison.ts";
 
 export type WaitKind = WaitRequest["kind"];
@@ -81,7 +83,8 @@ const sweepExpiry = (task: Expiry["task"], expire: Expiry["expire"]): Expiry => 
   due: (storage, limit) => (task === "webhook_expiry" ? storage.findDueWebhookInstances(limit) : storage.findDueInstances(task, limit)),
 });
 
-const timerSeconds = (w: WaitOf<"timer">, now: number) => (w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - now) / 1000) : (w.delaySeconds ?? 0));
+const timerSeconds = (w: { delaySeconds?: number; expiresAt?: Date }, now: number) => (w.expiresAt ? Math.max(0, (w.expiresAt.getTime() - now) / 1000) : (w.delaySeconds ?? 0));
+const earliest = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : Math.min(a, b));
 
 export const WAIT_KINDS: WaitKindTable = {
   timer: {
@@ -103,8 +106,11 @@ export const WAIT_KINDS: WaitKindTable = {
   message: {
     status: "waiting_for_message",
     prepare: async (tx, instanceId, w, now) => {
+      // A race's webhook branch first (a POST that came before the race wins over a queued message), under the instance's row lock.
+      const hook = w.hook ? await prepareWebhookBranch(tx, instanceId, w.hook, w.activityId, now) : null;
+      if (hook?.kind === "ready") return hook;
       const r = await prepareMessageWait(tx, instanceId, w, now);
-      return r.kind === "waiting" ? { kind: "waiting", wakeInSeconds: r.timeoutSeconds } : { kind: "ready", event: r.event };
+      return r.kind === "waiting" ? { kind: "waiting", wakeInSeconds: earliest(r.timeoutSeconds, hook?.wakeInSeconds ?? null) } : { kind: "ready", event: r.event };
     },
     // The receive's timeout, as prepare computed it from the database's clock (or a race's absolute time).
     conclude: (w, rows, waiting) => ({ conclusion: { status: "waiting_for_message", currentActivityId: w.activityId, ...rows }, wakeInSeconds: waiting.wakeInSeconds }),
@@ -125,11 +131,19 @@ export const WAIT_KINDS: WaitKindTable = {
   },
   webhook: {
     status: "waiting_for_webhook",
-    prepare: (tx, instanceId, w, now) => prepareWebhookWait(tx, instanceId, w, now),
-    // Woken in-process at the hook's expiry, as prepare read it from the database.
-    conclude: (w, rows, waiting) => ({ conclusion: { status: "waiting_for_webhook", currentActivityId: w.activityId, ...rows }, wakeInSeconds: waiting.wakeInSeconds }),
+    prepare: (tx, instanceId, w, now) => prepareWebhookBranch(tx, instanceId, w, w.activityId, now),
+    // Woken in-process at the hook's expiry, as prepare read it from the database, or at a race's timer, registered with the wait.
+    conclude: (w, rows, waiting, now) => ({
+      conclusion: {
+        status: "waiting_for_webhook",
+        currentActivityId: w.activityId,
+        ...rows,
+        ...(w.timer ? { timer: { timerId: w.activityId, activityId: w.activityId, ...w.timer } } : {}),
+      },
+      wakeInSeconds: earliest(waiting.wakeInSeconds, w.timer ? timerSeconds(w.timer, now) : null),
+    }),
     expire: sweepExpiry("webhook_expiry", (storage, limit, only) => storage.expireWaitWebhooks(limit, only)),
-    cancel: "the instance's open hooks are cancelled (workflow_webhooks): a POST then answers 410",
+    cancel: "the instance's open hooks are cancelled (workflow_webhooks): a POST then answers 410; a race's timer row is deleted with the instance's end",
     view: { says: "waiting for a POST to its webhook URL", pollIntervalMs: 30_000, span: true },
   },
 };

@@ -21,11 +21,11 @@ import type { WorkflowContext } from "../core/context.ts";
 import { activity } from "../core/definitions.ts";
 import { TerminalError } from "../core/errors.ts";
 import { explicitId } from "../core/ids.ts";
-import { EV, type NewHistoryEvent } from "../core/model.ts";
+import { EV, type HistoryEvent, type NewHistoryEvent } from "../core/model.ts";
 import { operation, operationId, replayStateOf } from "../core/operation.ts";
-import { decodeActivityRecord, type WaitRequest } from "../core/replay.ts";
-import { toPayload, toStoredJson } from "../core/serialization.ts";
-import { webhookHandle, webhookToken, webhookTokenHash, type RecordedWebhook, type WaitWebhook } from "../core/webhook-waits.ts";
+import { decodeActivityRecord, type WebhookBranch, type WebhookLinks } from "../core/replay.ts";
+import { fromPayload, toPayload, toStoredJson } from "../core/serialization.ts";
+import { webhookHandle, webhookLink, webhookToken, webhookTokenHash, type RecordedWebhook, type WaitWebhook } from "../core/webhook-waits.ts";
 import type { TxStorage, WebhookFire } from "../storage/types.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Uses } from "./deps.ts";
@@ -71,27 +71,50 @@ export function createWebhook<T = unknown>(ctx: WorkflowContext, opts: CreateWeb
   });
 }
 
-type WebhookWait = Extract<WaitRequest, { kind: "webhook" }>;
-
 /**
  * In the step's transaction: the instance's row lock (a POST to the hook
- * serializes on it), then the hook. A request that came before the wait is
- * recorded now, as is an expiry the sweep already applied; otherwise the
- * instance waits, woken in-process at the expiry.
+ * serializes on it), then the hook, bound to the wait at `waitId` (a
+ * `hook.wait()`, or a race with a webhook branch). A request that came before
+ * the wait is recorded now, as is an expiry the sweep already applied (or a
+ * hook an earlier wait already used up); otherwise the wait listens, woken
+ * in-process at the hook's expiry.
  */
-export async function prepareWebhookWait(
+export async function prepareWebhookBranch(
   tx: TxStorage,
   instanceId: string,
-  w: WebhookWait,
+  hook: WebhookBranch,
+  waitId: string,
   now: number,
 ): Promise<{ kind: "ready"; event: NewHistoryEvent } | { kind: "waiting"; wakeInSeconds: number | null }> {
   await tx.lockInstanceRow(instanceId);
-  const hook = await tx.waitWebhookState(instanceId, w.run, w.hookId);
-  if (hook?.status === "fired" && hook.payload !== null) return { kind: "ready", event: { activityId: w.activityId, eventType: EV.WebhookReceived, data: { type: "json", json: hook.payload } } };
-  if (!hook || hook.status !== "open") {
-    return { kind: "ready", event: { activityId: w.activityId, eventType: EV.WebhookExpired, data: toPayload({ hook_id: w.hookId, expired_at: hook?.expiresAt?.toISOString() ?? null }) } };
+  const row = await tx.bindWaitWebhook(instanceId, hook.run, hook.hookId, waitId);
+  if (row?.status === "fired" && row.payload !== null) return { kind: "ready", event: { activityId: waitId, eventType: EV.WebhookReceived, data: { type: "json", json: row.payload } } };
+  if (!row || row.status !== "open") {
+    const data = { hook_id: hook.hookId, expired_at: row?.expiresAt?.toISOString() ?? null, ...(row && row.status !== "expired" ? { status: row.status } : {}) };
+    return { kind: "ready", event: { activityId: waitId, eventType: EV.WebhookExpired, data: toPayload(data) } };
   }
-  return { kind: "waiting", wakeInSeconds: hook.expiresAt ? Math.max(0, (hook.expiresAt.getTime() - now) / 1000) : null };
+  return { kind: "waiting", wakeInSeconds: row.expiresAt ? Math.max(0, (row.expiresAt.getTime() - now) / 1000) : null };
+}
+
+/** The hooks a history created: each createWebhook's completed record (its id, nonce and expiry). */
+export function webhookCreations(history: readonly HistoryEvent[]): { hookId: string; recorded: RecordedWebhook }[] {
+  const out: { hookId: string; recorded: RecordedWebhook }[] = [];
+  for (const ev of history) {
+    if (ev.eventType !== EV.ActivityCompleted || ev.data.type !== "json") continue;
+    const v = fromPayload(ev.data) as { name?: unknown; result?: RecordedWebhook } | null;
+    if (v?.name === createWebhookActivity.activityName && v.result) out.push({ hookId: ev.activityId, recorded: v.result });
+  }
+  return out;
+}
+
+/** The URLs an instance's workflow derives for those hooks (and what the database keys them by). */
+export async function webhookLinksOf(links: WebhookLinks, instanceId: string, creations: { hookId: string; recorded: RecordedWebhook }[]) {
+  return Promise.all(
+    creations.map(async ({ hookId, recorded }) => {
+      const token = await webhookToken(links.key, instanceId, hookId, recorded.nonce);
+      return { hookId, tokenHash: await webhookTokenHash(token), url: webhookLink(links, token).url, expiresAt: recorded.expiresAt };
+    }),
+  );
 }
 
 /** Headers a delivery keeps: what a receiver reasonably branches on, never credentials, cookies or the proxies' own. */

@@ -20,6 +20,19 @@ const requestId = z
   .describe("idempotency: the same request id returns what the first request made (200) instead of making another");
 
 const repaired = z.object({ instanceId: z.string(), status: instanceStatus });
+const forked = repaired.extend({
+  copiedEvents: z.number().int(),
+  webhooks: z
+    .array(
+      z.object({
+        id: z.string().describe("the hook's operation id, e.g. webhook:1"),
+        url: z.string().describe("the fork's own URL for it (absolute with EDDA_PUBLIC_URL, else the path)"),
+        status: z.enum(["open", "fired", "expired", "cancelled"]).describe("open: the fork's wait on it is still to come"),
+        expiresAt: z.string().nullable(),
+      }),
+    )
+    .describe("the per-wait webhooks the copied prefix created, under the fork's URLs"),
+});
 
 export const bulkFilter = z
   .object({
@@ -79,14 +92,14 @@ export function repairRoutes(api: Hono, h: RouteHelpers): void {
       operationId: "forkInstance",
       summary: "Start a new instance from an instance's history before one of its activities: results before it are reused, the rest runs with the deployed code",
       description:
-        "The new instance (linked by `forkOf`) gets the original's input and its current-run history before the first event at `fromActivityId`; it resumes there. Activities before the fork point do not run again (their recorded results replay), so their effects — transactional ones included — are not repeated; everything from the fork point on runs again, and non-transactional side effects there (HTTP calls, e-mails) happen again. Refused with 409 when the prefix does not replay with the deployed code (the verify-replay check) or the instance is still live.",
+        "The new instance (linked by `forkOf`) gets the original's input and its current-run history before the first event at `fromActivityId`; it resumes there. Activities before the fork point do not run again (their recorded results replay), so their effects — transactional ones included — are not repeated; everything from the fork point on runs again, and non-transactional side effects there (HTTP calls, e-mails) happen again. Refused with 409 when the prefix does not replay with the deployed code (the verify-replay check) or the instance is still live. A per-wait webhook the prefix created (createWebhook) gets the fork's own URL (the token is derived from the instance, so the original's URL never reaches the fork): `webhooks` lists them — this response is the one place they are shown, since the mail that carried the original's link is in the prefix and is not sent again. Each keeps the original's expiry; fork from the creation itself for a fresh link.",
       tags: ["instances"],
       auth: "api",
       params: instanceIdParam,
       body: z.object({ fromActivityId: z.string().min(1).max(255).describe('an activity id as the history shows it, e.g. "ship_order:1"'), requestId }),
       responses: {
-        201: { description: "the fork, started", schema: repaired.extend({ copiedEvents: z.number().int() }) },
-        200: { description: "the fork this request id already started", schema: repaired.extend({ copiedEvents: z.number().int() }) },
+        201: { description: "the fork, started", schema: forked },
+        200: { description: "the fork this request id already started", schema: forked },
         404: { description: "unknown instance" },
         409: { description: "the prefix does not replay with the deployed code, or the instance is not finished, parked or quarantined" },
         422: { description: "no such activity in the instance's history, or its workflow is not deployed" },
@@ -96,7 +109,7 @@ export function repairRoutes(api: Hono, h: RouteHelpers): void {
       const { params, body } = c.var.valid;
       const e = await h.engine(c);
       const r = await e.fork(params.id, { fromActivityId: body.fromActivityId, ...(body.requestId ? { requestId: body.requestId } : {}) }, h.scope(c));
-      return c.json({ instanceId: r.instanceId, status: r.status, copiedEvents: r.copiedEvents }, r.created ? 201 : 200);
+      return c.json({ instanceId: r.instanceId, status: r.status, copiedEvents: r.copiedEvents, webhooks: r.webhooks }, r.created ? 201 : 200);
     },
   );
 

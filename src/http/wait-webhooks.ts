@@ -6,7 +6,7 @@
  *
  * A token of the wrong shape and an unknown one are the same 404 (nothing
  * tells a guesser which tokens exist); a hook that already fired, expired,
- * or whose instance ended is 410 Gone, so a sender's retry of a delivery
+ * whose instance ended, or whose race another branch won is 410 Gone, so a sender's retry of a delivery
  * that was applied changes nothing. The body is checked before anything is
  * stored: JSON when the content type says so (parsed, depth-limited), else
  * UTF-8 text; 202 only after the transaction that fired the hook committed.
@@ -45,7 +45,7 @@ export function waitWebhookRoutes(app: Hono, h: Pick<RouteHelpers, "engine" | "s
       operationId: "callWaitWebhook",
       summary: "Resume the one wait a per-wait URL (createWebhook) belongs to",
       description:
-        "The URL is the credential (no bearer token): the first POST resumes `hook.wait()` in its workflow with the body (JSON when the content type is JSON, else text) and a subset of the headers. A hook that fired, expired or whose instance ended answers 410; an unknown token 404.",
+        "The URL is the credential (no bearer token): the first POST resumes `hook.wait()` (or the race with its `onWebhook` branch) in its workflow with the body (JSON when the content type is JSON, else text) and a subset of the headers. A hook that fired, expired, whose instance ended or whose race another branch won answers 410; an unknown token 404.",
       tags: ["events"],
       auth: "none",
       params: z.object({ token: z.string().describe("the token in the URL createWebhook returned") }),
@@ -54,7 +54,10 @@ export function waitWebhookRoutes(app: Hono, h: Pick<RouteHelpers, "engine" | "s
         202: { description: "accepted: the wait resumes (or takes it when it begins)", schema: z.object({ status: z.literal("accepted") }) },
         400: { description: "the body is not valid UTF-8, or not valid JSON under a JSON content type; nothing stored" },
         404: { description: "no such hook" },
-        410: { description: "the hook already fired, expired, or its instance ended", schema: z.object({ reason: z.enum(["fired", "expired", "cancelled", "finished"]) }).passthrough() },
+        410: {
+          description: "the hook already fired, expired, its instance ended, or another branch of the race it was in won (`lost`)",
+          schema: z.object({ reason: z.enum(["fired", "expired", "cancelled", "finished", "lost"]) }).passthrough(),
+        },
       },
     }),
     async (c) => {

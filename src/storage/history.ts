@@ -194,7 +194,8 @@ export function historyArea(ex: Executor): HistoryArea {
      * one is skipped by the other, and a timer whose instance a cancel or a step
      * holds waits for the next sweep instead of deadlocking with it: instance
      * rows are locked before timer rows everywhere), delete them, record
-     * `TimerExpired` and make waiting instances runnable.
+     * `TimerExpired` and make waiting instances runnable (a race of a webhook
+     * and a timer too: a POST that won deleted the timer under the same lock).
      */
     async fireExpiredTimers(limit, onlyInstanceId) {
       const only = onlyInstanceId === undefined ? sql`` : sql`AND t.instance_id = ${onlyInstanceId}`;
@@ -217,8 +218,10 @@ export function historyArea(ex: Executor): HistoryArea {
           FROM due ORDER BY expires_at, id
           ON CONFLICT (instance_id, activity_id) DO NOTHING
         ), upd AS (
-          UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-          WHERE instance_id IN (SELECT instance_id FROM due) AND status = 'waiting_for_timer'
+          -- A race of a webhook and a timer waits for the webhook with its timer registered at the race's id.
+          UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
+          WHERE i.instance_id IN (SELECT instance_id FROM due)
+            AND (i.status = 'waiting_for_timer' OR (i.status = 'waiting_for_webhook' AND i.current_activity_id IN (SELECT activity_id FROM due WHERE due.instance_id = i.instance_id)))
         )
         SELECT DISTINCT instance_id FROM due`,
       );

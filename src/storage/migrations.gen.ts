@@ -231,5 +231,12 @@ export const MIGRATIONS: BundledMigration[] = [
       "ALTER TABLE \"workflow_instance_tags\" ADD CONSTRAINT \"workflow_instance_tags_instance_id_workflow_instances_instance_id_fk\" FOREIGN KEY (\"instance_id\") REFERENCES \"public\".\"workflow_instances\"(\"instance_id\") ON DELETE cascade ON UPDATE no action;",
       "CREATE INDEX \"idx_instance_tags_key_value\" ON \"workflow_instance_tags\" USING btree (\"key\",\"value\",\"instance_id\");"
     ]
+  },
+  {
+    "version": 17,
+    "tag": "0016_mysterious_swarm",
+    "statements": [
+      "ALTER TABLE \"workflow_webhooks\" ADD COLUMN \"wait_id\" varchar(255);"
+    ]
   }
 ];

@@ -564,7 +564,10 @@ export const workflowStreamChunks = pgTable(
  * SHA-256 of its token (the token itself is never stored). `open` until the
  * first POST (`fired`, the request kept in `payload` until the wait takes it),
  * its expiry (`expired`) or the instance's end (`cancelled`); `run` keeps a
- * recurred run's hooks apart from the previous run's.
+ * recurred run's hooks apart from the previous run's. `wait_id` is the wait
+ * that listens on it (set when the wait begins: `{hook id}:wait`, or a race's
+ * id); once a record at that id exists and the hook is still open, another
+ * branch of its race won and a POST is refused (410 `lost`).
  */
 export const workflowWebhooks = pgTable(
   "workflow_webhooks",
@@ -580,6 +583,7 @@ export const workflowWebhooks = pgTable(
     payload: text("payload"),
     createdAt: tz("created_at").notNull().defaultNow(),
     firedAt: tz("fired_at"),
+    waitId: varchar("wait_id", { length: 255 }),
   },
   (t) => [
     instanceFk(t.instanceId),

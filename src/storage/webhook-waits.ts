@@ -10,12 +10,24 @@
  * instance was already waiting) or leaves the request in the row for the
  * wait's `prepare` to take — never both, never neither. Only the SHA-256 of
  * the token is stored.
+ *
+ * The wait that listens on a hook is bound to it when it begins (`wait_id`:
+ * `{hook id}:wait`, or a race's id). Whoever records at that id — the POST,
+ * the hook's expiry, or a race's other branch (a message, its timeout, a
+ * timer) — does it under the instance's row lock while the instance still
+ * waits there, so one record wins; a POST or the expiry that records also
+ * withdraws the race's other branches (the subscription's wait marker, the
+ * timer row at that id). A POST after another branch won is refused
+ * (`lost`): the record at the bound id exists and the hook is still open.
  */
 import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
 import { DB_NOW, dbNowPlus, isoUtc, toNullableDate } from "./rows.ts";
 
 export type WaitWebhookStatus = "open" | "fired" | "expired" | "cancelled";
+
+/** Listening on instances in these statuses: a hook's own wait, or a race whose message branch makes it a message wait. */
+const LISTENING = sql`('waiting_for_webhook', 'waiting_for_message')`;
 
 export interface WaitWebhookRecord {
   hookId: string;
@@ -26,19 +38,25 @@ export interface WaitWebhookRecord {
   firedAt: Date | null;
 }
 
+export type WebhookGoneReason = "fired" | "expired" | "cancelled" | "finished" | "lost";
+
 /** What a POST to a hook found. */
 export type WebhookFire =
   | { kind: "unknown" }
-  /** Fired, expired or cancelled before, or its instance finished (or recurred past it). */
-  | { kind: "gone"; reason: "fired" | "expired" | "cancelled" | "finished" }
+  /** Fired, expired or cancelled before, its instance finished (or recurred past it), or another branch of its race won. */
+  | { kind: "gone"; reason: WebhookGoneReason }
   /** Accepted; `woken` when the instance was waiting on it and is runnable now. */
   | { kind: "fired"; instanceId: string; woken: boolean };
 
 export interface WebhookWaitsArea {
   /** In the creating step's transaction: the hook's row, its expiry on the database's clock. */
   createWaitWebhook(h: { instanceId: string; run: number; hookId: string; tokenHash: string; expiresInSeconds: number | null }): Promise<{ expiresAt: Date | null }>;
-  /** The hook of a wait being registered (the caller holds the instance's row lock); `payload` once fired. */
-  waitWebhookState(instanceId: string, run: number, hookId: string): Promise<{ status: WaitWebhookStatus; payload: string | null; expiresAt: Date | null } | null>;
+  /**
+   * The hook of a wait being registered at `waitId`, bound to it (the caller holds the instance's row lock);
+   * `payload` once fired. A hook whose earlier wait already ended (a race it lost, or a wait that took its
+   * POST) is `cancelled` for this one: it gives nothing twice.
+   */
+  bindWaitWebhook(instanceId: string, run: number, hookId: string, waitId: string): Promise<{ status: WaitWebhookStatus; payload: string | null; expiresAt: Date | null } | null>;
   /**
    * A POST: fire the hook whose token hashes to `tokenHash` with `delivery`
    * (a JSON object; `receivedAt` is added from the database's clock), and when
@@ -50,11 +68,35 @@ export interface WebhookWaitsArea {
   expireWaitWebhooks(limit: number, onlyInstanceId?: string): Promise<string[]>;
   /** Instances with a due open hook, for the one-at-a-time pass (no locks). */
   findDueWebhookInstances(limit: number): Promise<string[]>;
+  /**
+   * In a fork's creating transaction, after its history prefix was copied: a row of the fork's own for each
+   * of the original's hooks in `tokens` (created in the prefix), keyed by the fork's token, with the
+   * original's expiry. A hook whose wait has its record in the copied prefix keeps that outcome (fired,
+   * expired, or bound to the race another branch won); any other is open, its wait to begin again.
+   */
+  forkWaitWebhooks(from: string, to: string, tokens: { hookId: string; tokenHash: string }[]): Promise<{ hookId: string; status: WaitWebhookStatus; expiresAt: Date | null }[]>;
   /** An instance's hooks, oldest first (for views; never the token, which is not stored). */
   listWaitWebhooks(instanceId: string, limit: number): Promise<WaitWebhookRecord[]>;
 }
 
-const waitIdOf = (hookId: ReturnType<typeof sql>) => sql`(${hookId} || ':wait')`;
+type Sql = ReturnType<typeof sql>;
+/** The id the hook's outcome is recorded at: its bound wait's, else `hook.wait()`'s (rows from before the binding). */
+const waitIdOf = (h: string) => sql.raw(`coalesce(${h}.wait_id, ${h}.hook_id || ':wait')`);
+/** Whether the wait bound to `h` already has its record (a race's other branch won, or that wait took the POST). */
+const decided = (h: string, besides: Sql = sql`TRUE`) =>
+  sql`(${sql.raw(h)}.wait_id IS NOT NULL AND ${besides} AND EXISTS (SELECT 1 FROM workflow_history x WHERE x.instance_id = ${sql.raw(h)}.instance_id AND x.activity_id = ${sql.raw(h)}.wait_id))`;
+/**
+ * CTEs that go with a record at a woken instance's wait (`woken` has instance_id and wait_id): the race's
+ * other branches are withdrawn — a message branch's wait marker (so no delivery takes a message for it)
+ * and a timer branch's row. Lock order: the instance rows are held already, subscriptions and timers after.
+ */
+const withdrawOtherBranches = sql`
+  clr AS (
+    UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL
+    FROM woken WHERE s.instance_id = woken.instance_id AND s.activity_id = woken.wait_id
+  ), tmr AS (
+    DELETE FROM workflow_timer_subscriptions t USING woken WHERE t.instance_id = woken.instance_id AND t.timer_id = woken.wait_id
+  )`;
 const FINISHED = sql`('completed', 'failed', 'cancelled', 'compensating')`;
 
 export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
@@ -71,10 +113,16 @@ export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
       return { expiresAt: toNullableDate(row?.expires_at) };
     },
 
-    async waitWebhookState(instanceId, run, hookId) {
+    async bindWaitWebhook(instanceId, run, hookId, waitId) {
       const [row] = await queryRows<{ status: string; payload: string | null; expires_at: unknown }>(
         ex,
-        sql`SELECT status, payload, expires_at FROM workflow_webhooks WHERE instance_id = ${instanceId} AND run = ${run}::int AND hook_id = ${hookId}`,
+        sql`WITH h AS (
+              SELECT h.id, h.status, h.payload, h.expires_at, ${decided("h", sql`h.wait_id <> ${waitId}`)} AS spent
+              FROM workflow_webhooks h WHERE h.instance_id = ${instanceId} AND h.run = ${run}::int AND h.hook_id = ${hookId}
+            ), bind AS (
+              UPDATE workflow_webhooks w SET wait_id = ${waitId} FROM h WHERE w.id = h.id AND NOT h.spent
+            )
+            SELECT CASE WHEN spent THEN 'cancelled' ELSE status END AS status, CASE WHEN spent THEN NULL ELSE payload END AS payload, expires_at FROM h`,
       );
       return row ? { status: row.status as WaitWebhookStatus, payload: row.payload, expiresAt: toNullableDate(row.expires_at) } : null;
     },
@@ -90,35 +138,36 @@ export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
         );
         if (!owner) return { kind: "unknown" };
         // A new statement: it sees what the lock holder committed.
-        const [row] = await queryRows<{ status: string; expired: boolean; finished: boolean; fired: string | null; woken: string | null }>(
+        const [row] = await queryRows<{ status: string; expired: boolean; finished: boolean; lost: boolean; fired: string | null; woken: string | null }>(
           tx,
           sql`
           WITH h AS (
-            SELECT h.id, h.status, h.instance_id, h.run, h.hook_id, h.expires_at IS NOT NULL AND h.expires_at <= ${DB_NOW} AS expired,
-                   (i.status IN ${FINISHED} OR i.run <> h.run) AS finished, i.status AS instance_status, i.current_activity_id
+            SELECT h.id, h.status, h.instance_id, h.run, ${waitIdOf("h")} AS wait_id, h.expires_at IS NOT NULL AND h.expires_at <= ${DB_NOW} AS expired,
+                   (i.status IN ${FINISHED} OR i.run <> h.run) AS finished, ${decided("h")} AS lost,
+                   i.status AS instance_status, i.current_activity_id
             FROM workflow_webhooks h JOIN workflow_instances i ON i.instance_id = h.instance_id
             WHERE h.token_hash = ${tokenHash}
           ), fire AS (
             UPDATE workflow_webhooks w
             SET status = 'fired', fired_at = ${DB_NOW},
                 payload = '{"receivedAt":' || to_json(${isoUtc(DB_NOW)})::text || ',' || substr(${delivery}::text, 2)
-            FROM h WHERE w.id = h.id AND h.status = 'open' AND NOT h.expired AND NOT h.finished
-            RETURNING w.instance_id, w.hook_id, w.payload
+            FROM h WHERE w.id = h.id AND h.status = 'open' AND NOT h.expired AND NOT h.finished AND NOT h.lost
+            RETURNING w.instance_id, w.payload
           ), woken AS (
             UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
             FROM fire, h
-            WHERE i.instance_id = fire.instance_id AND h.instance_status = 'waiting_for_webhook' AND h.current_activity_id = ${waitIdOf(sql`fire.hook_id`)}
-            RETURNING i.instance_id
+            WHERE i.instance_id = fire.instance_id AND h.instance_status IN ${LISTENING} AND h.current_activity_id = h.wait_id
+            RETURNING i.instance_id, h.wait_id
           ), hist AS (
             INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
-            SELECT fire.instance_id, ${waitIdOf(sql`fire.hook_id`)}, 'WebhookReceived', 'json', fire.payload FROM fire, woken
+            SELECT fire.instance_id, woken.wait_id, 'WebhookReceived', 'json', fire.payload FROM fire, woken
             ON CONFLICT (instance_id, activity_id) DO NOTHING
-          )
-          SELECT h.status, h.expired, h.finished, (SELECT instance_id FROM fire) AS fired, (SELECT instance_id FROM woken) AS woken FROM h`,
+          ), ${withdrawOtherBranches}
+          SELECT h.status, h.expired, h.finished, h.lost, (SELECT instance_id FROM fire) AS fired, (SELECT instance_id FROM woken) AS woken FROM h`,
         );
         if (!row) return { kind: "unknown" };
         if (row.fired !== null) return { kind: "fired", instanceId: row.fired, woken: row.woken !== null };
-        const reason = row.status !== "open" ? (row.status as "fired" | "expired" | "cancelled") : row.expired ? "expired" : "finished";
+        const reason = row.status !== "open" ? (row.status as "fired" | "expired" | "cancelled") : row.expired ? "expired" : row.finished ? "finished" : "lost";
         return { kind: "gone", reason };
       });
     },
@@ -141,17 +190,17 @@ export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
           tx,
           sql`
           WITH exp AS (
-            UPDATE workflow_webhooks SET status = 'expired' WHERE id IN (${ids}) AND status = 'open'
-            RETURNING instance_id, run, hook_id, expires_at
+            UPDATE workflow_webhooks h SET status = 'expired' WHERE id IN (${ids}) AND status = 'open'
+            RETURNING instance_id, run, hook_id, ${waitIdOf("h")} AS wait_id, expires_at
           ), woken AS (
             UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
-            FROM exp WHERE i.instance_id = exp.instance_id AND i.run = exp.run AND i.status = 'waiting_for_webhook' AND i.current_activity_id = ${waitIdOf(sql`exp.hook_id`)}
-            RETURNING i.instance_id, exp.hook_id, exp.expires_at
+            FROM exp WHERE i.instance_id = exp.instance_id AND i.run = exp.run AND i.status IN ${LISTENING} AND i.current_activity_id = exp.wait_id
+            RETURNING i.instance_id, exp.hook_id, exp.wait_id, exp.expires_at
           ), hist AS (
             INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
-            SELECT instance_id, ${waitIdOf(sql`hook_id`)}, 'WebhookExpired', 'json', json_build_object('hook_id', hook_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text FROM woken
+            SELECT instance_id, wait_id, 'WebhookExpired', 'json', json_build_object('hook_id', hook_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text FROM woken
             ON CONFLICT (instance_id, activity_id) DO NOTHING
-          )
+          ), ${withdrawOtherBranches}
           SELECT DISTINCT instance_id FROM exp`,
         );
         return rows.map((r) => r.instance_id);
@@ -168,11 +217,35 @@ export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
       return rows.map((r) => r.instance_id);
     },
 
+    async forkWaitWebhooks(from, to, tokens) {
+      if (tokens.length === 0) return [];
+      const values = sql.join(tokens.map((t) => sql`(${t.hookId}::text, ${t.tokenHash}::text)`), sql`, `);
+      const rows = await queryRows<{ hook_id: string; status: string; expires_at: unknown }>(
+        ex,
+        sql`WITH src AS (
+              SELECT o.hook_id, v.token_hash, o.expires_at, x.event_type, ${waitIdOf("o")} AS wait_id
+              FROM (VALUES ${values}) AS v(hook_id, token_hash)
+              JOIN workflow_instances oi ON oi.instance_id = ${from}
+              JOIN workflow_webhooks o ON o.instance_id = oi.instance_id AND o.run = oi.run AND o.hook_id = v.hook_id
+              LEFT JOIN workflow_history x ON x.instance_id = ${to} AND x.activity_id = ${waitIdOf("o")}
+            )
+            INSERT INTO workflow_webhooks (token_hash, instance_id, run, hook_id, expires_at, status, wait_id)
+            SELECT src.token_hash, i.instance_id, i.run, src.hook_id, src.expires_at,
+                   CASE src.event_type WHEN 'WebhookReceived' THEN 'fired' WHEN 'WebhookExpired' THEN 'expired' ELSE 'open' END,
+                   CASE WHEN src.event_type IS NULL THEN NULL ELSE src.wait_id END
+            FROM src JOIN workflow_instances i ON i.instance_id = ${to}
+            ON CONFLICT (instance_id, run, hook_id) DO NOTHING
+            RETURNING hook_id, status, expires_at`,
+      );
+      return rows.map((r) => ({ hookId: r.hook_id, status: r.status as WaitWebhookStatus, expiresAt: toNullableDate(r.expires_at) }));
+    },
+
     async listWaitWebhooks(instanceId, limit) {
       const rows = await queryRows<{ hook_id: string; run: number; status: string; expires_at: unknown; created_at: unknown; fired_at: unknown }>(
         ex,
-        sql`SELECT hook_id, run, status, expires_at, created_at, fired_at FROM workflow_webhooks
-            WHERE instance_id = ${instanceId} ORDER BY id LIMIT ${limit}::int`,
+        // A hook whose race another branch won is shown as what it is: withdrawn (a POST gets 410 `lost`).
+        sql`SELECT hook_id, run, CASE WHEN status = 'open' AND ${decided("h")} THEN 'cancelled' ELSE status END AS status, expires_at, created_at, fired_at
+            FROM workflow_webhooks h WHERE instance_id = ${instanceId} ORDER BY id LIMIT ${limit}::int`,
       );
       return rows.map((r) => ({
         hookId: r.hook_id,

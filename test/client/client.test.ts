@@ -72,7 +72,7 @@ describe("createClient over HTTP", () => {
     expect((await c.get(first.instanceId))!.rerunOf).toBe("c-repair");
     const history = await c.history("c-repair");
     const forked = await c.fork("c-repair", history.history[0]!.activityId);
-    expect(forked).toMatchObject({ created: true, copiedEvents: 0 });
+    expect(forked).toMatchObject({ created: true, copiedEvents: 0, webhooks: [] });
     expect((await c.result(forked.instanceId, { timeoutSeconds: 20 })).status).toBe("completed");
     await expect(c.fork("c-repair", "no_such:1")).rejects.toMatchObject({ status: 422 });
     expect(await c.bulkCount({ workflow: "pipeline", search: "c-repair" })).toBe(1);

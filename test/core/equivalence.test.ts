@@ -36,8 +36,8 @@ describe("warm run ≡ cold replay ≡ crashes (pure properties)", () => {
   it("generated programs end with identical outcomes and histories on all three paths", async () => {
     let cases = 0;
     const statuses: Record<string, number> = {};
-    // How many generated runs reached a child outcome and a patched() marker (the newer operations).
-    const reached = { childOutcomes: 0, patchMarkers: 0 };
+    // How many generated runs reached a child outcome, a patched() marker, and a webhook delivered, expired or raced (the newer operations).
+    const reached = { childOutcomes: 0, patchMarkers: 0, webhookDeliveries: 0, webhookExpiries: 0, racesWonByWebhook: 0, racesLostByWebhook: 0 };
     await fc.assert(
       fc.asyncProperty(programArb, fc.integer(), async (p, seed) => {
         cases++;
@@ -45,9 +45,15 @@ describe("warm run ≡ cold replay ≡ crashes (pure properties)", () => {
         statuses[r.status] = (statuses[r.status] ?? 0) + 1;
         if (r.history.some((h) => h.eventType.startsWith("Child"))) reached.childOutcomes++;
         if (r.history.some((h) => h.activityId.startsWith("patched_"))) reached.patchMarkers++;
+        if (r.history.some((h) => h.eventType === "WebhookReceived")) reached.webhookDeliveries++;
+        if (r.history.some((h) => h.eventType === "WebhookExpired")) reached.webhookExpiries++;
+        if (r.history.some((h) => h.activityId.startsWith("race:") && h.eventType === "WebhookReceived")) reached.racesWonByWebhook++;
+        if (r.history.some((h) => h.activityId.startsWith("race:") && !h.eventType.startsWith("Webhook"))) reached.racesLostByWebhook++;
       }),
       { numRuns: Number(process.env.EDDA_PROPERTY_RUNS ?? 300) },
     );
     console.log(`equivalence property: ${cases} programs × 3 paths, outcomes ${JSON.stringify(statuses)}, runs reaching ${JSON.stringify(reached)}`);
+    // The grammar must reach every webhook outcome, or the property proves nothing about them.
+    if (cases >= 100) for (const [what, n] of Object.entries(reached)) expect(n, what).toBeGreaterThan(0);
   }, 120_000);
 });

@@ -6,7 +6,7 @@
 // the same activity name are where per-name counters could disagree between
 // a run continued in memory and a cold replay.
 import fc from "fast-check";
-import { activity, invoke, patched, receive, registerCompensation, sleep, TerminalError, workflow, type WorkflowContext } from "../../src/index.ts";
+import { activity, createWebhook, invoke, onMessage, onTimer, onWebhook, patched, race, receive, registerCompensation, sleep, TerminalError, workflow, type RaceBranch, type WorkflowContext } from "../../src/index.ts";
 
 /** What an activity call does, per attempt: fail transiently `transient` times, then succeed or fail for good. */
 export interface ActBehaviour {
@@ -22,14 +22,20 @@ export type Stmt =
   /** A child workflow that ends `seconds` after it starts, with `child(arg)` or a failure. */
   | { t: "invoke"; arg: number; fail: boolean; seconds: number }
   | { t: "patched"; change: "x" | "y" }
+  /**
+   * A per-wait webhook: created (expiring after `expiresIn` seconds, or never), POSTed to by an activity of
+   * the workflow when `post` (else only by the program's messages on `hook:{id}`), then waited on — alone, or
+   * raced against a timer and/or a message.
+   */
+  | { t: "hook"; expiresIn: number | null; post: boolean; race: { timer: number | null; channel: Channel | null } | null }
   | { t: "all"; branches: Stmt[][] }
   | { t: "try"; body: Stmt[] }
   | { t: "helper"; body: Stmt[] };
 
 export interface Program {
   body: Stmt[];
-  /** Messages that arrive on a channel at a virtual time (seconds). */
-  messages: { channel: Channel; at: number; data: string }[];
+  /** Messages that arrive on a channel (or POSTs to a hook: `hook:{hook id}`) at a virtual time (seconds). */
+  messages: { channel: string; at: number; data: string }[];
 }
 
 export const ACT_NAMES = ["p_a", "p_b", "p_c"] as const;
@@ -57,6 +63,26 @@ const acts = Object.fromEntries(
 ) as Record<ActName, ReturnType<typeof activity<[number, ActBehaviour], string>>>;
 
 export const undo = activity("p_undo", async (_ctx, arg: number) => `undone ${arg}`);
+
+/** How `p_post` reaches a hook: the database-backed variant sets the app's request (the pure stepper records it itself). */
+let hookPoster: (path: string, body: string) => Promise<number> = () => Promise.reject(new Error("no hook poster set"));
+export function setHookPoster(fn: typeof hookPoster): void {
+  hookPoster = fn;
+}
+
+/**
+ * A workflow POSTing to its own hook (as a sender would), non-transactional like any HTTP call: a retry
+ * after a lost step POSTs again and gets 410, which is fine. The body is the text the wait sees.
+ */
+export const postHook = activity(
+  "p_post",
+  async (_ctx, hookId: string, path: string) => {
+    const status = await hookPoster(path, JSON.stringify(`posted ${hookId}`));
+    if (status !== 202 && status !== 410) throw new Error(`POST ${hookId}: ${status}`);
+    return "posted";
+  },
+  { transactional: false },
+);
 
 export interface ChildInput {
   arg: number;
@@ -100,6 +126,21 @@ async function exec(ctx: WorkflowContext, s: Stmt, trace: string[]): Promise<voi
     case "patched":
       trace.push(`patched ${s.change} ${await patched(ctx, s.change)}`);
       return;
+    case "hook": {
+      const hook = await createWebhook<string>(ctx, s.expiresIn === null ? {} : { expiresIn: s.expiresIn });
+      if (s.post) trace.push(await postHook(ctx, hook.id, hook.path));
+      if (!s.race) {
+        trace.push(`hook ${hook.id} ${(await hook.wait()).body}`);
+        return;
+      }
+      const branches: Record<string, RaceBranch<unknown>> = { hook: onWebhook(hook) };
+      if (s.race.channel) branches.msg = onMessage<string>(s.race.channel);
+      if (s.race.timer !== null) branches.late = onTimer(s.race.timer);
+      const r = await race(ctx, branches);
+      const v = r.value as { body?: unknown; data?: unknown } | undefined;
+      trace.push(`race ${hook.id} ${r.winner} ${String(v?.body ?? v?.data ?? "")}`);
+      return;
+    }
     case "all":
       await Promise.all(s.branches.map((b) => interpret(ctx, b, trace)));
       return;
@@ -147,6 +188,15 @@ const leaf: fc.Arbitrary<Stmt> = fc.oneof(
     arbitrary: fc.record({ t: fc.constant("invoke" as const), arg: fc.integer({ min: 0, max: 9 }), fail: fc.oneof({ weight: 3, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }), seconds: fc.constantFrom(0, 3, 20) }),
   },
   { weight: 1, arbitrary: fc.record({ t: fc.constant("patched" as const), change: fc.constantFrom("x" as const, "y" as const) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      t: fc.constant("hook" as const),
+      expiresIn: fc.option(fc.constantFrom(4, 25, 70), { nil: null }),
+      post: fc.boolean(),
+      race: fc.option(fc.record({ timer: fc.option(fc.constantFrom(0, 3, 30), { nil: null }), channel: fc.option(fc.constantFrom(...CHANNELS), { nil: null }) }), { nil: null }),
+    }),
+  },
 );
 
 const stmt: fc.Arbitrary<Stmt> = fc.letrec<{ stmt: Stmt; block: Stmt[] }>((tie) => ({
@@ -160,7 +210,7 @@ const stmt: fc.Arbitrary<Stmt> = fc.letrec<{ stmt: Stmt; block: Stmt[] }>((tie) 
   block: fc.array(tie("stmt"), { minLength: 1, maxLength: 3 }),
 })).stmt;
 
-/** Programs the database-backed variant runs in real time: no message waits, timers and children of 0 s. */
+/** Programs the database-backed variant runs in real time: no message waits, timers and children of 0 s, hooks decided at once. */
 export function forDatabase(body: Stmt[]): Stmt[] {
   return body.flatMap((s): Stmt[] => {
     switch (s.t) {
@@ -169,6 +219,13 @@ export function forDatabase(body: Stmt[]): Stmt[] {
       case "sleep":
       case "invoke":
         return [{ ...s, seconds: 0 }];
+      case "hook": {
+        // Real time, no messages: a POST is the workflow's own (so it precedes the wait), a race's timer is 0 s and
+        // wins when nothing was POSTed; a hook nobody POSTs to and no timer decides expires after 50 ms.
+        const timer = s.race?.timer === undefined || s.race.timer === null ? null : 0;
+        const race = s.race ? { timer, channel: null } : null;
+        return [{ ...s, race, expiresIn: s.post || timer !== null ? null : 0.05 }];
+      }
       case "all":
         return [{ ...s, branches: s.branches.map(forDatabase) }];
       case "try":
@@ -180,7 +237,10 @@ export function forDatabase(body: Stmt[]): Stmt[] {
   });
 }
 
+/** Messages arrive on the channels, and as POSTs to the first hooks a program creates (`hook:webhook:n`). */
+const MESSAGE_CHANNELS = [...CHANNELS, "hook:webhook:1", "hook:webhook:2"] as const;
+
 export const programArb: fc.Arbitrary<Program> = fc.record({
   body: fc.array(stmt, { minLength: 1, maxLength: 5 }),
-  messages: fc.array(fc.record({ channel: fc.constantFrom(...CHANNELS), at: fc.integer({ min: 0, max: 90 }), data: fc.string({ maxLength: 3 }) }), { maxLength: 4 }),
+  messages: fc.array(fc.record({ channel: fc.constantFrom(...MESSAGE_CHANNELS), at: fc.integer({ min: 0, max: 90 }), data: fc.string({ maxLength: 3 }) }), { maxLength: 5 }),
 });

@@ -1,6 +1,6 @@
 // race(): one operation, one record, the same winner on every path (pure).
 import { describe, expect, it } from "vitest";
-import { onMessage, onTimer, onTimerUntil, race, receive, sleep, type WorkflowContext } from "../../src/index.ts";
+import { createWebhook, onMessage, onTimer, onTimerUntil, onWebhook, race, receive, sleep, type RaceBranch, type WaitWebhook, type WorkflowContext } from "../../src/index.ts";
 import { simulate, type SimMessage } from "./stepper.ts";
 
 const firstOf = (timeout: number) =>
@@ -59,8 +59,77 @@ describe("race (pure)", () => {
 
   it("rejects races it cannot decide deterministically", () => {
     const ctx = {} as WorkflowContext;
+    const hook = { id: "webhook:1", wait: () => Promise.resolve() } as unknown as WaitWebhook;
+    expect(() => race(ctx, { a: onWebhook(hook), b: onWebhook(hook) })).toThrow(/at most one webhook/);
+    expect(() => onWebhook({} as WaitWebhook)).toThrow(TypeError);
     expect(() => race(ctx, {})).toThrow(TypeError);
     expect(() => race(ctx, { a: onMessage("x"), b: onMessage("y") })).toThrow(/at most one message/);
     expect(() => race(ctx, { a: onTimer(1), b: onTimerUntil(new Date()) })).toThrow(/cannot be mixed/);
+  });
+});
+
+/** A link raced against a deadline (and a reply): who won, and what a wait on the hook gets afterwards. */
+const hookRace = (opts: { timer?: number; reply?: boolean; expiresIn?: number; sleepFirst?: number }) =>
+  (async (ctx: WorkflowContext) => {
+    if (opts.sleepFirst) await sleep(ctx, opts.sleepFirst);
+    const hook = await createWebhook<string>(ctx, opts.expiresIn ? { expiresIn: opts.expiresIn } : {});
+    const branches: Record<string, RaceBranch<unknown>> = { approved: onWebhook(hook) };
+    if (opts.reply) branches.reply = onMessage<string>("response");
+    if (opts.timer !== undefined) branches.late = onTimer(opts.timer);
+    const r = await race(ctx, branches).then(
+      (x) => ({ winner: x.winner, value: (x.value as { body?: unknown; data?: unknown } | undefined)?.body ?? (x.value as { data?: unknown } | undefined)?.data ?? null }),
+      (e: Error) => ({ winner: e.name, value: null }),
+    );
+    const after = await hook.wait().then(
+      (d) => d.body,
+      (e: Error) => e.name,
+    );
+    return { ...r, after };
+  }) as never;
+
+const shapeOf = (r: { history: { activityId: string; eventType: string }[] }) => r.history.map((h) => `${h.activityId} ${h.eventType}`);
+
+describe("race with a webhook branch (pure)", () => {
+  it("a POST before the timer wins; the hook then gives a later wait nothing", async () => {
+    const r = await onAllPaths(hookRace({ timer: 10 }), [{ channel: "hook:webhook:1", at: 4, data: "yes" }]);
+    expect(r.output).toEqual({ winner: "approved", value: "yes", after: "WebhookExpiredError" });
+    expect(shapeOf(r)).toEqual(["webhook:1 ActivityCompleted", "race:1 WebhookReceived", "webhook:1:wait WebhookExpired"]);
+  });
+
+  it("the timer wins when the POST comes late: the late POST is not accepted anywhere", async () => {
+    const r = await onAllPaths(hookRace({ timer: 10 }), [{ channel: "hook:webhook:1", at: 30, data: "late" }]);
+    expect(r.output).toEqual({ winner: "late", value: null, after: "WebhookExpiredError" });
+    expect(shapeOf(r)).toEqual(["webhook:1 ActivityCompleted", "race:1 TimerExpired", "webhook:1:wait WebhookExpired"]);
+  });
+
+  it("a message wins against the webhook and the timer", async () => {
+    const r = await onAllPaths(hookRace({ timer: 10, reply: true }), [
+      { channel: "response", at: 3, data: "mail" },
+      { channel: "hook:webhook:1", at: 5, data: "link" },
+    ]);
+    expect(r.output).toEqual({ winner: "reply", value: "mail", after: "WebhookExpiredError" });
+  });
+
+  it("a POST that came before the race wins over a queued message", async () => {
+    const fn = (async (ctx: WorkflowContext) => {
+      const hook = await createWebhook<string>(ctx);
+      await sleep(ctx, 10);
+      const r = await race(ctx, { reply: onMessage<string>("response"), approved: onWebhook(hook) });
+      const next = (await receive<string>(ctx, "response")).data;
+      return [r.winner, next];
+    }) as never;
+    const r = await onAllPaths(fn, [
+      { channel: "response", at: 2, data: "mail" },
+      { channel: "hook:webhook:1", at: 4, data: "link" },
+    ]);
+    expect(r.output).toEqual(["approved", "mail"]);
+  });
+
+  it("the hook's own expiry ends the race with WebhookExpiredError; a POST before the hook existed is not accepted", async () => {
+    const expired = await onAllPaths(hookRace({ timer: 60, expiresIn: 5 }), [{ channel: "hook:webhook:1", at: 7, data: "after expiry" }]);
+    expect(expired.output).toEqual({ winner: "WebhookExpiredError", value: null, after: "WebhookExpiredError" });
+    expect(shapeOf(expired)).toContain("race:1 WebhookExpired");
+    const early = await onAllPaths(hookRace({ timer: 10, sleepFirst: 5 }), [{ channel: "hook:webhook:1", at: 2, data: "too early" }]);
+    expect(early.output).toMatchObject({ winner: "late" });
   });
 });

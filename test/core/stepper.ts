@@ -21,7 +21,7 @@ import { childWorkflow, type ChildInput } from "./programs.ts";
 import { ActivityRegistry } from "../../src/core/registry.ts";
 import type { ActivityContext } from "../../src/core/context.ts";
 import type { ActivityOutcome } from "../../src/engine/execute.ts";
-import { compensationRows, continueWith, decide, type AfterCommit } from "../../src/engine/decide.ts";
+import { compensationRows, continueWith, decide, waitingPlan, type AfterCommit } from "../../src/engine/decide.ts";
 import type { StepConclusion } from "../../src/storage/types.ts";
 
 export type Mode = "warm" | "cold" | "crash";
@@ -47,20 +47,29 @@ interface Conclusion {
   events: NewHistoryEvent[];
   compensations: { activityId: string; activityName: string; args: unknown[] }[];
   timer?: { id: string; at: number };
-  /** A message wait, a child wait, or a per-wait webhook (its POSTs are the messages on `hook:{hook id}`). */
-  wait?: { activityId: string; channel: string; timeoutAt: number | null; child?: string; webhook?: boolean };
+  /**
+   * A message wait (on `channel`, until `timeoutAt`), a child wait, a per-wait webhook (`hook`: its POSTs
+   * are the messages on `hook:{hook id}`, its expiry the hook's), or a race of a message and a webhook (both).
+   */
+  wait?: { activityId: string; channel: string | null; timeoutAt: number | null; child?: string; hook?: string };
   end?: { status: SimResult["status"]; output: unknown; compensate?: boolean };
   /** A queued message this step takes (consumed only if the step is stored). */
   takes?: number;
+  /** A hook whose wait this step decided (used up only if the step is stored). */
+  spends?: string;
   /** Activities whose final records this step wrote (a warm run continues with them). */
   settled?: PendingActivity[];
 }
 
-export async function simulate(fn: WorkflowFn, messages: SimMessage[], mode: Mode, rng: () => number = Math.random, maxSteps = 400): Promise<SimResult> {
+export async function simulate(fn: WorkflowFn, scheduled: SimMessage[], mode: Mode, rng: () => number = Math.random, maxSteps = 400): Promise<SimResult> {
+  // The workflow's own POSTs (p_post) join the schedule as they happen: this run's copy.
+  const messages = scheduled.slice();
   const history: HistoryEvent[] = [];
   const compensations: { activityId: string; activityName: string; args: unknown[] }[] = [];
   const timers = new Map<string, number>();
   const consumed = new Set<number>();
+  // The hooks createWebhook made (their rows in the engine): when, until when, and whether a wait already ended on them.
+  const hooks = new Map<string, SimHook>();
   let wait: Conclusion["wait"] | null = null;
   let now = 0;
   // Simulated children by instance id: when they end and how (from their input and start time).
@@ -105,7 +114,7 @@ export async function simulate(fn: WorkflowFn, messages: SimMessage[], mode: Mod
       const b = describeOutcome(cold.outcome);
       if (a !== b) throw new Error(`warm/cold divergence at step ${step}: warm ${a}, cold ${b}`);
     }
-    const c = await conclude(next!, messages, consumed, now, children);
+    const c = await conclude(next!, { messages, consumed, now, children, hooks });
     if (mode === "crash" && crashes < 8 && rng() < 0.3) {
       // Lost before the fenced conclusion: nothing of this step is stored.
       crashes++;
@@ -114,6 +123,11 @@ export async function simulate(fn: WorkflowFn, messages: SimMessage[], mode: Mod
     }
     const written = persist(c.events);
     if (c.takes !== undefined) consumed.add(c.takes);
+    if (c.spends !== undefined) hooks.get(c.spends)!.spent = true;
+    for (const e of written) {
+      const created = createdHook(e);
+      if (created && !hooks.has(e.activityId)) hooks.set(e.activityId, { createdAt: now, expiresAt: created.expiresAt === null ? null : Date.parse(created.expiresAt) / 1000, spent: false });
+    }
     for (const comp of c.compensations) if (!compensations.some((x) => x.activityId === comp.activityId)) compensations.push(comp);
     if (c.timer && !timers.has(c.timer.id)) timers.set(c.timer.id, c.timer.at);
     if (c.wait) wait = c.wait;
@@ -130,10 +144,15 @@ export async function simulate(fn: WorkflowFn, messages: SimMessage[], mode: Mod
     }
     if (c.timer || c.wait) {
       // Idle: the next thing to happen is a timer, a message or a timeout.
-      const fired = fireNext(timers, wait, messages, consumed, now, children);
+      const fired = fireNext(timers, wait, { messages, consumed, now, children, hooks });
       if (!fired) return result("stuck", describeOutcome(next!.outcome), step);
       now = fired.at;
-      if (fired.clearsWait) wait = null;
+      if (fired.event.activityId === wait?.activityId) {
+        // The wait is decided: the engine withdraws the rest of it with the record (a race's timer row, its hook).
+        timers.delete(wait.activityId);
+        if (wait.hook) hooks.get(wait.hook)!.spent = true;
+        wait = null;
+      }
       const rows = persist([fired.event]);
       const r: ReplayResult | null = goWarm && !fired.event.activityId.includes("#") ? await run.resume([], rows) : null;
       run = r ? run : null;
@@ -175,7 +194,8 @@ function describeOutcome(o: ReplayOutcome): string {
  * over the simulated store: activities are run here, waits look at the
  * simulated queue and children.
  */
-async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Set<number>, now: number, children: Map<string, SimChild>): Promise<Conclusion> {
+async function conclude(next: ReplayResult, world: World): Promise<Conclusion> {
+  const { messages, consumed, now, children } = world;
   const { outcome } = next;
   const history = { records: [...next.newEvents], compensations: compensationRows(next.newCompensations) };
   const base = { events: history.records, compensations: next.newCompensations };
@@ -194,8 +214,17 @@ async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Se
       for (const p of plan.activities) {
         const actx = { attempt: p.attempt, activityId: p.activityId, instanceId: "sim", workflowName: "sim" } as unknown as ActivityContext;
         if (p.activity.activityName === "edda.create_webhook") {
-          // The hook's row is the engine's; the recorded result is a nonce (fixed by the id, so a lost step draws the same).
-          results.push({ pending: p, outcome: { ok: true, value: { nonce: `nonce-${p.activityId}`, expiresAt: null } } });
+          // The hook's row is the engine's; the recorded result is a nonce (fixed by the id, so a lost step draws the same) and the expiry.
+          const { expiresInSeconds } = p.args[0] as { expiresInSeconds: number | null };
+          const expiresAt = expiresInSeconds === null ? null : new Date((now + expiresInSeconds) * 1000).toISOString();
+          results.push({ pending: p, outcome: { ok: true, value: { nonce: `nonce-${p.activityId}`, expiresAt } } });
+          continue;
+        }
+        if (p.activity.activityName === "p_post") {
+          // A POST to the run's own hook, now: it lands whether or not this step is stored (a non-transactional call).
+          const hookId = p.args[0] as string;
+          messages.push({ channel: `hook:${hookId}`, at: now, data: `posted ${hookId}` });
+          results.push({ pending: p, outcome: { ok: true, value: "posted" } });
           continue;
         }
         if (p.activity === startChildActivity) {
@@ -221,21 +250,25 @@ async function conclude(next: ReplayResult, messages: SimMessage[], consumed: Se
       const w = plan.wait;
       if (w.kind === "timer") throw new Error("a timer wait has nothing to prepare: decide concludes it");
       if (w.kind === "webhook") {
-        // A POST that came before the wait is taken at once (the engine's prepare); else the instance waits for one.
-        const channel = `hook:${w.hookId}`;
-        const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === channel && m.at <= now);
-        if (i >= 0) return { ...base, takes: i, events: continueWith(w.activityId, history, received(w.activityId, messages[i]!, i, true), { handoffLeaseSeconds: 30 }).conclusion.history! };
-        return { ...base, wait: { activityId: w.activityId, channel, timeoutAt: null, webhook: true } };
+        // A POST that came before the wait is taken at once (the engine's prepare); else the instance waits for one,
+        // with a race's timer registered as the engine's conclusion registers it.
+        const ready = prepareHook(world, w.hookId, w.activityId);
+        if (ready) return { ...base, ...ready, events: continueWith(w.activityId, history, ready.event, { handoffLeaseSeconds: 30 }).conclusion.history! };
+        const plan = waitingPlan(w, history, { kind: "waiting", wakeInSeconds: null }, now * 1000);
+        return { ...fromConclusion(plan.conclusion, plan.after, base, now), wait: { activityId: w.activityId, channel: null, timeoutAt: null, hook: w.hookId } };
       }
       if (w.kind === "child") {
         const child = children.get(w.childInstanceId)!;
         if (child.at <= now) return { ...base, events: continueWith(w.activityId, history, childEvent(w.activityId, child), { handoffLeaseSeconds: 30 }).conclusion.history! };
         return { ...base, wait: { activityId: w.activityId, channel: "", timeoutAt: null, child: child.id } };
       }
+      // A race's webhook branch is looked at first, as the engine's prepare does.
+      const ready = w.hook ? prepareHook(world, w.hook.hookId, w.activityId) : null;
+      if (ready) return { ...base, ...ready, events: continueWith(w.activityId, history, ready.event, { handoffLeaseSeconds: 30 }).conclusion.history! };
       const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === w.channel && m.at <= now);
-      if (i >= 0) return { ...base, takes: i, events: continueWith(w.activityId, history, received(w.activityId, messages[i]!, i), { handoffLeaseSeconds: 30 }).conclusion.history! };
+      if (i >= 0) return { ...base, takes: i, ...(w.hook ? { spends: w.hook.hookId } : {}), events: continueWith(w.activityId, history, received(w.activityId, messages[i]!, i), { handoffLeaseSeconds: 30 }).conclusion.history! };
       const timeoutAt = w.timeoutAt ? w.timeoutAt.getTime() / 1000 : w.timeoutSeconds === undefined ? null : now + w.timeoutSeconds;
-      return { ...base, wait: { activityId: w.activityId, channel: w.channel, timeoutAt } };
+      return { ...base, wait: { activityId: w.activityId, channel: w.channel, timeoutAt, ...(w.hook ? { hook: w.hook.hookId } : {}) } };
     }
   }
 }
@@ -247,6 +280,55 @@ function fromConclusion(c: StepConclusion, after: AfterCommit, base: Pick<Conclu
   if (after.workflow?.kind === "completed") out.end = { status: "completed", output: after.workflow.output };
   if (c.status === "failed" || c.status === "compensating") out.end = { status: "failed", output: (fromJson(c.errorData!) as { error_message: string }).error_message, compensate: true };
   return out;
+}
+
+/** What the simulated database holds besides history: the queue, the children, the hooks, and the virtual clock. */
+interface World {
+  messages: SimMessage[];
+  consumed: Set<number>;
+  now: number;
+  children: Map<string, SimChild>;
+  hooks: Map<string, SimHook>;
+}
+
+interface SimHook {
+  createdAt: number;
+  expiresAt: number | null;
+  /** A wait already ended on it (took its POST, or lost its race): it gives nothing again. */
+  spent: boolean;
+}
+
+/** The recorded result of a createWebhook, if `e` is one. */
+function createdHook(e: NewHistoryEvent): { expiresAt: string | null } | null {
+  if (e.eventType !== EV.ActivityCompleted || e.data.type !== "json") return null;
+  const v = JSON.parse(e.data.json) as { name?: string; result?: { expiresAt: string | null } };
+  return v.name === "edda.create_webhook" ? v.result! : null;
+}
+
+/**
+ * The POST a hook accepts, if any: the earliest on `hook:{id}` sent while the URL existed and had not expired
+ * (earlier ones found no hook, 404; later ones 410). None once a wait ended on the hook.
+ */
+function acceptedPost(world: World, hookId: string): number {
+  const h = world.hooks.get(hookId)!;
+  if (h.spent) return -1;
+  let first = -1;
+  world.messages.forEach((m, idx) => {
+    const valid = !world.consumed.has(idx) && m.channel === `hook:${hookId}` && m.at >= h.createdAt && (h.expiresAt === null || m.at < h.expiresAt);
+    if (valid && (first < 0 || m.at < world.messages[first]!.at)) first = idx;
+  });
+  return first;
+}
+
+/** The engine's webhook prepare: a POST already accepted, an expiry already due, a hook already used up — or null: the wait listens. */
+function prepareHook(world: World, hookId: string, waitId: string): { event: NewHistoryEvent; takes?: number; spends: string } | null {
+  const h = world.hooks.get(hookId)!;
+  const expiredAt = h.expiresAt === null ? null : new Date(h.expiresAt * 1000).toISOString();
+  if (h.spent) return { event: { activityId: waitId, eventType: EV.WebhookExpired, data: toPayload({ hook_id: hookId, expired_at: expiredAt, status: "cancelled" }) }, spends: hookId };
+  const i = acceptedPost(world, hookId);
+  if (i >= 0 && world.messages[i]!.at <= world.now) return { event: received(waitId, world.messages[i]!, i, true), takes: i, spends: hookId };
+  if (h.expiresAt !== null && h.expiresAt <= world.now) return { event: { activityId: waitId, eventType: EV.WebhookExpired, data: toPayload({ hook_id: hookId, expired_at: expiredAt }) }, spends: hookId };
+  return null;
 }
 
 interface SimChild {
@@ -272,33 +354,40 @@ function received(activityId: string, m: SimMessage, i: number, webhook = false)
   };
 }
 
-/** The earliest of: a due timer, a message for the wait, the wait's timeout (a message wins a tie with its timeout). */
-function fireNext(
-  timers: Map<string, number>,
-  wait: Conclusion["wait"] | null,
-  messages: SimMessage[],
-  consumed: Set<number>,
-  now: number,
-  children: Map<string, SimChild>,
-): { at: number; event: NewHistoryEvent; clearsWait: boolean } | null {
-  const candidates: { at: number; rank: number; fire: () => { event: NewHistoryEvent; clearsWait: boolean } }[] = [];
+/**
+ * The earliest of: a due timer, a message for the wait, the wait's timeout, a POST its hook accepts, the
+ * hook's expiry (a message or a POST wins a tie with a timeout or a timer; a POST at the expiry is refused).
+ */
+function fireNext(timers: Map<string, number>, wait: Conclusion["wait"] | null, world: World): { at: number; event: NewHistoryEvent } | null {
+  const { messages, consumed, now, children } = world;
+  const candidates: { at: number; rank: number; fire: () => NewHistoryEvent }[] = [];
   for (const [id, at] of timers) {
-    candidates.push({ at, rank: 1, fire: () => (timers.delete(id), { event: { activityId: id, eventType: EV.TimerExpired, data: toPayload({ timer_id: id }) }, clearsWait: false }) });
+    candidates.push({ at, rank: 1, fire: () => (timers.delete(id), { activityId: id, eventType: EV.TimerExpired, data: toPayload({ timer_id: id }) }) });
   }
   if (wait?.child) {
     const child = children.get(wait.child)!;
-    candidates.push({ at: Math.max(now, child.at), rank: 0, fire: () => ({ event: childEvent(wait.activityId, child), clearsWait: true }) });
+    candidates.push({ at: Math.max(now, child.at), rank: 0, fire: () => childEvent(wait.activityId, child) });
   } else if (wait) {
-    const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === wait.channel);
-    if (i >= 0) candidates.push({ at: Math.max(now, messages[i]!.at), rank: 0, fire: () => (consumed.add(i), { event: received(wait.activityId, messages[i]!, i, wait.webhook), clearsWait: true }) });
+    const i = wait.channel === null ? -1 : messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === wait.channel);
+    if (i >= 0) candidates.push({ at: Math.max(now, messages[i]!.at), rank: 0, fire: () => (consumed.add(i), received(wait.activityId, messages[i]!, i)) });
     if (wait.timeoutAt !== null) {
       const at = wait.timeoutAt;
-      candidates.push({ at, rank: 2, fire: () => ({ event: { activityId: wait.activityId, eventType: EV.MessageTimeout, data: toPayload({ channel: wait.channel }) }, clearsWait: true }) });
+      candidates.push({ at, rank: 2, fire: () => ({ activityId: wait.activityId, eventType: EV.MessageTimeout, data: toPayload({ channel: wait.channel }) }) });
+    }
+    if (wait.hook) {
+      const hookId = wait.hook;
+      const h = world.hooks.get(hookId)!;
+      const p = acceptedPost(world, hookId);
+      if (p >= 0) candidates.push({ at: Math.max(now, messages[p]!.at), rank: 0, fire: () => (consumed.add(p), received(wait.activityId, messages[p]!, p, true)) });
+      if (h.expiresAt !== null) {
+        const expired = { hook_id: hookId, expired_at: new Date(h.expiresAt * 1000).toISOString() };
+        candidates.push({ at: Math.max(now, h.expiresAt), rank: 3, fire: () => ({ activityId: wait.activityId, eventType: EV.WebhookExpired, data: toPayload(expired) }) });
+      }
     }
   }
   candidates.sort((a, b) => a.at - b.at || a.rank - b.rank);
   const first = candidates[0];
-  return first ? { at: first.at, ...first.fire() } : null;
+  return first ? { at: first.at, event: first.fire() } : null;
 }
 
 /** Saga: registered compensations newest first, each recorded once. */

@@ -7,7 +7,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workflow, type Workflow } from "../../src/index.ts";
-import { childWorkflow, forDatabase, programArb, programFn } from "../core/programs.ts";
+import { childWorkflow, forDatabase, programArb, programFn, setHookPoster } from "../core/programs.ts";
 import { simulate } from "../core/stepper.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 
@@ -17,6 +17,8 @@ const workflows: Workflow[] = programs.map((p) => workflow(`prop_db_${p.i}`, pro
 
 /** Programs that invoke a child (parallel ones among them): the warm/cold question includes a child's end waking its parent. */
 const invoking = programs.filter((p) => JSON.stringify(p.body).includes('"t":"invoke"')).length;
+/** Programs with a per-wait webhook: delivered by the workflow's own POST, expired, or raced against a timer. */
+const hooking = programs.filter((p) => JSON.stringify(p.body).includes('"t":"hook"')).length;
 
 const shape = (h: { activityId: string; eventType: string }[]) => h.map((e) => `${e.activityId} ${e.eventType}`);
 
@@ -24,6 +26,7 @@ describe("real engine ≡ pure model on postgres.js (generated programs)", () =>
   let t: TestApp;
   beforeAll(async () => {
     t = makeTestApp(await openTestDatabase("postgres-js", "equivalence_db"), { workflows: [...workflows, childWorkflow] });
+    setHookPoster(async (path, body) => (await t.edda.app.request(`http://localhost${path}`, { method: "POST", headers: { "content-type": "application/json" }, body })).status);
   });
   afterAll(async () => {
     await t.edda.close();
@@ -32,6 +35,7 @@ describe("real engine ≡ pure model on postgres.js (generated programs)", () =>
   it(`${programs.length} generated programs end with the model's outcome and history`, async () => {
     const started = await Promise.all(programs.map((p, k) => t.edda.start(workflows[k]!, null).then((s) => ({ ...p, instanceId: s.instanceId }))));
     let compared = 0;
+    const reached = { delivered: 0, expired: 0, racedWon: 0, racedLost: 0 };
     for (const [k, p] of started.entries()) {
       const model = await simulate(workflows[k]!.fn as never, [], "warm");
       const done = await t.waitFor(p.instanceId, ["completed", "failed"], 60_000);
@@ -44,8 +48,14 @@ describe("real engine ≡ pure model on postgres.js (generated programs)", () =>
       else expect(asModel((done.error as { error_message: string }).error_message), label).toBe(model.output);
       expect(shape(history), label).toEqual(shape(model.history.filter((h) => !h.activityId.startsWith("compensate:"))));
       compared++;
+      const kinds = shape(history);
+      if (kinds.some((k) => k.endsWith(" WebhookReceived"))) reached.delivered++;
+      if (kinds.some((k) => k.endsWith(" WebhookExpired"))) reached.expired++;
+      if (kinds.some((k) => k.startsWith("race:") && k.endsWith(" WebhookReceived"))) reached.racedWon++;
+      if (kinds.some((k) => k.startsWith("race:") && k.endsWith(" TimerExpired"))) reached.racedLost++;
     }
     expect(invoking).toBeGreaterThan(programs.length / 10);
-    console.log(`equivalence on postgres.js: ${compared} programs compared with the pure model (${invoking} invoke a child)`);
+    expect(reached.delivered * reached.expired * reached.racedWon * reached.racedLost).toBeGreaterThan(0);
+    console.log(`equivalence on postgres.js: ${compared} programs compared with the pure model (${invoking} invoke a child, ${hooking} open a webhook: ${JSON.stringify(reached)})`);
   }, 240_000);
 });

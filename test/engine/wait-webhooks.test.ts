@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { approvalLink } from "../../functions/workflows/approval-link.ts";
 import { createEdda, type Edda } from "../../src/edda.ts";
 import { LocalDispatcher } from "../../src/engine/dispatcher.ts";
-import { createWebhook, waitMessage, workflow, type WebhookDelivery } from "../../src/index.ts";
+import { activity, createWebhook, waitMessage, workflow, type WebhookDelivery } from "../../src/index.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { freshPostgres, makeTestApp, type TestApp } from "../support/engine.ts";
 
@@ -23,6 +23,13 @@ const once = workflow("wh_once", async (ctx) => {
   const hook = await createWebhook(ctx, { expiresIn: 600 });
   await waitMessage(ctx, "link", { timeoutSeconds: 1 }).catch(() => null);
   return (await hook.wait()).body;
+});
+
+const finish = activity("wh_finish", async (_ctx, body: unknown) => body);
+const forkable = workflow("wh_forkable", async (ctx) => {
+  const hook = await createWebhook(ctx, { expiresIn: 600 });
+  const got = await hook.wait();
+  return finish(ctx, got.body);
 });
 
 let db: Awaited<ReturnType<typeof freshPostgres>>;
@@ -42,7 +49,7 @@ async function linkOf(instanceId: string): Promise<string> {
 
 beforeAll(async () => {
   db = await freshPostgres("wait_webhooks");
-  t = makeTestApp(db.open(), { workflows: [approvalLink, early, once], publicUrl: "https://approvals.example" });
+  t = makeTestApp(db.open(), { workflows: [approvalLink, early, once, forkable], publicUrl: "https://approvals.example" });
 });
 afterAll(async () => {
   await t.edda.close();
@@ -165,6 +172,71 @@ describe("createWebhook", () => {
     expect(page).toContain("createWebhook at webhook:1");
     expect(page).not.toMatch(/\/hooks\/[A-Za-z0-9_-]{43}/);
     await t.edda.cancel("al-5");
+  });
+});
+
+describe("fork of an instance whose history created a webhook", () => {
+  const fork = async (app: Edda, id: string, fromActivityId: string) => {
+    const res = await post(app, `/instances/${id}/fork`, JSON.stringify({ fromActivityId }));
+    return { status: res.status, body: (await res.json()) as { instanceId: string; copiedEvents: number; webhooks: { id: string; url: string; status: string; expiresAt: string | null }[]; detail?: string } };
+  };
+  const links = async (requestId: string) =>
+    (await queryRows<{ payload: string }>(t.database.db, sql`SELECT event_data AS payload FROM outbox_events WHERE event_type = 'approval.link_requested' AND (event_data::json ->> 'requestId') = ${requestId} ORDER BY created_at`)).map(
+      (r) => (JSON.parse(r.payload) as { link: string }).link,
+    );
+
+  it("gets a hook of its own under its own URL (listed in the response, mailed again from the fork point); the original's URL never reaches it", async () => {
+    await t.edda.start("approval_link", { requestId: "req-f1", approver: "fa@example.com", expiresInSeconds: 600 }, { instanceId: "al-f1" });
+    await t.waitFor("al-f1", ["waiting_for_webhook"]);
+    await t.edda.cancel("al-f1");
+    const original = (await links("req-f1"))[0]!;
+    const f = await fork(t.edda, "al-f1", "request_approval_email:1");
+    expect(f.status, f.body.detail).toBe(201);
+    const [hook] = f.body.webhooks;
+    expect(f.body.webhooks).toHaveLength(1);
+    expect(hook).toMatchObject({ id: "webhook:1", status: "open" });
+    expect(hook!.url).toMatch(/^https:\/\/approvals\.example\/hooks\/[A-Za-z0-9_-]{43}$/);
+    expect(hook!.url).not.toBe(original);
+    await t.waitFor(f.body.instanceId, ["waiting_for_webhook"]);
+    // The fork's replay derived the same URL the response lists: the mail sent again from the fork point carries it.
+    expect((await links("req-f1"))[1]).toBe(hook!.url);
+    const view = await t.edda.getInstance(f.body.instanceId);
+    expect(view!.webhooks).toMatchObject([{ id: "webhook:1", status: "open", expiresAt: hook!.expiresAt }]);
+    expect((await post(t.edda, new URL(original).pathname, JSON.stringify({ approved: true }))).status).toBe(410);
+    expect((await post(t.edda, new URL(hook!.url).pathname, JSON.stringify({ approved: true, by: "fork" }))).status).toBe(202);
+    expect((await t.waitFor(f.body.instanceId)).output).toEqual({ status: "approved", requestId: "req-f1", by: "fork" });
+    // The same request again (no request id: a new fork) lists its own URL; a fork from the creation gets a fresh hook, so none is listed.
+    const fresh = await fork(t.edda, "al-f1", "webhook:1");
+    expect(fresh.body.webhooks).toEqual([]);
+    await t.waitFor(fresh.body.instanceId, ["waiting_for_webhook"]);
+    expect((await t.edda.getInstance(fresh.body.instanceId))!.webhooks).toMatchObject([{ id: "webhook:1", status: "open" }]);
+    await t.edda.cancel(fresh.body.instanceId);
+  });
+
+  it("a hook whose wait ended in the prefix keeps that outcome: the fork replays the delivery and its URL is 410 fired", async () => {
+    await t.edda.start("wh_forkable", null, { instanceId: "fk-1" });
+    await t.waitFor("fk-1", ["waiting_for_webhook"]);
+    expect((await post(t.edda, await pathFromReplay("fk-1"), JSON.stringify({ n: 1 }))).status).toBe(202);
+    expect((await t.waitFor("fk-1")).output).toEqual({ n: 1 });
+    const f = await fork(t.edda, "fk-1", "wh_finish:1");
+    expect(f.status).toBe(201);
+    expect(f.body.webhooks).toMatchObject([{ id: "webhook:1", status: "fired" }]);
+    expect((await t.waitFor(f.body.instanceId)).output).toEqual({ n: 1 });
+    const late = await post(t.edda, new URL(f.body.webhooks[0]!.url, "http://localhost").pathname, JSON.stringify({ n: 2 }));
+    expect(late.status).toBe(410);
+    expect(await late.json()).toMatchObject({ reason: "fired" });
+  });
+
+  it("an app without EDDA_SECRET refuses such a fork with a 409 naming why (and forks from before the creation)", async () => {
+    const bare = createEdda({ workflows: [approvalLink, early, once, forkable], database: db.open(), dispatcher: new LocalDispatcher({ concurrency: 2 }) });
+    try {
+      const refused = await fork(bare, "fk-1", "wh_finish:1");
+      expect(refused.status).toBe(409);
+      expect(refused.body.detail).toMatch(/createWebhook at webhook:1.*EDDA_SECRET/);
+      expect((await fork(bare, "fk-1", "webhook:1")).status).toBe(201);
+    } finally {
+      await bare.close();
+    }
   });
 });
 

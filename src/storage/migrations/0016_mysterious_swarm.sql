@@ -1,0 +1,1 @@
+ALTER TABLE "workflow_webhooks" ADD COLUMN "wait_id" varchar(255);
