@@ -8,7 +8,13 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { activity, emit, workflow } from "../../src/index.ts";
 import { engineOf } from "../../src/edda.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createEdda } from "../../src/edda.ts";
+import { serveNode } from "../../src/platform/node.ts";
+import { summarize } from "../../functions/workflows/summarize.ts";
+import { summarizeStreamFlow } from "../runtime/stream-flow.ts";
 import { freshPostgres, makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 import { readSse, sseEvents, type SseEvent } from "../support/sse.ts";
 import { createClient, type StreamEvent } from "../../src/client/index.ts";
@@ -176,6 +182,23 @@ it("a database opened per request (Workers' mode): one response streams a live i
   } finally {
     await runner.edda.close();
     await runner.database.close();
+  }
+});
+
+it("npm start's default, the Node server on embedded PGlite: summarize read with the client iterator, woken by PGlite's LISTEN", { timeout: 120_000 }, async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), "edda-stream-pglite-"));
+  const warn = console.warn;
+  console.warn = () => {}; // the unauthenticated-loopback notice
+  // The template cache npm start uses (initdb once, then a copy), kept where later runs find it.
+  const env = { EDDA_PGLITE_TEMPLATE_CACHE: join(tmpdir(), "edda-edge-test-pglite-template") };
+  const node = await serveNode({ workflows: [summarize], port: 0, dataDir, sweepIntervalMs: 0, env }).finally(() => (console.warn = warn));
+  try {
+    expect(node.database.driver).toBe("pglite");
+    expect(await (await engineOf(node.edda)).streamHub!.live()).toBe(true);
+    await summarizeStreamFlow(`http://127.0.0.1:${node.port}`, "pglite-stream");
+  } finally {
+    await node.close();
+    await rm(dataDir, { recursive: true, force: true });
   }
 });
 
