@@ -18,6 +18,7 @@ import { concurrencyCases } from "./cases/concurrency.ts";
 import { migrationCases } from "./cases/migrations.ts";
 import { inspectCases } from "./cases/inspect.ts";
 import { failureCases } from "./cases/failures.ts";
+import { webhookWaitCases } from "./cases/webhook-waits.ts";
 
 export function storageContract(name: string, open: () => Promise<Database>): void {
   describe(`storage contract [${name}]`, () => {
@@ -38,6 +39,7 @@ export function storageContract(name: string, open: () => Promise<Database>): vo
     historyCases(ctx);
     channelCases(ctx);
     outboxAndLockCases(ctx);
+    webhookWaitCases(ctx);
     transactionCases(ctx);
     concurrencyCases(ctx);
     migrationCases(ctx);
