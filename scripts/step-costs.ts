@@ -80,6 +80,8 @@ const nontx = v("_nontx");
 const neon = v("_neon");
 const neonScram = v("_neon_scram");
 const neonPipelined = v("_neon_pipelined");
+const neonEnvelope = v("_neon_envelope");
+const neonPipelinedEnvelope = v("_neon_pipelined_envelope");
 const pooled = v("_pooled");
 
 const readme = `Measured by the ${source}; \`npx tsx scripts/step-costs.ts\` writes this table.
@@ -103,6 +105,8 @@ const rows = [
   ["Neon over WebSocket, trust", neon],
   ["Neon over WebSocket, SCRAM", neonScram],
   ["Neon over WebSocket, cleartext password + `pipelineConnect`", neonPipelined],
+  ["Neon over WebSocket, trust, BEGIN … COMMIT (`lazyTransactions: false`, the driver before)", neonEnvelope],
+  ["Neon over WebSocket, cleartext password + `pipelineConnect`, BEGIN … COMMIT (`lazyTransactions: false`)", neonPipelinedEnvelope],
   ["postgres.js, pooled client, connection open (prepared statements)", pooled],
 ] as const;
 const ratio = (x: Variant) => (x.step_ms !== null && pooled.step_ms ? x.step_ms / pooled.step_ms : null);
@@ -121,7 +125,9 @@ ${rows.map(([label, x]) => `| ${label} | **${x.round_trips}** | ${fmtMs(x.step_m
 
 Targets (issue 29), same run:
 
-${targets.map(([name, met, detail]) => `- ${name}: **${met ? "met" : "missed"}** (${detail})`).join("\n")}`;
+${targets.map(([name, met, detail]) => `- ${name}: **${met ? "met" : "missed"}** (${detail})`).join("\n")}
+
+Neon's driver, transactions that begin with their first statement (\`neon-lazy-tx.ts\`) against drizzle's BEGIN … COMMIT, same run: a cold step on a fresh client **${neonPipelinedEnvelope.round_trips} → ${neonPipelined.round_trips}** round trips with Neon's cleartext password and \`pipelineConnect\` (${fmtMs(neonPipelinedEnvelope.step_ms)} → ${fmtMs(neonPipelined.step_ms)}), **${neonEnvelope.round_trips} → ${neon.round_trips}** with trust (${fmtMs(neonEnvelope.step_ms)} → ${fmtMs(neon.step_ms)}); of these, ${setupTrips(neonPipelined)} and ${setupTrips(neon)} are set-up (the WebSocket upgrade, and with trust the start-up).`;
 
 function replaceBlock(file: string, body: string): void {
   const path = join(root, file);

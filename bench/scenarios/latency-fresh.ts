@@ -76,8 +76,9 @@ export async function runLatencyFresh(pg: BenchPostgres, opts: LatencyFreshOptio
   const wsLatency = await startLatencyProxy(`postgres://ws@127.0.0.1:${ws.port}/`, opts.rttMs, { trace: "websocket" });
   const wsProxy = `127.0.0.1:${new URL(wsLatency.url).port}`;
   // The Neon driver reaches Postgres through the WebSocket proxy; the delay sits between driver and proxy.
-  const neon = (u: string, pipelineConnect: "password" | false = false) =>
-    createNeonDatabase({ url: u, max: 5, wsProxy, webSocketConstructor: WebSocket, pipelineConnect });
+  // lazyTransactions: false is drizzle's BEGIN … COMMIT, what the driver did before neon-lazy-tx.ts.
+  const neon = (u: string, pipelineConnect: "password" | false = false, lazyTransactions = true) =>
+    createNeonDatabase({ url: u, max: 5, wsProxy, webSocketConstructor: WebSocket, pipelineConnect, lazyTransactions });
   // What the Workers adapter opens per request (src/platform/serverless.ts).
   const workerPg = (u: string) => createPostgresJsDatabase({ url: u, max: 5, prepare: false });
 
@@ -89,6 +90,8 @@ export async function runLatencyFresh(pg: BenchPostgres, opts: LatencyFreshOptio
     { key: "_neon", label: "Neon over WebSocket, trust", driver: "neon", auth: "trust", workflow: pipeline, open: (u) => neon(u) },
     { key: "_neon_scram", label: "Neon over WebSocket, SCRAM", driver: "neon", auth: "scram", workflow: pipeline, open: (u) => neon(u) },
     { key: "_neon_pipelined", label: "Neon over WebSocket, cleartext password + pipelineConnect (Neon's proxy)", driver: "neon", auth: "cleartext", workflow: pipeline, open: (u) => neon(u, "password") },
+    { key: "_neon_envelope", label: "Neon over WebSocket, trust, BEGIN … COMMIT (lazyTransactions: false)", driver: "neon", auth: "trust", workflow: pipeline, open: (u) => neon(u, false, false) },
+    { key: "_neon_pipelined_envelope", label: "Neon over WebSocket, cleartext password + pipelineConnect, BEGIN … COMMIT (lazyTransactions: false)", driver: "neon", auth: "cleartext", workflow: pipeline, open: (u) => neon(u, "password", false) },
   ];
 
   const out: Record<string, number | null> = { latency_fresh_rtt_ms: opts.rttMs };

@@ -2,9 +2,14 @@
  * Neon's serverless driver over WebSockets (`Pool`): the edge-native choice on
  * Workers and Deno Deploy. Transactions run on a pooled client, so the
  * savepoint-based nesting works as on TCP.
+ *
+ * Transactions begin with their first statement, and COMMIT travels with a
+ * step's fenced conclusion (neon-lazy-tx.ts): a step whose transaction holds
+ * only its conclusion sends it alone, autocommitted.
  */
-import { Pool, neonConfig } from "@neondatabase/serverless";
+import { Pool, neonConfig, type PoolClient } from "@neondatabase/serverless";
 import { drizzle } from "drizzle-orm/neon-serverless";
+import { lazyTransactionPool } from "./neon-lazy-tx.ts";
 import { countingLogger, type Database, type DatabaseDriver, type Db, type QueryStats } from "../database.ts";
 
 export type { Database, DatabaseDriver, Db, DriverConnection, DriverName, QueryStats } from "../database.ts";
@@ -26,6 +31,13 @@ export interface NeonOptions {
    * by default through `wsProxy`: a local Postgres asks for SCRAM or nothing.
    */
   pipelineConnect?: "password" | false;
+  /**
+   * Transactions begin with their first statement (default true, neon-lazy-tx.ts): BEGIN goes in that
+   * statement's flight, COMMIT in the flight of the step's fenced conclusion, and a transaction holding only
+   * the conclusion sends it alone, autocommitted — one round trip instead of three. false: drizzle's
+   * BEGIN … COMMIT, each a round trip.
+   */
+  lazyTransactions?: boolean;
 }
 
 export function createNeonDatabase(opts: NeonOptions): Database {
@@ -43,7 +55,13 @@ export function createNeonDatabase(opts: NeonOptions): Database {
   const pool = new Pool({ connectionString: opts.url, max: opts.max ?? 10 });
   // An idle client's socket closing must not crash the process.
   pool.on("error", () => {});
-  const db = drizzle({ client: pool, logger: countingLogger(stats) }) as unknown as Db;
+  // Nor a checked-out one's: pg emits a connection's error on its client, and the pool listens only while the
+  // client is idle. Between the pool handing a new client over and its taker's listener (a microtask later),
+  // the rest of the WebSocket message is still parsed: a backend terminated right after the start-up ends
+  // the process there. The taker learns of it from its query's error.
+  pool.on("connect", (client: PoolClient) => client.on("error", () => {}));
+  const client = opts.lazyTransactions === false ? pool : lazyTransactionPool(pool);
+  const db = drizzle({ client, logger: countingLogger(stats) }) as unknown as Db;
   return {
     driver: "neon-serverless",
     db,
