@@ -12,33 +12,21 @@
 import { checkAttributes, fromJsonBatch, fromJsonFormat, type AttributeLimits, type CloudEventRecord } from "../core/cloudevent.ts";
 import { isJsonMediaType } from "../core/cloudevent-syntax.ts";
 import { InvalidCloudEventError } from "../core/errors.ts";
-import { BadRequestError, jsonTooDeep, MAX_JSON_DEPTH } from "./problem.ts";
+import { jsonBytes, utf8Text, type BodyRead } from "./body.ts";
+import { BadRequestError } from "./problem.ts";
 
 export interface ReceivedEvents {
   events: CloudEventRecord[];
   batch: boolean;
 }
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
-
-function decodeUtf8(bytes: Uint8Array, what: string, attribute?: string): string {
-  try {
-    return utf8.decode(bytes);
-  } catch {
-    throw new InvalidCloudEventError(`${what} is not valid UTF-8`, attribute ? { attribute } : {});
-  }
+function valueOf<T>(read: BodyRead<T>, attribute: string | undefined): T {
+  if (!read.ok) throw new InvalidCloudEventError(read.reason, attribute ? { attribute } : {});
+  return read.value;
 }
 
-function parseJson(bytes: Uint8Array, what: string, attribute?: string): unknown {
-  const text = decodeUtf8(bytes, what, attribute);
-  const details = attribute ? { attribute } : {};
-  if (jsonTooDeep(text)) throw new InvalidCloudEventError(`${what} nests deeper than ${MAX_JSON_DEPTH} levels`, details);
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new InvalidCloudEventError(`${what} is not valid JSON`, details);
-  }
-}
+const decodeUtf8 = (bytes: Uint8Array, what: string, attribute?: string): string => valueOf(utf8Text(bytes, what), attribute);
+const parseJson = (bytes: Uint8Array, what: string, attribute?: string): unknown => valueOf(jsonBytes(bytes, what), attribute);
 
 /**
  * A binary-mode header value to its attribute value (HTTP binding §3.1.3.2):

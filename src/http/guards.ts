@@ -18,7 +18,8 @@
  *   which open mode has checked above and token mode guards with the token.
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { isJsonContentType, problem } from "./problem.ts";
+import { isJsonContentType } from "./body.ts";
+import { problem } from "./problem.ts";
 
 /** Configured Host values (lower case, `host` or `host:port`). */
 export type AllowedHosts = () => readonly string[];

@@ -12,7 +12,7 @@ import type { Hono, MiddlewareHandler } from "hono";
 import * as z from "zod";
 import { InvalidArgumentError, ValidationError } from "../core/errors.ts";
 import type { Workflow } from "../core/definitions.ts";
-import { readJson } from "./problem.ts";
+import { readJson } from "./body.ts";
 
 /**
  * Routes that are deliberately not in the document, as path patterns

@@ -3,12 +3,15 @@
  * rerun and fork one instance, bulk actions by filter as a durable operation
  * with its progress, and schedule control (pause, resume, trigger now).
  */
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
 import * as z from "zod";
 import { bulkView, type BulkOperationView } from "../engine/bulk.ts";
+import type { DispatchScope } from "../engine/dispatcher.ts";
+import type { Engine } from "../engine/engine.ts";
+import type { Repaired } from "../engine/repairs.ts";
 import { INSTANCE_STATUSES, type InstanceStatus } from "../core/model.ts";
 import type { RouteHelpers } from "./routes.ts";
-import { documented } from "./openapi.ts";
+import { documented, type Validated } from "./openapi.ts";
 import { problem } from "./problem.ts";
 import { instanceIdParam, instanceStatus } from "./schemas.ts";
 import { scheduleView, toScheduleView } from "./schedules.ts";
@@ -60,58 +63,78 @@ const operationView = z.object({
 
 const workflowParam = z.object({ workflow: z.string().min(1).max(255).describe("a scheduled workflow") });
 
-export function repairRoutes(api: Hono, h: RouteHelpers): void {
+/** The request id a body carries, as the engine's options take it (none when it carries none). */
+const requestIdOf = (body: { requestId?: string | undefined }): { requestId?: string } => (body.requestId ? { requestId: body.requestId } : {});
+
+/** The instance a start-like route made: 201 when this request made it, 200 when its request id already had. */
+const madeOrFound = (c: Context, r: Repaired, extra: object = {}) => c.json({ instanceId: r.instanceId, status: r.status, ...extra }, r.created ? 201 : 200);
+
+interface RepairRoute<B extends z.ZodType, R extends Repaired> {
+  action: "rerun" | "fork";
+  doc: { operationId: string; summary: string; description?: string };
+  body: B;
+  /** The answer's schema (default: the new instance's id and status) and what it carries besides them. */
+  answer?: z.ZodType;
+  extra?: (r: R) => object;
+  /** Why the engine refuses it, besides an unknown instance (404). */
+  refused: { 409: string; 422: string };
+  run: (e: Engine, instanceId: string, body: Validated<typeof instanceIdParam, undefined, B>["body"], scope: DispatchScope | undefined) => Promise<R>;
+}
+
+/**
+ * Rerun and fork share one shape: `POST /instances/:id/<action>` makes a new
+ * instance from `:id` (idempotent per request id, like every start); only the
+ * body, the engine call, the answer's extras and the reasons for a refusal differ.
+ */
+function repairRoute<B extends z.ZodType, R extends Repaired>(api: Hono, h: RouteHelpers, route: RepairRoute<B, R>): void {
+  const made = route.answer ?? repaired;
   api.post(
-    "/instances/:id/rerun",
+    `/instances/:id/${route.action}`,
     documented({
-      operationId: "rerunInstance",
-      summary: "Start a new instance of a finished instance's workflow with its input (or a new one), linked by rerunOf",
+      ...route.doc,
       tags: ["instances"],
       auth: "api",
       params: instanceIdParam,
-      body: z.object({ input: z.unknown().optional().describe("a new input (checked against the workflow's schema); default: the original's"), requestId }),
+      body: route.body,
       responses: {
-        201: { description: "the rerun, started", schema: repaired },
-        200: { description: "the rerun this request id already started", schema: repaired },
+        201: { description: `the ${route.action}, started`, schema: made },
+        200: { description: `the ${route.action} this request id already started`, schema: made },
         404: { description: "unknown instance" },
-        409: { description: "the instance has not finished" },
-        422: { description: "the input does not match the deployed schema, or the workflow is not deployed" },
+        409: { description: route.refused[409] },
+        422: { description: route.refused[422] },
       },
     }),
     async (c) => {
       const { params, body } = c.var.valid;
-      const e = await h.engine(c);
-      const r = await e.rerun(params.id, { ...(body.requestId ? { requestId: body.requestId } : {}), ...("input" in body ? { input: { value: body.input } } : {}) }, h.scope(c));
-      return c.json({ instanceId: r.instanceId, status: r.status }, r.created ? 201 : 200);
+      const r = await route.run(await h.engine(c), params.id, body, h.scope(c));
+      return madeOrFound(c, r, route.extra?.(r));
     },
   );
+}
 
-  api.post(
-    "/instances/:id/fork",
-    documented({
+export function repairRoutes(api: Hono, h: RouteHelpers): void {
+  repairRoute(api, h, {
+    action: "rerun",
+    doc: { operationId: "rerunInstance", summary: "Start a new instance of a finished instance's workflow with its input (or a new one), linked by rerunOf" },
+    body: z.object({ input: z.unknown().optional().describe("a new input (checked against the workflow's schema); default: the original's"), requestId }),
+    refused: { 409: "the instance has not finished", 422: "the input does not match the deployed schema, or the workflow is not deployed" },
+    run: (e, id, body, scope) => e.rerun(id, { ...requestIdOf(body), ...("input" in body ? { input: { value: body.input } } : {}) }, scope),
+  });
+
+  repairRoute(api, h, {
+    action: "fork",
+    doc: {
       operationId: "forkInstance",
       summary: "Start a new instance from an instance's history before one of its activities: results before it are reused, the rest runs with the deployed code",
       description:
         "The new instance (linked by `forkOf`) gets the original's input and its current-run history before the first event at `fromActivityId`; it resumes there. Activities before the fork point do not run again (their recorded results replay), so their effects — transactional ones included — are not repeated; everything from the fork point on runs again, and non-transactional side effects there (HTTP calls, e-mails) happen again. Refused with 409 when the prefix does not replay with the deployed code (the verify-replay check) or the instance is still live. A per-wait webhook the prefix created (createWebhook) gets the fork's own URL (the token is derived from the instance, so the original's URL never reaches the fork): `webhooks` lists them — this response is the one place they are shown, since the mail that carried the original's link is in the prefix and is not sent again. Each keeps the original's expiry; fork from the creation itself for a fresh link.",
-      tags: ["instances"],
-      auth: "api",
-      params: instanceIdParam,
-      body: z.object({ fromActivityId: z.string().min(1).max(255).describe('an activity id as the history shows it, e.g. "ship_order:1"'), requestId }),
-      responses: {
-        201: { description: "the fork, started", schema: forked },
-        200: { description: "the fork this request id already started", schema: forked },
-        404: { description: "unknown instance" },
-        409: { description: "the prefix does not replay with the deployed code, or the instance is not finished, parked or quarantined" },
-        422: { description: "no such activity in the instance's history, or its workflow is not deployed" },
-      },
-    }),
-    async (c) => {
-      const { params, body } = c.var.valid;
-      const e = await h.engine(c);
-      const r = await e.fork(params.id, { fromActivityId: body.fromActivityId, ...(body.requestId ? { requestId: body.requestId } : {}) }, h.scope(c));
-      return c.json({ instanceId: r.instanceId, status: r.status, copiedEvents: r.copiedEvents, webhooks: r.webhooks }, r.created ? 201 : 200);
     },
-  );
+    body: z.object({ fromActivityId: z.string().min(1).max(255).describe('an activity id as the history shows it, e.g. "ship_order:1"'), requestId }),
+    refused: { 409: "the prefix does not replay with the deployed code, or the instance is not finished, parked or quarantined", 422: "no such activity in the instance's history, or its workflow is not deployed" },
+    run: (e, id, body, scope) => e.fork(id, { fromActivityId: body.fromActivityId, ...requestIdOf(body) }, scope),
+    answer: forked,
+    extra: (r) => ({ copiedEvents: r.copiedEvents, webhooks: r.webhooks }),
+  });
 
   api.post(
     "/instances/bulk",
@@ -145,7 +168,7 @@ export function repairRoutes(api: Hono, h: RouteHelpers): void {
         ...(f.search ? { search: f.search } : {}),
       };
       if (body.dryRun) return c.json({ dryRun: true, count: await e.countMatching(filter) });
-      const r = await e.startBulk({ filter, action: body.action, ...(body.requestId ? { requestId: body.requestId } : {}) }, {}, h.scope(c));
+      const r = await e.startBulk({ filter, action: body.action, ...requestIdOf(body) }, {}, h.scope(c));
       return c.json(bulkView(r.operation), r.created ? 202 : 200);
     },
   );
@@ -224,8 +247,7 @@ export function repairRoutes(api: Hono, h: RouteHelpers): void {
     }),
     async (c) => {
       const e = await h.engine(c);
-      const r = await e.triggerSchedule(c.var.valid.params.workflow, c.var.valid.body.requestId, h.scope(c));
-      return c.json({ instanceId: r.instanceId, status: r.status }, r.created ? 201 : 200);
+      return madeOrFound(c, await e.triggerSchedule(c.var.valid.params.workflow, c.var.valid.body.requestId, h.scope(c)));
     },
   );
 }

@@ -16,26 +16,14 @@ import * as z from "zod";
 import { WEBHOOK_TOKEN, webhookTokenHash } from "../core/webhook-waits.ts";
 import type { RouteHelpers } from "./routes.ts";
 import { documented } from "./openapi.ts";
-import { jsonTooDeep, MAX_JSON_DEPTH, problem } from "./problem.ts";
-
-const utf8 = new TextDecoder("utf-8", { fatal: true });
-const JSON_TYPE = /^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i;
+import { isJsonContentType, jsonText, utf8Text, type BodyRead } from "./body.ts";
+import { problem } from "./problem.ts";
 
 /** The body as `hook.wait()` gets it, or why it is refused. */
-function bodyOf(contentType: string | null, raw: Uint8Array): { ok: true; body: unknown } | { ok: false; reason: string } {
-  let text: string;
-  try {
-    text = utf8.decode(raw);
-  } catch {
-    return { ok: false, reason: "the body is not valid UTF-8" };
-  }
-  if (!contentType || !JSON_TYPE.test(contentType)) return { ok: true, body: text };
-  if (jsonTooDeep(text)) return { ok: false, reason: `the body nests deeper than ${MAX_JSON_DEPTH} levels` };
-  try {
-    return { ok: true, body: JSON.parse(text) as unknown };
-  } catch {
-    return { ok: false, reason: "the body is not valid JSON" };
-  }
+function bodyOf(contentType: string | null, raw: Uint8Array): BodyRead<unknown> {
+  const text = utf8Text(raw);
+  if (!text.ok || !contentType || !isJsonContentType(contentType)) return text;
+  return jsonText(text.value);
 }
 
 export function waitWebhookRoutes(app: Hono, h: Pick<RouteHelpers, "engine" | "scope">): void {
@@ -67,7 +55,7 @@ export function waitWebhookRoutes(app: Hono, h: Pick<RouteHelpers, "engine" | "s
       const parsed = bodyOf(headers.get("content-type"), new Uint8Array(await c.req.arrayBuffer()));
       if (!parsed.ok) return problem(c, 400, parsed.reason, "InvalidWebhookBody", { retryable: false });
       const engine = await h.engine(c);
-      const r = await engine.deliverToWebhook(await webhookTokenHash(token), headers, parsed.body, h.scope(c));
+      const r = await engine.deliverToWebhook(await webhookTokenHash(token), headers, parsed.value, h.scope(c));
       if (r.kind === "unknown") return problem(c, 404, "no such webhook", "NotFound");
       if (r.kind === "gone") return problem(c, 410, `this webhook is gone (${r.reason})`, "WebhookGone", { reason: r.reason, retryable: false });
       return c.json({ status: "accepted" as const }, 202);

@@ -20,7 +20,8 @@ import { MalformedWebhookError, webhookSecretVariable, type Webhook, type Webhoo
 import type { RouteHelpers } from "./routes.ts";
 import { ingestCloudEvents } from "./cloudevents.ts";
 import { documented } from "./openapi.ts";
-import { jsonTooDeep, MAX_JSON_DEPTH, problem } from "./problem.ts";
+import { jsonText, utf8Text, type BodyRead } from "./body.ts";
+import { problem } from "./problem.ts";
 
 export interface WebhookRouteOptions {
   webhooks: () => readonly Webhook[];
@@ -30,32 +31,16 @@ export interface WebhookRouteOptions {
   now?: () => number;
 }
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+/** What `toEvent` reads: a body it cannot use is the sender's mistake (400), named by the error. */
+function valueOf<T>(read: BodyRead<T>): T {
+  if (!read.ok) throw new MalformedWebhookError(read.reason);
+  return read.value;
+}
 
 function requestOf(name: string, headers: Headers, body: Uint8Array): WebhookRequest {
   let text: string | undefined;
-  const readText = () => {
-    try {
-      return (text ??= utf8.decode(body));
-    } catch {
-      throw new MalformedWebhookError("the body is not valid UTF-8");
-    }
-  };
-  return {
-    name,
-    headers,
-    body,
-    text: readText,
-    json() {
-      const t = readText();
-      if (jsonTooDeep(t)) throw new MalformedWebhookError(`the body nests deeper than ${MAX_JSON_DEPTH} levels`);
-      try {
-        return JSON.parse(t) as unknown;
-      } catch {
-        throw new MalformedWebhookError("the body is not valid JSON");
-      }
-    },
-  };
+  const readText = () => (text ??= valueOf(utf8Text(body)));
+  return { name, headers, body, text: readText, json: () => valueOf(jsonText(readText())) };
 }
 
 /** The event as a CloudEvent, judged by the rules and column sizes every ingested event meets. */

@@ -20,7 +20,7 @@ import type { Workflow } from "../../core/definitions.ts";
 import type { DispatchScope } from "../../engine/dispatcher.ts";
 import { defineSurface, type ApiSurface, type RouteHelpers } from "../routes.ts";
 import { originAllowed } from "../guards.ts";
-import { jsonTooDeep, MAX_JSON_DEPTH } from "../problem.ts";
+import { jsonTooDeep, MAX_JSON_DEPTH } from "../body.ts";
 import { buildToolTable } from "./tools.ts";
 
 /** `true`: every workflow is a tool; a list: only these (unknown names are refused). */
