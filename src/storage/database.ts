@@ -6,7 +6,7 @@
  */
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
 import type { ExtractTablesWithRelations } from "drizzle-orm";
-import type { SQL } from "drizzle-orm";
+import type { SQL, SQLWrapper } from "drizzle-orm";
 
 export type DriverName = "postgres-js" | "neon-serverless" | "pglite";
 
@@ -65,6 +65,22 @@ export interface DatabaseDriver {
  */
 export const LAST_STATEMENT = "/* edda:last */ ";
 
+/**
+ * A transaction's client may answer to this (drivers/postgres-js-lazy-tx.ts): asked before the
+ * transaction's last statement, it returns true when nothing was sent in the transaction yet, and from
+ * then on refuses every statement in it, as if its last one had been sent. The caller then sends that
+ * last statement outside the transaction, with others (group commit, engine/group-commit.ts).
+ */
+export const SEND_LAST_ALONE = Symbol.for("edda.sendLastAlone");
+
+/** Whether `ex`'s transaction has sent nothing and now takes nothing more (see SEND_LAST_ALONE); false elsewhere. */
+export function sendLastAlone(ex: Executor): boolean {
+  // drizzle keeps the driver's transaction client on the transaction's session.
+  const client = (ex as unknown as { session?: { client?: Record<symbol, unknown> } }).session?.client;
+  const claim = client?.[SEND_LAST_ALONE];
+  return typeof claim === "function" && (claim as () => boolean)() === true;
+}
+
 /** A drizzle logger that counts statements, for the per-step statement budget. */
 export function countingLogger(stats: QueryStats) {
   return { logQuery: () => void stats.statements++ };
@@ -76,6 +92,19 @@ export function countingLogger(stats: QueryStats) {
  */
 export async function queryRows<T = Record<string, unknown>>(ex: Executor, query: SQL): Promise<T[]> {
   const res: unknown = await ex.execute(query);
+  if (Array.isArray(res)) return res as T[];
+  return ((res as { rows?: T[] }).rows ?? []) as T[];
+}
+
+/**
+ * Run a statement whose text is built already (`$n` placeholders, the values in `params`): drizzle hands
+ * text and parameters to the driver as they are, without building a query (conclusion.ts).
+ */
+export async function queryText<T = Record<string, unknown>>(ex: Executor, text: string, params: unknown[]): Promise<T[]> {
+  const query = { sql: text, params };
+  // What drizzle's execute() reads of an SQL object: toQuery() gives the text and its parameters.
+  const built: SQLWrapper = { getSQL: () => ({ toQuery: () => query }) as unknown as SQL };
+  const res: unknown = await ex.execute(built);
   if (Array.isArray(res)) return res as T[];
   return ((res as { rows?: T[] }).rows ?? []) as T[];
 }

@@ -10,20 +10,10 @@
  * ran a step in between), so expiry alone does not void a conclusion.
  */
 import { sql, type SQL } from "drizzle-orm";
-import { LAST_STATEMENT, queryRows, type Executor } from "./database.ts";
-import { compensationValues, historyValues, timerExpiry } from "./history.ts";
+import { groupedConclusion, handsOff, singleConclusion, type ConcludeOptions, type ConcludeResult, type FencedConclusion, type StepConclusion } from "./conclusion.ts";
+import { queryRows, queryText, type Executor } from "./database.ts";
 import { DB_NOW, dbNowPlus, historyJson, INSTANCE_COLUMNS, toHistoryList, toInstance, toNumber, type Row } from "./rows.ts";
-import {
-  RUNNABLE_STATUSES,
-  TERMINAL_STATUSES,
-  type Fence,
-  type HistoryEvent,
-  type InstanceRecord,
-  type InstanceStatus,
-  type NewCompensation,
-  type NewHistoryEvent,
-  type TimerRegistration,
-} from "./records.ts";
+import { RUNNABLE_STATUSES, type Fence, type HistoryEvent, type InstanceRecord } from "./records.ts";
 
 export interface LeasedInstance {
   instance: InstanceRecord;
@@ -32,44 +22,7 @@ export interface LeasedInstance {
   history: HistoryEvent[];
 }
 
-/**
- * Everything one step concludes with, written in one fenced statement: if the
- * fence (workerId + token) no longer holds, nothing is written.
- */
-export interface StepConclusion {
-  status: InstanceStatus;
-  currentActivityId?: string | null;
-  history?: NewHistoryEvent[];
-  compensations?: NewCompensation[];
-  /** Registered with ON CONFLICT DO NOTHING: an existing timer keeps its first expiry. */
-  timer?: TimerRegistration;
-  outputData?: string | null;
-  errorData?: string | null;
-  /** With status `parked`: the source hash of the code that diverged. */
-  parkedHash?: string | null;
-  /**
-   * Keep the lease for the follow-up step this conclusion dispatches: the token
-   * is bumped and the expiry set to now() + `leaseSeconds`. Without it the lease
-   * is released.
-   */
-  handoff?: { leaseSeconds: number };
-}
-
-export interface ConcludeResult {
-  ok: boolean;
-  /** The new fencing token when the lease was handed off. */
-  token?: number;
-}
-
-export interface ConcludeOptions {
-  /**
-   * The transaction's last statement: a pipelining driver sends COMMIT right behind it, or sends it
-   * alone, autocommitted, when the transaction has no other statement (LAST_STATEMENT). The statement
-   * then fails when the fence does not hold, so that a COMMIT sent behind it rolls back; the result is
-   * the same `{ ok: false }`.
-   */
-  last?: boolean;
-}
+export type { ConcludeOptions, ConcludeResult, FencedConclusion, StepConclusion } from "./conclusion.ts";
 
 /** Leases (fenced by their token) and the writes that conclude a step under one. */
 export interface LeasesArea {
@@ -96,6 +49,13 @@ export interface LeasesArea {
    * the instance also leaves its channel subscriptions, groups and timers.
    */
   concludeStep(fence: Fence, conclusion: StepConclusion, opts?: ConcludeOptions): Promise<ConcludeResult>;
+  /**
+   * Several steps' conclusions in one statement (group commit), each under its own fence: the result at
+   * index i is item i's, `{ ok: false }` where its fence did not hold (that row wrote nothing; the others
+   * are written all the same). The instances must be distinct. Throws when the statement fails (then
+   * nothing was written, unless the connection was lost before the reply).
+   */
+  concludeSteps(items: readonly FencedConclusion[]): Promise<ConcludeResult[]>;
   /** Fenced: archive the current history under the current run, clear it, start run+1 with new input. */
   recurInstance(fence: Fence, newInputData: string): Promise<boolean>;
 }
@@ -127,6 +87,26 @@ function toLeased(row: Row, withHistory: boolean): LeasedInstance {
 }
 
 export function leasesArea(ex: Executor): LeasesArea {
+  /**
+   * The whole conclusion of a step as ONE statement of data-modifying CTEs, all hanging off the fenced
+   * UPDATE: when the fence fails, `upd` is empty and every other CTE inserts/deletes nothing. The text is
+   * built once per shape (conclusion.ts); this call only fills its parameters.
+   */
+  const concludeStep: LeasesArea["concludeStep"] = async (fence, c, opts) => {
+    const last = opts?.last ?? false;
+    const { text, params } = singleConclusion(fence, c, last);
+    let row: { lock_token: unknown } | undefined;
+    try {
+      [row] = await queryText<{ lock_token: unknown }>(ex, text, params);
+    } catch (err) {
+      // `last`: the fence failed as a division by zero, so that a COMMIT pipelined behind it rolls back.
+      if (last && sqlState(err) === DIVISION_BY_ZERO) return { ok: false };
+      throw err;
+    }
+    if (row?.lock_token === null || row?.lock_token === undefined) return { ok: false };
+    return handsOff(c) ? { ok: true, token: toNumber(row.lock_token) } : { ok: true };
+  };
+
   return {
     /** One statement; with `withHistory` the history comes back in the same round-trip. */
     async acquireLease(instanceId, workerId, leaseSeconds, opts) {
@@ -209,87 +189,18 @@ export function leasesArea(ex: Executor): LeasesArea {
       return rows.map((r) => r.instance_id);
     },
 
-    /**
-     * The whole conclusion of a step as ONE statement of data-modifying CTEs, all
-     * hanging off the fenced UPDATE: when the fence fails, `upd` is empty and every
-     * other CTE inserts/deletes nothing. Only the CTEs the conclusion needs are sent.
-     * A hand-off is only honoured for a runnable status (a waiting or finished
-     * instance must not stay locked).
-     */
-    async concludeStep(fence, c, opts) {
-      const terminal = TERMINAL_STATUSES.includes(c.status);
-      const handoff = c.handoff && RUNNABLE_STATUSES.includes(c.status) ? c.handoff : undefined;
+    concludeStep,
 
-      // A concluded step ends a run of failures (poison isolation counts only failures in a row).
-      // A step that hands its lease on and keeps the status leaves updated_at alone: then it changes no
-      // indexed column and Postgres updates the row HOT (schema.ts); locked_at says when the lease last
-      // moved, and toInstance reports the later of the two as updatedAt.
-      const touched = handoff ? sql`CASE WHEN status = ${c.status} THEN updated_at ELSE ${DB_NOW} END` : DB_NOW;
-      const sets: SQL[] = [sql`status = ${c.status}`, sql`updated_at = ${touched}`, sql`lock_token = lock_token + 1`, sql`failure_count = 0`, sql`failure_data = NULL`];
-      if (c.currentActivityId !== undefined) sets.push(sql`current_activity_id = ${c.currentActivityId}`);
-      if (c.outputData !== undefined) sets.push(sql`output_data = ${c.outputData}`);
-      if (c.errorData !== undefined) sets.push(sql`error_data = ${c.errorData}`);
-      if (c.parkedHash !== undefined) sets.push(sql`parked_hash = ${c.parkedHash}`);
-      if (handoff) {
-        sets.push(sql`locked_at = ${DB_NOW}`, sql`lock_expires_at = ${dbNowPlus(handoff.leaseSeconds)}`);
-      } else {
-        sets.push(sql`locked_by = NULL`, sql`locked_at = NULL`, sql`lock_expires_at = NULL`);
+    async concludeSteps(items) {
+      if (items.length === 1) return [await concludeStep(items[0]!.fence, items[0]!.conclusion)];
+      const { text, params } = groupedConclusion(items);
+      const rows = await queryText<{ ord: unknown; lock_token: unknown }>(ex, text, params);
+      const results: ConcludeResult[] = items.map(() => ({ ok: false }));
+      for (const r of rows) {
+        const i = toNumber(r.ord);
+        results[i] = handsOff(items[i]!.conclusion) ? { ok: true, token: toNumber(r.lock_token) } : { ok: true };
       }
-
-      const ctes: SQL[] = [
-        sql`upd AS (UPDATE workflow_instances SET ${sql.join(sets, sql`, `)} WHERE ${fenceWhere(fence)} RETURNING instance_id, lock_token)`,
-      ];
-      if (c.history?.length) {
-        ctes.push(sql`hist AS (
-          INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
-          SELECT upd.instance_id, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
-          FROM upd, ${historyValues(c.history)} ORDER BY v.ord)`);
-      }
-      if (c.compensations?.length) {
-        ctes.push(sql`comp AS (
-          INSERT INTO workflow_compensations (instance_id, activity_id, activity_name, args)
-          SELECT upd.instance_id, c.activity_id, c.activity_name, c.args FROM upd, ${compensationValues(c.compensations)} ORDER BY c.ord
-          ON CONFLICT (instance_id, activity_id) DO NOTHING)`);
-      }
-      if (c.timer && !terminal) {
-        // ON CONFLICT DO NOTHING: a timer keeps the expiry it was first registered with.
-        ctes.push(sql`timer AS (
-          INSERT INTO workflow_timer_subscriptions (instance_id, timer_id, expires_at, activity_id)
-          SELECT upd.instance_id, ${c.timer.timerId}::text, ${timerExpiry(c.timer)}, ${c.timer.activityId}::text FROM upd
-          ON CONFLICT (instance_id, timer_id) DO NOTHING)`);
-      }
-      if (terminal) {
-        // A finished instance leaves everything that could still wake or address it.
-        for (const [name, table] of [
-          ["d_subs", "channel_subscriptions"],
-          ["d_groups", "workflow_group_memberships"],
-          ["d_timers", "workflow_timer_subscriptions"],
-          ["d_cursors", "channel_delivery_cursors"],
-        ] as const) {
-          ctes.push(sql`${sql.raw(name)} AS (DELETE FROM ${sql.raw(table)} WHERE instance_id IN (SELECT instance_id FROM upd))`);
-        }
-      }
-
-      const ctePart = sql`WITH ${sql.join(ctes, sql`, `)}`;
-      let row: { lock_token: unknown } | undefined;
-      if (opts?.last) {
-        // One row always, and a division by zero when the fence matched nothing: the statement fails, the
-        // transaction it ends is aborted, and a COMMIT pipelined behind it rolls back (user writes included).
-        try {
-          [row] = await queryRows<{ lock_token: unknown }>(
-            ex,
-            sql`${sql.raw(LAST_STATEMENT)}${ctePart} SELECT (SELECT lock_token FROM upd) AS lock_token, 1 / (SELECT count(*)::int FROM upd) AS fenced`,
-          );
-        } catch (err) {
-          if (sqlState(err) === DIVISION_BY_ZERO) return { ok: false };
-          throw err;
-        }
-        if (row?.lock_token === null || row?.lock_token === undefined) return { ok: false };
-      } else {
-        [row] = await queryRows<{ lock_token: unknown }>(ex, sql`${ctePart} SELECT lock_token FROM upd`);
-      }
-      if (!row) return { ok: false };
-      return handoff ? { ok: true, token: toNumber(row.lock_token) } : { ok: true };
+      return results;
     },
 
     /**

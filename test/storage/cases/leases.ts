@@ -238,6 +238,69 @@ export function leaseCases(ctx: ContractContext): void {
     });
   });
 
+  describe("concludeSteps (group commit)", () => {
+    it("concludes several steps in one statement, each under its own fence: a failed fence writes nothing, the others are written", async () => {
+      const [a, b, c, d] = [await newInstance(ctx.storage), await newInstance(ctx.storage), await newInstance(ctx.storage), await newInstance(ctx.storage)];
+      const channel = uid("ch");
+      await ctx.storage.subscribe(c.instanceId, channel, "broadcast");
+      await ctx.storage.joinGroup(c.instanceId, uid("g"));
+      const [la, lb, lc, ld] = await Promise.all([a, b, c, d].map(async (i) => (await ctx.storage.acquireLease(i.instanceId, "w", 30))!));
+      const stale = { ...lb!.fence, token: lb!.fence.token - 1 };
+      const before = ctx.database.stats.statements;
+      const res = await ctx.storage.concludeSteps([
+        {
+          fence: la!.fence,
+          conclusion: {
+            status: "running",
+            currentActivityId: "x:1",
+            history: [
+              { activityId: "x:1", eventType: "ActivityCompleted", data: json({ text: UNICODE_JSON }) },
+              { activityId: "blob:1", eventType: "ActivityCompleted", data: binary(ALL_BYTES) },
+            ],
+            compensations: [{ activityId: "x:1", activityName: "undo", args: '["a"]' }],
+            handoff: { leaseSeconds: 30 },
+          },
+        },
+        { fence: stale, conclusion: { status: "completed", outputData: "1", history: [{ activityId: "y:1", eventType: "ActivityCompleted", data: json(1) }] } },
+        { fence: lc!.fence, conclusion: { status: "completed", outputData: '{"done":true}', history: [{ activityId: "z:1", eventType: "ActivityCompleted", data: json(2) }] } },
+        { fence: ld!.fence, conclusion: { status: "waiting_for_timer", currentActivityId: "sleep:1", timer: { timerId: "sleep:1", activityId: "sleep:1", delaySeconds: 3600 } } },
+      ]);
+      expect(ctx.database.stats.statements - before).toBe(1);
+      expect(res).toEqual([{ ok: true, token: la!.fence.token + 1 }, { ok: false }, { ok: true }, { ok: true }]);
+      const next = (await ctx.storage.loadLeased({ ...la!.fence, token: res[0]!.token! }))!;
+      expect(next.instance).toMatchObject({ status: "running", currentActivityId: "x:1", lockedBy: "w" });
+      expect(next.history.map((h) => [h.activityId, h.data])).toEqual([
+        ["x:1", json({ text: UNICODE_JSON })],
+        ["blob:1", binary(ALL_BYTES)],
+      ]);
+      expect((await ctx.storage.listCompensations(a.instanceId)).map((x) => [x.activityId, x.activityName, x.args])).toEqual([["x:1", "undo", '["a"]']]);
+      // The stale row wrote nothing.
+      expect((await ctx.storage.getInstance(b.instanceId))!).toMatchObject({ status: "running", outputData: null, lockedBy: "w", lockToken: lb!.fence.token });
+      expect(await ctx.storage.loadHistory(b.instanceId)).toEqual([]);
+      // The finished one left its subscription and group.
+      expect((await ctx.storage.getInstance(c.instanceId))!).toMatchObject({ status: "completed", outputData: '{"done":true}', lockedBy: null });
+      expect((await ctx.storage.loadHistory(c.instanceId)).map((h) => h.activityId)).toEqual(["z:1"]);
+      expect(await ctx.storage.getSubscription(c.instanceId, channel)).toBeNull();
+      expect(await count(ctx.database, sql`SELECT 1 FROM workflow_group_memberships WHERE instance_id = ${c.instanceId}`)).toBe(0);
+      expect((await ctx.storage.getInstance(d.instanceId))!).toMatchObject({ status: "waiting_for_timer", currentActivityId: "sleep:1", lockedBy: null, lockExpiresAt: null });
+      expect(await count(ctx.database, sql`SELECT 1 FROM workflow_timer_subscriptions WHERE instance_id = ${d.instanceId} AND expires_at > now() + interval '59 minutes'`)).toBe(1);
+    });
+
+    it("a statement error (one row's history already recorded) writes nothing for any row", async () => {
+      const [a, b] = [await newInstance(ctx.storage), await newInstance(ctx.storage)];
+      await ctx.storage.appendHistory(b.instanceId, [{ activityId: "a:1", eventType: "ActivityCompleted", data: json(1) }]);
+      const [la, lb] = [(await ctx.storage.acquireLease(a.instanceId, "w", 30))!, (await ctx.storage.acquireLease(b.instanceId, "w", 30))!];
+      await expect(
+        ctx.storage.concludeSteps([
+          { fence: la.fence, conclusion: { status: "completed", history: [{ activityId: "a:1", eventType: "ActivityCompleted", data: json(2) }] } },
+          { fence: lb.fence, conclusion: { status: "completed", history: [{ activityId: "a:1", eventType: "ActivityCompleted", data: json(2) }] } },
+        ]),
+      ).rejects.toThrow();
+      expect((await ctx.storage.getInstance(a.instanceId))!).toMatchObject({ status: "running", lockToken: la.fence.token });
+      expect(await ctx.storage.loadHistory(a.instanceId)).toEqual([]);
+    });
+  });
+
   describe("recur", () => {
     it("archives the run, starts run+1 with new input and keeps lease, subscriptions, cursors and groups", async () => {
       const inst = await newInstance(ctx.storage);
