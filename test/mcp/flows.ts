@@ -326,6 +326,24 @@ export function mcpFlows(t: McpTarget) {
     expect(seen).toEqual([...tokens(12).map((tok, i) => `progress ${i + 1}: ${tok}`), `result ${JSON.stringify({ tokens: 12, length: tokens(12).slice(0, 12).join("").length })}`]);
     // Without a token, tasks/result answers with the result alone (plain JSON).
     expect(((await other.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)) as CallToolResult).structuredContent).toMatchObject({ output: { tokens: 40 } });
+
+    // A client that goes away while its tasks/result waits on a waiting instance: the server lets go, and keeps answering.
+    const approvalId = await start(other, "approval", { requestId: "mcp-progress-gone", timeoutSeconds: 3600 });
+    await pollStatus(other, "approval", approvalId, ["waiting_for_message"]);
+    const gone = new AbortController();
+    const held = fetch(new URL("/mcp", t.base()), {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.token}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tasks/result", params: { taskId: approvalId, _meta: { progressToken: "gone" } } }),
+      signal: gone.signal,
+    }).then(async (r) => (await r.text(), r.status));
+    await new Promise((r) => setTimeout(r, 500));
+    gone.abort();
+    await expect(held).rejects.toThrow(/abort/i);
+    expect((await call(other, "approval_cancel", { instance_id: approvalId })).isError).toBeFalsy();
+    const cancelled = (await other.experimental.tasks.getTaskResult(approvalId, CallToolResultSchema, { onprogress: () => undefined })) as CallToolResult;
+    expect(cancelled.isError).toBe(true);
+    expect(cancelled.structuredContent).toMatchObject({ instance_id: approvalId, status: "cancelled" });
     await client.close();
     await other.close();
   });
