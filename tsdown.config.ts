@@ -17,6 +17,7 @@ export default defineConfig({
     "drivers/neon-serverless": "src/storage/drivers/neon-serverless.ts",
     client: "src/client/index.ts",
     mcp: "src/mcp.ts",
+    viewer: "src/viewer.ts",
     testing: "src/testing/index.ts",
     cli: "src/platform/cli.ts",
   },

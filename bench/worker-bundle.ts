@@ -1,10 +1,11 @@
 /**
  * Worker bundle size: builds a Worker as `wrangler deploy` would (dry run)
  * and prints the script's raw and gzipped size and its largest contributors,
- * for four Workers: the README's recipe (postgres.js, no MCP), the same with
- * `mcp()`, the same on Neon's driver (`driver: neonServerless`), and the
- * repository's example Worker (functions/worker.ts: 18 workflows, MCP on,
- * both drivers).
+ * for five Workers: the README's recipe (postgres.js, no MCP, no viewer), the
+ * same with `mcp()`, with `viewer()`, on Neon's driver (`driver:
+ * neonServerless`), and the
+ * repository's example Worker (functions/worker.ts: 18 workflows, MCP and
+ * the viewer on, both drivers).
  * Writes bench/results/worker-bundle.json; with --update-readme, the README's
  * worker-bundle block (test/runtime/worker-bundle.test.ts checks it within 5 %).
  *
@@ -17,14 +18,15 @@ import { writeFigureBlock } from "./readme-figures.ts";
 
 const kib = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
 const label: Record<WorkerVariant, string> = {
-  recipe: "README recipe, no MCP",
+  recipe: "README recipe, no MCP, no viewer",
   "recipe+mcp": "README recipe with mcp()",
+  "recipe+viewer": "README recipe with viewer()",
   "recipe+neon": "README recipe on Neon's driver (driver: neonServerless)",
-  examples: "functions/worker.ts (examples, MCP on)",
+  examples: "functions/worker.ts (examples, MCP and viewer on)",
 };
 const results: Record<string, { rawBytes: number; gzipBytes: number }> = {};
 const bundles: Partial<Record<WorkerVariant, WorkerBundle>> = {};
-for (const variant of ["recipe", "recipe+mcp", "recipe+neon", "examples"] as const) {
+for (const variant of ["recipe", "recipe+mcp", "recipe+viewer", "recipe+neon", "examples"] as const) {
   const bundle = await buildWorkerBundle(variant);
   results[variant] = { rawBytes: bundle.rawBytes, gzipBytes: bundle.gzipBytes };
   bundles[variant] = bundle;
@@ -40,7 +42,7 @@ if (process.argv.includes("--update-readme")) {
   const parts = recipe.contributors.slice(0, 8).map(([name, bytes]) => `${name.startsWith("src/") ? `\`${name}\`` : name} ${Math.round(bytes / 1024)}`);
   writeFigureBlock(
     "worker-bundle",
-    `- **Worker bundle** (\`wrangler deploy --dry-run --outdir\`, minified): the Worker recipe of "Install in your project" (postgres.js, no MCP) ${size(recipe)}; with \`mcp()\` ${size(bundles["recipe+mcp"]!)}; on Neon's driver (\`driver: neonServerless\`) ${size(bundles["recipe+neon"]!)}. Largest parts (KiB, no MCP): ${parts.join(", ")}.\n`,
+    `- **Worker bundle** (\`wrangler deploy --dry-run --outdir\`, minified): the Worker recipe of "Install in your project" (postgres.js, no MCP, no viewer) ${size(recipe)}; with \`mcp()\` ${size(bundles["recipe+mcp"]!)}; with \`viewer()\` ${size(bundles["recipe+viewer"]!)}; on Neon's driver (\`driver: neonServerless\`) ${size(bundles["recipe+neon"]!)}. Largest parts (KiB, the recipe): ${parts.join(", ")}.\n`,
   );
   console.log("README.md: worker-bundle block updated");
 }

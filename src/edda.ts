@@ -26,7 +26,6 @@ import type { SweepOptions, SweepReport } from "./engine/sweeper.ts";
 import type { TracingApi } from "./engine/tracing.ts";
 import type { MetricsApi } from "./engine/metrics.ts";
 import type { Database } from "./storage/database.ts";
-import { migrate } from "./storage/migrate.ts";
 import { createStorage } from "./storage/pg-storage.ts";
 import type { InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
 import { createApp } from "./http/app.ts";
@@ -99,8 +98,6 @@ export interface EddaOptions {
    * Workers adapter sets the platform's number).
    */
   subrequestLimit?: number;
-  /** Apply migrations before first use (embedded / development). */
-  autoMigrate?: boolean;
   /** Your own routes on the public API (behind its bearer token, before the fallback). */
   routes?: (api: Hono) => void;
   /**
@@ -109,6 +106,12 @@ export interface EddaOptions {
    * separate entry, so an app without MCP does not bundle the MCP SDK.
    */
   mcp?: ApiSurface;
+  /**
+   * The viewer at /ui: `viewer()` from `edda-edge/viewer`, its own entry like
+   * `mcp()`, so an app without it (a Worker by default) does not bundle its
+   * pages. `serveNode` and the Deno adapter turn it on unless `viewer: false`.
+   */
+  viewer?: ApiSurface | false;
   /**
    * Host values (`host` or `host:port`) this server answers to: without an API
    * token only these and loopback names are served, and browser origins (MCP,
@@ -239,6 +242,11 @@ export function createEdda(opts: EddaOptions): Edda {
   checkScheduledInputs(opts.workflows);
   // `mcp: true` or a list was the option before MCP moved to its own entry: the error says how to write it now.
   if (opts.mcp !== undefined) surfaceParts(opts.mcp, "mcp", 'pass mcp() or mcp(["name", …]) from "edda-edge/mcp" (a separate entry, so bundles without MCP do not carry the SDK)').check(opts.workflows);
+  if (opts.viewer) surfaceParts(opts.viewer, "viewer", 'pass viewer() from "edda-edge/viewer" (a separate entry, so bundles without the viewer do not carry its pages)').check(opts.workflows);
+  // The option before the migrator left the core (a Worker never migrates, and its bundle carried the migrations' SQL).
+  if ((opts as { autoMigrate?: unknown }).autoMigrate !== undefined) {
+    throw new TypeError('autoMigrate: createEdda does not migrate; call `await migrate(database.db)` (from "edda-edge") before it. serveNode migrates its embedded database itself (and any with autoMigrate: true)');
+  }
   const dispatcher = makeDispatcher(opts.dispatcher, opts.secret);
   for (const [name, value] of [["apiToken", opts.apiToken], ["eventsToken", opts.eventsToken]] as const) {
     const list = value === undefined ? [] : Array.isArray(value) ? value : [value];
@@ -280,7 +288,6 @@ export function createEdda(opts: EddaOptions): Edda {
     if (perRequest) throw new TypeError("engine(): the database is opened per request; use fetch()/sweep()");
     shared ??= (async () => {
       const database = opts.database as Database;
-      if (opts.autoMigrate) await migrate(database.db);
       return { database, engine: engineFor(database) };
     })();
     return (await shared).engine;
@@ -311,6 +318,7 @@ export function createEdda(opts: EddaOptions): Edda {
     scope: (c: Context) => scopeOf(c),
     ...(opts.routes ? { extend: opts.routes } : {}),
     ...(opts.mcp ? { mcp: opts.mcp } : {}),
+    ...(opts.viewer ? { viewer: opts.viewer } : {}),
     allowedHosts: () => opts.allowedHosts ?? [],
     ...(webhooks.length ? { webhooks: () => webhooks, webhookSecrets: (name: string) => webhookSecrets.get(name) } : {}),
     ...(opts.metricsText ? { metricsText: opts.metricsText } : {}),

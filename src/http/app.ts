@@ -18,7 +18,6 @@ import { ValidationError } from "../core/errors.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
 import { jsonWritesOnly, openModeGuard, type AllowedHosts } from "./guards.ts";
 import { cloudEventRoutes } from "./cloudevents.ts";
-import { viewer } from "./ui/index.tsx";
 import { documented } from "./openapi.ts";
 import { referenceRoutes } from "./reference.ts";
 import { scheduleRoutes } from "./schedules.ts";
@@ -33,7 +32,7 @@ import { waitWebhookRoutes } from "./wait-webhooks.ts";
 import type { Webhook } from "../core/webhooks.ts";
 import { instanceNotFound, onError, problem, sqlStateOf } from "./problem.ts";
 import { instanceIdParam, instancePage, instanceView, started } from "./schemas.ts";
-import { parse, surfaceParts, type ApiSurface, type RouteHelpers } from "./routes.ts";
+import { parse, surfaceParts, type ApiSurface, type RouteHelpers, type SurfaceHelpers } from "./routes.ts";
 
 export interface AppOptions {
   engine: (c: Context) => Engine | Promise<Engine>;
@@ -52,6 +51,8 @@ export interface AppOptions {
   extend?: (app: Hono, helpers: RouteHelpers) => void;
   /** MCP at /mcp: `mcp()` from `edda-edge/mcp` (kept out of the core, see ApiSurface). */
   mcp?: ApiSurface;
+  /** The viewer at /ui: `viewer()` from `edda-edge/viewer` (kept out of the core like MCP). */
+  viewer?: ApiSurface;
   /** Configured Host values (guards.ts): open mode serves only these and loopback names; browser origins are checked against them. */
   allowedHosts?: AllowedHosts;
   /** Declared webhook sources, served at POST /webhooks/:name (authenticated by their signatures). */
@@ -120,6 +121,13 @@ const tagFilter = (c: Context) => {
   const texts = c.req.queries("tag") ?? [];
   return texts.length ? { tags: parseTagFilters(texts) } : {};
 };
+
+/** Mounts an optional surface where it belongs; one given for the other place (mcp() as the viewer) is refused. */
+function mountSurface(surface: ApiSurface, option: string, place: "api" | "app", target: Hono, helpers: SurfaceHelpers): void {
+  const parts = surfaceParts(surface, option, "not an API surface");
+  if (parts.place !== place) throw new TypeError(`${option}: ${surface.name}() is not the ${option} surface`);
+  parts.mount(target, helpers);
+}
 
 export function createApp(opts: AppOptions): Hono {
   const app = new Hono();
@@ -225,11 +233,18 @@ export function createApp(opts: AppOptions): Hono {
     },
   );
 
-  app.route("/ui", viewer({ engine, scope, tokens: opts.apiTokens, secret: opts.secret, hosts }));
-
   // Public API.
   const api = new Hono();
   const helpers: RouteHelpers = { engine, scope, parse, hosts };
+  const surfaceHelpers: SurfaceHelpers = { ...helpers, apiTokens: opts.apiTokens, secret: opts.secret };
+  // Before the API is routed at "/": the viewer answers /ui itself (its own login), the API's bearer check never sees it.
+  if (opts.viewer) mountSurface(opts.viewer, "viewer", "app", app, surfaceHelpers);
+  else {
+    // Off (a Worker by default): say how to turn it on, rather than the API's 401 for a path it does not have.
+    const off = (c: Context) => problem(c, 404, 'the viewer is not enabled in this app: pass viewer: viewer() from "edda-edge/viewer"', "NotFound");
+    app.all("/ui", off);
+    app.all("/ui/*", off);
+  }
   // Before the API's bearer auth: a webhook sender signs its deliveries instead.
   if (opts.webhooks) webhookRoutes(app, helpers, { webhooks: opts.webhooks, secrets: opts.webhookSecrets ?? (() => undefined) });
   // The per-wait URLs of createWebhook: the unguessable token is the credential.
@@ -333,7 +348,7 @@ export function createApp(opts: AppOptions): Hono {
   repairRoutes(api, helpers);
   outboxRoutes(api, helpers);
   metricsRoutes(api, helpers, opts.metricsText);
-  if (opts.mcp) surfaceParts(opts.mcp, "mcp", "not an API surface").mount(api, helpers);
+  if (opts.mcp) mountSurface(opts.mcp, "mcp", "api", api, surfaceHelpers);
   referenceRoutes(app, api, { workflows: opts.workflows ?? (() => []), tokenRequired: () => (opts.apiTokens() ?? []).length > 0 });
   opts.extend?.(api, helpers);
   app.route("/", api);

@@ -20,19 +20,31 @@ export interface RouteHelpers {
 }
 
 /**
- * An optional part of the API that lives outside the core (MCP: `mcp()` from
- * `edda-edge/mcp`). The app only calls it, never imports it, so a bundle that
- * does not pass one does not carry its code or its dependencies. Opaque to
- * users: what it does is kept in a WeakMap, not typed into the public object.
+ * An optional part of the app that lives outside the core (MCP: `mcp()` from
+ * `edda-edge/mcp`; the viewer: `viewer()` from `edda-edge/viewer`). The app
+ * only calls it, never imports it, so a bundle that does not pass one does
+ * not carry its code or its dependencies. Opaque to users: what it does is
+ * kept in a WeakMap, not typed into the public object.
  */
 export interface ApiSurface {
   readonly name: string;
 }
 
+/** What a surface mounted beside the API gets besides the route helpers: the credentials it checks itself. */
+export interface SurfaceHelpers extends RouteHelpers {
+  apiTokens: () => string[] | undefined;
+  secret: () => string | undefined;
+}
+
 interface SurfaceParts {
   /** Refuses, when the app is built, a configuration that cannot work with these workflows. */
   check(workflows: readonly Workflow[]): void;
-  mount(api: Hono, helpers: RouteHelpers): void;
+  /**
+   * Where it is mounted: on the public API, behind its bearer token (MCP), or
+   * on the app beside the API, authenticating its own requests (the viewer's login).
+   */
+  place: "api" | "app";
+  mount(target: Hono, helpers: SurfaceHelpers): void;
 }
 
 const surfaces = new WeakMap<ApiSurface, SurfaceParts>();

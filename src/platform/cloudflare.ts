@@ -10,7 +10,10 @@
  * default; Neon's driver is bundled only when the Worker imports it
  * (`driver: neonServerless` from `edda-edge/drivers/neon-serverless`), since
  * a bundler cannot drop a driver chosen at run time. Nothing is migrated
- * here; run `edda-edge migrate` against the deployed database.
+ * here (the migrator is not in a Worker's bundle); run `edda-edge migrate`
+ * against the deployed database. The viewer at /ui is off unless the Worker
+ * passes `viewer: viewer()` from `edda-edge/viewer`, for the same reason as
+ * `mcp()`: what is not imported is not bundled.
  *
  * Follow-up transport, the first available:
  * 1. `EDDA_QUEUE` (a Queues producer bound to a queue this worker consumes):
@@ -101,7 +104,7 @@ const QUEUES_MAX_DELAY_SECONDS = 24 * 3600;
 /** Messages of one batch run at once (the database pool holds 5 connections). */
 const BATCH_CONCURRENCY = 5;
 
-export type WorkerOptions = Omit<EddaOptions, "database" | "dispatcher" | "secret" | "apiToken" | "brokerUrl" | "autoMigrate"> & {
+export type WorkerOptions = Omit<EddaOptions, "database" | "dispatcher" | "secret" | "apiToken" | "brokerUrl"> & {
   /**
    * The driver(s) this Worker bundles (default `postgresJs`); with several,
    * DATABASE_DRIVER picks one by name, else the first. Naming a driver the

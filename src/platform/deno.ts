@@ -22,6 +22,7 @@ import type { Database, DatabaseDriver } from "../storage/database.ts";
 import { neonServerless } from "../storage/drivers/neon-serverless.ts";
 import { postgresJs } from "../storage/drivers/postgres-js.ts";
 import { configurationProblem } from "../http/problem.ts";
+import { viewer } from "../http/ui/surface.ts";
 import { readConfig, unauthenticatedRefusal, withEnvironment, type EddaConfig } from "./env.ts";
 import { ConfigurationError, openServerlessDatabase } from "./serverless.ts";
 
@@ -44,7 +45,7 @@ export interface DenoKv {
   close(): void;
 }
 
-export type DenoServeOptions = Omit<EddaOptions, "database" | "dispatcher" | "secret" | "apiToken" | "brokerUrl" | "autoMigrate"> & {
+export type DenoServeOptions = Omit<EddaOptions, "database" | "dispatcher" | "secret" | "apiToken" | "brokerUrl"> & {
   /** Default: Deno.env. */
   env?: Record<string, string | undefined>;
   /** Default 127.0.0.1 (Deno Deploy ignores it). */
@@ -101,7 +102,8 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
   const dispatcher: Dispatcher = kv
     ? new QueueDispatcher(denoKvQueue(kv))
     : new HttpDispatcher({ baseUrl: config.publicUrl ?? `http://${host}:${port}`, secret, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}) });
-  const edda = createEdda({ ...options, database, secret, dispatcher });
+  // The viewer is on as on Node (Deno has no bundle to keep small); `viewer: false` turns it off.
+  const edda = createEdda({ ...options, viewer: opts.viewer ?? viewer(), database, secret, dispatcher });
 
   let sweeping: Promise<unknown> | null = null;
   const sweep = async () => {

@@ -1,8 +1,9 @@
 /**
- * Node adapter: `@hono/node-server`, an interval sweeper, and the embedded
- * default — PGlite with its data in a local folder when DATABASE_URL is unset
- * (migrated on start; PGlite is an optional peer dependency, loaded only
- * then), postgres.js or Neon's driver otherwise.
+ * Node adapter: `@hono/node-server`, an interval sweeper, the viewer at /ui
+ * (unless `viewer: false`), and the embedded default — PGlite with its data
+ * in a local folder when DATABASE_URL is unset (migrated on start; PGlite is
+ * an optional peer dependency, loaded only then), postgres.js or Neon's
+ * driver otherwise.
  */
 import { mkdirSync } from "node:fs";
 import { serve, type ServerType } from "@hono/node-server";
@@ -11,6 +12,7 @@ import type { Database } from "../storage/database.ts";
 import { createPostgresJsDatabase } from "../storage/drivers/postgres-js.ts";
 import { createNeonDatabase } from "../storage/drivers/neon-serverless.ts";
 import { migrate } from "../storage/migrate.ts";
+import { viewer } from "../http/ui/surface.ts";
 import { ConfigurationError, readConfig, withEnvironment, type EddaConfig } from "./env.ts";
 import { prometheusMetrics } from "./metrics.ts";
 
@@ -23,6 +25,8 @@ export interface NodeServeOptions extends Omit<EddaOptions, "database"> {
   dataDir?: string;
   /** Sweep interval (default EDDA_SWEEP_INTERVAL_MS, else 5 s); 0 disables it. */
   sweepIntervalMs?: number;
+  /** Migrate a DATABASE_URL database on start too (the embedded one always is; deployed ones use `edda-edge migrate`). */
+  autoMigrate?: boolean;
   /**
    * Serve OpenTelemetry metrics at GET /metrics in the Prometheus text format
    * (default: EDDA_METRICS=prometheus). Needs @opentelemetry/sdk-metrics and
@@ -70,7 +74,8 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
   const hostname = opts.hostname ?? "127.0.0.1";
   const loopback = /^(127\.\d+\.\d+\.\d+|localhost|::1|\[::1\])$/.test(hostname);
   // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
-  const options = withEnvironment(opts, config);
+  const { autoMigrate: _migrated, ...rest } = opts;
+  const options = withEnvironment(rest, config);
   if (!options.apiToken) {
     // Secure by default: an open API only on the loopback interface, unless explicitly allowed.
     if (!loopback && !config.allowUnauthenticated) {
@@ -88,6 +93,8 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     publicUrl,
     ...(prometheus ? { metrics: prometheus.api, metricsText: () => prometheus.text() } : {}),
     allowedHosts: hosts,
+    // The viewer is on where a developer runs the app (npm start, edda-edge dev, a Node server); a Worker opts in.
+    viewer: opts.viewer ?? viewer(),
     database,
     dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } } : "local"),
   });

@@ -1,14 +1,18 @@
 // The Worker bundle stays lean: built as `wrangler deploy` builds it, it holds
 // no PGlite (WASM Postgres), no Node adapter or Node server, and stays within
 // a size budget well under the Workers script limits. The README's Worker,
-// which does not enable MCP, carries none of MCP's code or dependencies, no
-// zod locale and no Neon driver (it did not import one); wrangler builds it
-// without a warning.
+// which does not enable MCP or the viewer, carries none of MCP's code or
+// dependencies, none of the viewer's pages, no migrator (a Worker never
+// migrates), no zod locale and no Neon driver (it did not import one);
+// wrangler builds it without a warning.
 import { describe, expect, it } from "vitest";
 import { readFigureBlock, statedSizes } from "../../bench/readme-figures.ts";
 import { buildWorkerBundle } from "../support/worker-bundle.ts";
 
 const MCP_ONLY = ["@modelcontextprotocol/sdk", "ajv", "ajv-formats", "fast-uri", "zod-to-json-schema"];
+/** The migrator and its bundled SQL; the viewer's pages. */
+const MIGRATOR = /^src\/storage\/(migrate|migrations\.gen)\.ts$/;
+const VIEWER = /^src\/http\/ui\//;
 
 describe("Worker bundles", () => {
   it("the example Worker excludes PGlite and the Node adapter, and fits its size budget", { timeout: 120_000 }, async () => {
@@ -18,13 +22,16 @@ describe("Worker bundles", () => {
     expect(names).not.toContain("@hono/node-server");
     expect(bundle.inputs.filter((f) => /src\/platform\/node\.ts$|drivers\/pglite\.ts$/.test(f))).toEqual([]);
     expect(bundle.inputs.some((f) => f.endsWith("src/platform/cloudflare.ts"))).toBe(true);
+    // The viewer is on here (viewer()), the migrator never is: a Worker does not migrate.
+    expect(bundle.inputs).toContain("src/http/ui/index.tsx");
+    expect(bundle.inputs.filter((f) => MIGRATOR.test(f))).toEqual([]);
     // With MCP on and both drivers it holds the SDK; measured 1,109 KiB raw / 340 KiB gzipped (bench/worker-bundle.ts).
     expect(names).toContain("@modelcontextprotocol/sdk");
     expect(bundle.rawBytes).toBeLessThan(1200 * 1024);
     expect(bundle.gzipBytes).toBeLessThan(350 * 1024);
   });
 
-  it("the README's Worker (no MCP) holds no MCP code, no MCP dependency, no zod locale, no Neon driver, and builds without warnings", { timeout: 120_000 }, async () => {
+  it("the README's Worker (no MCP, no viewer) holds no MCP code, no MCP dependency, no viewer page, no migrator, no zod locale, no Neon driver, and builds without warnings", { timeout: 120_000 }, async () => {
     const bundle = await buildWorkerBundle("recipe");
     const names = bundle.contributors.map(([name]) => name);
     expect(names.filter((n) => MCP_ONLY.includes(n))).toEqual([]);
@@ -32,9 +39,18 @@ describe("Worker bundles", () => {
     expect(bundle.inputs.filter((f) => f.endsWith("drivers/neon-serverless.ts"))).toEqual([]);
     expect(names).toContain("postgres");
     expect(bundle.inputs.filter((f) => f.includes("src/http/mcp/") || f.includes("zod/v4/locales/") && !f.endsWith("/en.js"))).toEqual([]);
+    expect(bundle.inputs.filter((f) => MIGRATOR.test(f) || VIEWER.test(f))).toEqual([]);
+    expect(bundle.inputs.some((f) => f === "src/http/app.ts")).toBe(true);
     expect(bundle.warnings).toEqual([]);
-    // Measured 705 KiB raw / 214 KiB gzipped (README, "Size and cost"); 190 KiB at c8ae49d, before later features grew it.
-    expect(bundle.gzipBytes).toBeLessThan(230 * 1024);
+    // Measured 610 KiB raw / 186 KiB gzipped (README, "Size and cost"); 218 KiB gzipped with the migrator and the viewer in it.
+    expect(bundle.gzipBytes).toBeLessThan(210 * 1024);
+  });
+
+  it("the same Worker with viewer() holds the viewer's pages, and still no migrator", { timeout: 120_000 }, async () => {
+    const bundle = await buildWorkerBundle("recipe+viewer");
+    expect(bundle.inputs).toContain("src/http/ui/index.tsx");
+    expect(bundle.inputs).toContain("src/http/ui/surface.ts");
+    expect(bundle.inputs.filter((f) => MIGRATOR.test(f))).toEqual([]);
   });
 
   it("the same Worker with driver: neonServerless holds Neon's driver", { timeout: 120_000 }, async () => {
@@ -44,16 +60,16 @@ describe("Worker bundles", () => {
     expect(bundle.warnings).toEqual([]);
   });
 
-  it("the same Worker with mcp() holds the MCP SDK; the README states the three sizes within 5 %", { timeout: 180_000 }, async () => {
-    const [without, withMcp, neon] = [await buildWorkerBundle("recipe"), await buildWorkerBundle("recipe+mcp"), await buildWorkerBundle("recipe+neon")];
+  it("the same Worker with mcp() holds the MCP SDK; the README states the four sizes within 5 %", { timeout: 240_000 }, async () => {
+    const [without, withMcp, withViewer, neon] = [await buildWorkerBundle("recipe"), await buildWorkerBundle("recipe+mcp"), await buildWorkerBundle("recipe+viewer"), await buildWorkerBundle("recipe+neon")];
     expect(withMcp.contributors.map(([n]) => n)).toContain("@modelcontextprotocol/sdk");
     expect(withMcp.inputs.some((f) => f.endsWith("src/http/mcp/index.ts"))).toBe(true);
     expect(withMcp.rawBytes - without.rawBytes).toBeGreaterThan(100 * 1024);
     // The README's figures come from `npx tsx bench/worker-bundle.ts --update-readme`; rerun it when this fails.
     const stated = statedSizes(readFigureBlock("worker-bundle"));
-    expect(stated).toHaveLength(3);
-    const names = ["recipe", "recipe+mcp", "recipe+neon"];
-    for (const [i, measured] of [without, withMcp, neon].entries()) {
+    expect(stated).toHaveLength(4);
+    const names = ["recipe", "recipe+mcp", "recipe+viewer", "recipe+neon"];
+    for (const [i, measured] of [without, withMcp, withViewer, neon].entries()) {
       for (const key of ["rawBytes", "gzipBytes"] as const) {
         expect(Math.abs(stated[i]![key] - measured[key]) / measured[key], `README ${key} of ${names[i]}: stated ${stated[i]![key]}, measured ${measured[key]}`).toBeLessThanOrEqual(0.05);
       }

@@ -7,6 +7,7 @@ import { createPgliteDatabase } from "../../src/storage/drivers/pglite.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
 import { migrate } from "../../src/storage/migrate.ts";
 import { createNeonDatabase } from "../../src/storage/drivers/neon-serverless.ts";
+import { viewer } from "../../src/viewer.ts";
 import { freshDatabase, useLocalNeonProxy } from "./db.ts";
 
 export type DriverKind = "pglite" | "postgres-js" | "neon";
@@ -40,7 +41,8 @@ export interface TestApp {
 
 export function makeTestApp(database: Database, opts: Omit<EddaOptions, "database" | "dispatcher"> & { dispatcher?: LocalDispatcher }): TestApp {
   const dispatcher = opts.dispatcher ?? new LocalDispatcher({ concurrency: 8, maxWakeSeconds: 30 });
-  const edda = createEdda({ secret: "test-secret", ...opts, database, dispatcher });
+  // The whole app, viewer included (serveNode's default), unless a test passes viewer: false.
+  const edda = createEdda({ secret: "test-secret", viewer: viewer(), ...opts, database, dispatcher });
   return {
     edda,
     database,

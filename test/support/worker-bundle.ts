@@ -3,8 +3,8 @@
 // which source files and packages went into it (from esbuild's metafile), and
 // what wrangler warned about. Either the repository's own Worker
 // (functions/worker.ts, the examples, MCP on) or the README's Worker recipe
-// built from the sources, as written (postgres.js), with `mcp()`, or with
-// Neon's driver (`driver: neonServerless`).
+// built from the sources, as written (postgres.js), with `mcp()`, with
+// `viewer()`, or with Neon's driver (`driver: neonServerless`).
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -16,7 +16,7 @@ import { readRecipes } from "../package/readme.ts";
 export interface WorkerBundle {
   rawBytes: number;
   gzipBytes: number;
-  /** Bundled input files (paths relative to the project). */
+  /** Input files with code in the script (paths relative to the project); files read but shaken away entirely are not listed. */
   inputs: string[];
   /** Bytes in the output per npm package or source folder, largest first. */
   contributors: [string, number][];
@@ -26,13 +26,14 @@ export interface WorkerBundle {
 
 const ROOT = join(import.meta.dirname, "..", "..");
 
-export type WorkerVariant = "examples" | "recipe" | "recipe+mcp" | "recipe+neon";
+export type WorkerVariant = "examples" | "recipe" | "recipe+mcp" | "recipe+viewer" | "recipe+neon";
 
 /**
  * The README's Worker recipe (worker.js and wrangler.toml, read from the
  * README) in a temporary folder, its `edda-edge/…` imports pointed at the
  * sources (the subpaths of deno.json's exports); "recipe+mcp" adds
- * `mcp: mcp()`, "recipe+neon" `driver: neonServerless`.
+ * `mcp: mcp()`, "recipe+viewer" `viewer: viewer()`, "recipe+neon"
+ * `driver: neonServerless`.
  */
 async function writeRecipe(dir: string, variant: Exclude<WorkerVariant, "examples">): Promise<void> {
   const { files } = readRecipes(ROOT);
@@ -41,6 +42,7 @@ async function writeRecipe(dir: string, variant: Exclude<WorkerVariant, "example
   const call = "createWorker({ workflows: [hello] })";
   if (!worker.includes(call)) throw new Error(`the README's worker.js no longer calls ${call}`);
   if (variant === "recipe+mcp") worker = `import { mcp } from "edda-edge/mcp";\n${worker.replace(call, "createWorker({ workflows: [hello], mcp: mcp() })")}`;
+  if (variant === "recipe+viewer") worker = `import { viewer } from "edda-edge/viewer";\n${worker.replace(call, "createWorker({ workflows: [hello], viewer: viewer() })")}`;
   if (variant === "recipe+neon") worker = `import { neonServerless } from "edda-edge/drivers/neon-serverless";\n${worker.replace(call, "createWorker({ workflows: [hello], driver: neonServerless })")}`;
   worker = worker.replace(/from "edda-edge(\/[^"]*)?"/g, (_m, sub: string | undefined) => `from ${JSON.stringify(join(ROOT, entries[`.${sub ?? ""}`]!))}`);
   await writeFile(join(dir, "worker.js"), worker);
@@ -68,7 +70,7 @@ export async function buildWorkerBundle(variant: WorkerVariant = "examples"): Pr
     const output = Object.entries(meta.outputs).find(([k]) => k.endsWith(".js"))![1];
     const by = new Map<string, number>();
     // Paths relative to the repository, wherever wrangler ran.
-    const inputs = Object.entries(output.inputs).map(([file, info]) => [relative(ROOT, resolve(cwd, file)), info] as const);
+    const inputs = Object.entries(output.inputs).filter(([, info]) => info.bytesInOutput > 0).map(([file, info]) => [relative(ROOT, resolve(cwd, file)), info] as const);
     for (const [file, info] of inputs) {
       const nm = file.lastIndexOf("node_modules/");
       let key: string;

@@ -142,6 +142,7 @@ export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): vo
 export function mcp(exposure: McpExposure = true): ApiSurface {
   return defineSurface("mcp", {
     check: (workflows) => checkMcpExposure(workflows, exposure),
+    place: "api",
     mount: (api, helpers) => mcpRoutes(api, helpers, exposure),
   });
 }
