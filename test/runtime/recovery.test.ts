@@ -7,44 +7,29 @@
 // and the history records one result.
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { queryRows, type Database } from "../../src/storage/database.ts";
-import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
-import { migrate } from "../../src/storage/migrate.ts";
-import { freshDatabase } from "../support/db.ts";
-import { api, startNodeScript, waitForStatus, type Server } from "./processes.ts";
+import { expect, it } from "vitest";
+import { queryRows } from "../../src/storage/database.ts";
+import { api, waitForStatus } from "./processes.ts";
+import { startWorkerPair } from "./worker-setup.ts";
 
 const SCRIPT = join(import.meta.dirname, "fixtures", "recovery-worker.ts");
-let a: Server | undefined;
-let b: Server | undefined;
-let db: Database;
-
-beforeAll(async () => {
-  const url = await freshDatabase("recovery");
-  db = createPostgresJsDatabase({ url, max: 2 });
-  await migrate(db.db);
-  await db.db.execute(sql`CREATE TABLE recovery_effects (id serial PRIMARY KEY, idempotency_key text NOT NULL, worker text NOT NULL)`);
-  const env = { DATABASE_URL: url, EDDA_SECRET: "recovery-secret" };
-  [a, b] = await Promise.all([
-    startNodeScript(SCRIPT, { ...env, EDDA_SERVICE_NAME: "worker-a", SLOW_MS: "600000" }),
-    startNodeScript(SCRIPT, { ...env, EDDA_SERVICE_NAME: "worker-b", SLOW_MS: "0" }),
-  ]);
-}, 60_000);
-
-afterAll(async () => {
-  await Promise.all([a?.stop("SIGKILL"), b?.stop()]);
-  await db?.close();
+const p = startWorkerPair("recovery", SCRIPT, {
+  secret: "recovery-secret",
+  slowMs: 600_000,
+  prepare: async (db) => {
+    await db.db.execute(sql`CREATE TABLE recovery_effects (id serial PRIMARY KEY, idempotency_key text NOT NULL, worker text NOT NULL)`);
+  },
 });
 
-const effects = () => queryRows<{ idempotency_key: string; worker: string }>(db.db, sql`SELECT idempotency_key, worker FROM recovery_effects ORDER BY id`);
-const lockedBy = async (id: string) => (await queryRows<{ locked_by: string | null }>(db.db, sql`SELECT locked_by FROM workflow_instances WHERE instance_id = ${id}`))[0]?.locked_by;
+const effects = () => queryRows<{ idempotency_key: string; worker: string }>(p.db.db, sql`SELECT idempotency_key, worker FROM recovery_effects ORDER BY id`);
+const lockedBy = async (id: string) => (await queryRows<{ locked_by: string | null }>(p.db.db, sql`SELECT locked_by FROM workflow_instances WHERE instance_id = ${id}`))[0]?.locked_by;
 
 it("a worker killed mid-activity: after its lease expires another worker's sweeper resumes the instance to completion", { timeout: 40_000 }, async () => {
-  const started = await api<{ instanceId: string }>(a!.url, "POST", "/workflows/recovery_charge/instances", { input: 42, instanceId: "crash-1" });
+  const started = await api<{ instanceId: string }>(p.a.url, "POST", "/workflows/recovery_charge/instances", { input: 42, instanceId: "crash-1" });
   expect(started.status).toBe(201);
   const deadline = Date.now() + 10_000;
   while ((await effects()).length === 0) {
-    if (Date.now() > deadline) throw new Error(`activity never started:\n${a!.output()}`);
+    if (Date.now() > deadline) throw new Error(`activity never started:\n${p.a.output()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 
@@ -53,15 +38,15 @@ it("a worker killed mid-activity: after its lease expires another worker's sweep
   expect(await effects()).toHaveLength(1);
   expect(await lockedBy("crash-1")).toMatch(/^worker-a:/);
 
-  await a!.stop("SIGKILL");
-  const done = await waitForStatus(b!.url, "crash-1", ["completed", "failed"], 20_000);
+  await p.a.stop("SIGKILL");
+  const done = await waitForStatus(p.b.url, "crash-1", ["completed", "failed"], 20_000);
   expect(done.status).toBe("completed");
   expect(done.output).toEqual({ charged: 42, by: "worker-b", receipt: "receipt for 42" });
 
   const rows = await effects();
   expect(rows.map((r) => r.worker)).toEqual(["worker-a", "worker-b"]);
   expect(new Set(rows.map((r) => r.idempotency_key))).toEqual(new Set(["crash-1:recovery_charge_card:1"]));
-  const history = await queryRows<{ activity_id: string; event_type: string }>(db.db, sql`SELECT activity_id, event_type FROM workflow_history WHERE instance_id = 'crash-1' ORDER BY id`);
+  const history = await queryRows<{ activity_id: string; event_type: string }>(p.db.db, sql`SELECT activity_id, event_type FROM workflow_history WHERE instance_id = 'crash-1' ORDER BY id`);
   expect(history.filter((h) => h.activity_id === "recovery_charge_card:1")).toEqual([{ activity_id: "recovery_charge_card:1", event_type: "ActivityCompleted" }]);
   expect(await lockedBy("crash-1")).toBeNull();
 });

@@ -5,53 +5,33 @@
 // items (attempt 1), then a retry marker, then every item of the new
 // execution once and in order, then the workflow's emit and the end event.
 import { join } from "node:path";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { queryRows, type Database } from "../../src/storage/database.ts";
-import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
-import { migrate } from "../../src/storage/migrate.ts";
 import { sql } from "drizzle-orm";
-import { freshDatabase } from "../support/db.ts";
+import { expect, it } from "vitest";
+import { queryRows } from "../../src/storage/database.ts";
 import { readSse } from "../support/sse.ts";
-import { api, startNodeScript, waitForStatus, type Server } from "./processes.ts";
+import { api, waitForStatus } from "./processes.ts";
+import { startWorkerPair } from "./worker-setup.ts";
 
 const SCRIPT = join(import.meta.dirname, "fixtures", "stream-worker.ts");
 const TOKENS = 40;
-let a: Server | undefined;
-let b: Server | undefined;
-let db: Database;
+const p = startWorkerPair("stream_crash", SCRIPT, { secret: "stream-crash-secret", slowMs: 200 });
 
-beforeAll(async () => {
-  const url = await freshDatabase("stream_crash");
-  db = createPostgresJsDatabase({ url, max: 2 });
-  await migrate(db.db);
-  const env = { DATABASE_URL: url, EDDA_SECRET: "stream-crash-secret" };
-  [a, b] = await Promise.all([
-    startNodeScript(SCRIPT, { ...env, EDDA_SERVICE_NAME: "worker-a", SLOW_MS: "200" }),
-    startNodeScript(SCRIPT, { ...env, EDDA_SERVICE_NAME: "worker-b", SLOW_MS: "0" }),
-  ]);
-}, 60_000);
-
-afterAll(async () => {
-  await Promise.all([a?.stop("SIGKILL"), b?.stop()]);
-  await db?.close();
-});
-
-const chunks = async (id: string) => (await queryRows<{ n: number }>(db.db, sql`SELECT count(*)::int AS n FROM workflow_stream_chunks WHERE instance_id = ${id}`))[0]!.n;
+const chunks = async (id: string) => (await queryRows<{ n: number }>(p.db.db, sql`SELECT count(*)::int AS n FROM workflow_stream_chunks WHERE instance_id = ${id}`))[0]!.n;
 
 it("a worker killed mid-stream: its items, a retry marker, then the new execution's items once and in order", { timeout: 60_000 }, async () => {
-  const started = await api<{ instanceId: string }>(a!.url, "POST", "/workflows/stream_crash/instances", { input: TOKENS, instanceId: "crash-stream-1" });
+  const started = await api<{ instanceId: string }>(p.a.url, "POST", "/workflows/stream_crash/instances", { input: TOKENS, instanceId: "crash-stream-1" });
   expect(started.status).toBe(201);
   const deadline = Date.now() + 15_000;
   while ((await chunks("crash-stream-1")) < 5) {
-    if (Date.now() > deadline) throw new Error(`worker A never streamed:\n${a!.output()}`);
+    if (Date.now() > deadline) throw new Error(`worker A never streamed:\n${p.a.output()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-  await a!.stop("SIGKILL");
-  const done = await waitForStatus(b!.url, "crash-stream-1", ["completed", "failed"], 30_000);
+  await p.a.stop("SIGKILL");
+  const done = await waitForStatus(p.b.url, "crash-stream-1", ["completed", "failed"], 30_000);
   expect(done.status).toBe("completed");
   expect(done.output).toEqual({ tokens: TOKENS, by: "worker-b" });
 
-  const res = await fetch(`${b!.url}/instances/crash-stream-1/stream`);
+  const res = await fetch(`${p.b.url}/instances/crash-stream-1/stream`);
   expect(res.status).toBe(200);
   const events = await readSse(res.body!);
   const items = events.filter((e) => e.event !== "end").map((e) => ({ event: e.event, id: Number(e.id), ...(JSON.parse(e.data) as { attempt: number; data: { i: number; by: string } | string }) }));

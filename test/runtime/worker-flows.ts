@@ -5,12 +5,10 @@
 import { summarizeStreamFlow } from "./stream-flow.ts";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { queryRows, type Database } from "../../src/storage/database.ts";
-import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
-import { migrate } from "../../src/storage/migrate.ts";
+import { queryRows } from "../../src/storage/database.ts";
 import { startTestBroker, type TestBroker } from "../support/broker.ts";
-import { freshDatabase } from "../support/db.ts";
-import { api, startWrangler, waitForStatus, type Server } from "./processes.ts";
+import { api, waitForStatus } from "./processes.ts";
+import { fireCron, startWorkerWith } from "./worker-setup.ts";
 
 export interface WorkerFlowsOptions {
   prefix: string;
@@ -22,33 +20,21 @@ export interface WorkerFlowsOptions {
 }
 
 export function workerFlows(opts: WorkerFlowsOptions) {
-  let worker: Server;
   let broker: TestBroker;
-  let db: Database;
-
   beforeAll(async () => {
-    const url = await freshDatabase(opts.prefix);
-    db = createPostgresJsDatabase({ url, max: 2 });
-    await migrate(db.db);
     broker = await startTestBroker();
-    worker = await startWrangler(
-      { DATABASE_URL: url, EDDA_SECRET: "workerd-secret", EDDA_ALLOW_UNAUTHENTICATED: "1", EDDA_BROKER_URL: broker.url, ...(typeof opts.vars === "function" ? opts.vars() : opts.vars) },
-      { publicUrl: opts.publicUrl ?? false },
-    );
-  }, 90_000);
-
-  afterAll(async () => {
-    await worker?.stop();
-    await broker?.stop();
-    await db?.close();
   });
+  afterAll(async () => {
+    await broker?.stop();
+  });
+  const w = startWorkerWith(
+    opts.prefix,
+    () => ({ EDDA_SECRET: "workerd-secret", EDDA_BROKER_URL: broker.url, ...(typeof opts.vars === "function" ? opts.vars() : opts.vars) }),
+    { publicUrl: opts.publicUrl ?? false },
+  );
 
-  const base = () => worker.url;
-  const scheduled = async () => {
-    const res = await fetch(`${base()}/__scheduled?cron=${encodeURIComponent("* * * * *")}`);
-    expect(res.status).toBe(200);
-    await res.text();
-  };
+  const base = () => w.worker.url;
+  const scheduled = () => fireCron(base());
   const start = async (name: string, input: unknown, instanceId: string) => {
     const r = await api<{ instanceId: string }>(base(), "POST", `/workflows/${name}/instances`, { input, instanceId });
     expect(r.status, JSON.stringify(r.body)).toBe(201);
@@ -122,7 +108,7 @@ export function workerFlows(opts: WorkerFlowsOptions) {
   });
 
   async function outboxStatus(eventId: string): Promise<string | undefined> {
-    const [r] = await queryRows<{ status: string }>(db.db, sql`SELECT status FROM outbox_events WHERE event_id = ${eventId}`);
+    const [r] = await queryRows<{ status: string }>(w.db.db, sql`SELECT status FROM outbox_events WHERE event_id = ${eventId}`);
     return r?.status;
   }
 }

@@ -9,34 +9,19 @@
 // docs/design.md "Security model"). Valid traffic flows after all of it.
 import { request as httpRequest } from "node:http";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { sign } from "../../src/core/signature.ts";
-import { queryRows, type Database } from "../../src/storage/database.ts";
-import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
-import { migrate } from "../../src/storage/migrate.ts";
-import { freshDatabase } from "../support/db.ts";
-import { startWrangler, type Server } from "./processes.ts";
+import { queryRows } from "../../src/storage/database.ts";
+import { startWorkerWith } from "./worker-setup.ts";
 
 const SECRET = "front-door-secret";
-let db: Database;
-let worker: Server;
+const w = startWorkerWith("worker_front_doors", () => ({ EDDA_SECRET: SECRET }), { publicUrl: true, timeoutMs: 180_000 });
 
-beforeAll(async () => {
-  const url = await freshDatabase("worker_front_doors");
-  db = createPostgresJsDatabase({ url, max: 2 });
-  await migrate(db.db);
-  worker = await startWrangler({ DATABASE_URL: url, EDDA_SECRET: SECRET, EDDA_ALLOW_UNAUTHENTICATED: "1" }, { publicUrl: true });
-}, 180_000);
-afterAll(async () => {
-  await worker?.stop();
-  await db?.close();
-});
-
-const rows = async () => Number((await queryRows<{ n: number }>(db.db, sql`SELECT (SELECT count(*) FROM workflow_instances)::int + (SELECT count(*) FROM workflow_history)::int AS n`))[0]!.n);
+const rows = async () => Number((await queryRows<{ n: number }>(w.db.db, sql`SELECT (SELECT count(*) FROM workflow_instances)::int + (SELECT count(*) FROM workflow_history)::int AS n`))[0]!.n);
 
 /** A request with any Host header (fetch does not let one be set). */
 function raw(path: string, init: { method?: string; host?: string; headers?: Record<string, string>; body?: string } = {}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
-  const u = new URL(worker.url);
+  const u = new URL(w.worker.url);
   return new Promise((resolve, reject) => {
     const req = httpRequest(
       { host: u.hostname, port: u.port, path, method: init.method ?? "GET", headers: { host: init.host ?? u.host, ...init.headers, ...(init.body !== undefined ? { "content-length": String(Buffer.byteLength(init.body)) } : {}) } },
@@ -68,12 +53,12 @@ describe("front doors in wrangler dev", { timeout: 180_000 }, () => {
     for (const type of ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]) {
       expectProblem(await raw("/workflows/pipeline/instances", { method: "POST", headers: { "content-type": type }, body: start }), 415, "UnsupportedMediaType");
     }
-    for (const host of ["evil.example", `evil.example:${new URL(worker.url).port}`]) {
+    for (const host of ["evil.example", `evil.example:${new URL(w.worker.url).port}`]) {
       expectProblem(await raw("/instances", { host }), 421, "MisdirectedRequest");
       expectProblem(await raw("/workflows/pipeline/instances", { method: "POST", host, headers: { "content-type": "application/json" }, body: start }), 421, "MisdirectedRequest");
     }
     expectProblem(await raw("/workflows/pipeline/instances", { method: "POST", headers: { "content-type": "application/json", origin: "http://evil.example" }, body: start }), 403, "Forbidden");
-    expectProblem(await raw("/instances/x/cancel", { method: "POST", headers: { origin: `http://localhost:${new URL(worker.url).port}` } }), 403, "Forbidden");
+    expectProblem(await raw("/instances/x/cancel", { method: "POST", headers: { origin: `http://localhost:${new URL(w.worker.url).port}` } }), 403, "Forbidden");
     expect(await rows()).toBe(before);
   });
 
@@ -105,10 +90,10 @@ describe("front doors in wrangler dev", { timeout: 180_000 }, () => {
   });
 
   it("valid traffic flows after the refusals", async () => {
-    const r = await fetch(`${worker.url}/workflows/pipeline/instances`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: { steps: 2 }, instanceId: "wfd-after" }) });
+    const r = await fetch(`${w.worker.url}/workflows/pipeline/instances`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: { steps: 2 }, instanceId: "wfd-after" }) });
     expect(r.status).toBe(201);
     await expect
-      .poll(async () => ((await (await fetch(`${worker.url}/instances/wfd-after`)).json()) as { status: string }).status, { timeout: 60_000, interval: 250 })
+      .poll(async () => ((await (await fetch(`${w.worker.url}/instances/wfd-after`)).json()) as { status: string }).status, { timeout: 60_000, interval: 250 })
       .toBe("completed");
   });
 });

@@ -10,51 +10,37 @@
 // schedule tick. Subrequests are counted per invocation where they leave the
 // Worker (wrangler dev does not enforce the limit) and held against it.
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { queryRows, type Database } from "../../src/storage/database.ts";
-import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
-import { migrate } from "../../src/storage/migrate.ts";
+import { expect, it } from "vitest";
+import { queryRows } from "../../src/storage/database.ts";
 import { WORKERS_SUBREQUEST_BUDGET, type InvocationCounts as Counts } from "../../src/platform/cloudflare.ts";
-import { freshDatabase } from "../support/db.ts";
 import { checkSweepWork, composeFlows, prepareSweepWork, STRIPE_WEBHOOK_SECRET } from "./compose-flows.ts";
-import { api, startWrangler, waitForStatus, type Server } from "./processes.ts";
+import { api, waitForStatus } from "./processes.ts";
+import { fireCron, startWorkerWith } from "./worker-setup.ts";
 
 /** Workers Free: 50 subrequests per invocation; the database pool holds up to 5 of them (TCP connections). */
 const FREE_PLAN_SUBREQUESTS = 50;
 const POOL_CONNECTIONS = 5;
 
-let worker: Server;
-let db: Database;
-let vars: Record<string, string>;
-let url: string;
+// Short leases: a step killed with wrangler is resumable 3 s later rather than 30 s / 5 min.
+const w = startWorkerWith(
+  "workerd_queue",
+  () => ({ EDDA_SECRET: "queue-secret", EDDA_WEBHOOK_STRIPE_SECRET: STRIPE_WEBHOOK_SECRET, EDDA_LEASE_SECONDS: "3", EDDA_HANDOFF_LEASE_SECONDS: "3" }),
+  { stopSignal: "SIGKILL" },
+);
 
-beforeAll(async () => {
-  url = await freshDatabase("workerd_queue");
-  db = createPostgresJsDatabase({ url, max: 2 });
-  await migrate(db.db);
-  // Short leases: a step killed with wrangler is resumable 3 s later rather than 30 s / 5 min.
-  vars = { DATABASE_URL: url, EDDA_SECRET: "queue-secret", EDDA_WEBHOOK_STRIPE_SECRET: STRIPE_WEBHOOK_SECRET, EDDA_ALLOW_UNAUTHENTICATED: "1", EDDA_LEASE_SECONDS: "3", EDDA_HANDOFF_LEASE_SECONDS: "3" };
-  worker = await startWrangler(vars);
-}, 90_000);
-
-afterAll(async () => {
-  await worker?.stop("SIGKILL");
-  await db?.close();
-});
-
-const counts = async () => (await api<Counts>(worker.url, "GET", "/_edda/invocations")).body;
+const counts = async () => (await api<Counts>(w.worker.url, "GET", "/_edda/invocations")).body;
 const start = async (name: string, input: unknown, instanceId: string) => {
-  const r = await api<{ instanceId: string }>(worker.url, "POST", `/workflows/${name}/instances`, { input, instanceId });
+  const r = await api<{ instanceId: string }>(w.worker.url, "POST", `/workflows/${name}/instances`, { input, instanceId });
   expect(r.status, JSON.stringify(r.body)).toBe(201);
   return r.body.instanceId;
 };
 const completedSteps = async (id: string) =>
-  queryRows<{ activity_id: string }>(db.db, sql`SELECT activity_id FROM workflow_history WHERE instance_id = ${id} AND event_type = 'ActivityCompleted' ORDER BY id`);
+  queryRows<{ activity_id: string }>(w.db.db, sql`SELECT activity_id FROM workflow_history WHERE instance_id = ${id} AND event_type = 'ActivityCompleted' ORDER BY id`);
 
 it("a 200-step pipeline completes with every step run by a top-level queue() invocation", { timeout: 120_000 }, async () => {
   const before = await counts();
   const id = await start("pipeline", { steps: 200 }, "queue-pipe-200");
-  const done = await waitForStatus(worker.url, id, ["completed", "failed"], 110_000);
+  const done = await waitForStatus(w.worker.url, id, ["completed", "failed"], 110_000);
   expect(done.output).toEqual({ completed: 200 });
   const after = await counts();
   expect(after.fetchFollowUps - before.fetchFollowUps).toBe(0); // no nested follow-up fetch, ever
@@ -63,31 +49,27 @@ it("a 200-step pipeline completes with every step run by a top-level queue() inv
   expect(new Set((await completedSteps(id)).map((r) => r.activity_id)).size).toBe(200);
 });
 
-const scheduled = async () => {
-  const res = await fetch(`${worker.url}/__scheduled?cron=${encodeURIComponent("* * * * *")}`);
-  expect(res.status).toBe(200);
-  await res.text();
-};
+const scheduled = () => fireCron(w.worker.url);
 it("one cron sweep times out a run whose process died before its deadline wake-up and starts a due schedule tick, once", { timeout: 60_000 }, async () => {
-  const { orphan } = await prepareSweepWork(url, worker.url, db, "wq");
-  const [row] = await queryRows<{ wait: number }>(db.db, sql`SELECT extract(epoch FROM deadline_at - now())::float8 AS wait FROM workflow_instances WHERE instance_id = ${orphan}`);
+  const { orphan } = await prepareSweepWork(w.databaseUrl, w.worker.url, w.db, "wq");
+  const [row] = await queryRows<{ wait: number }>(w.db.db, sql`SELECT extract(epoch FROM deadline_at - now())::float8 AS wait FROM workflow_instances WHERE instance_id = ${orphan}`);
   await new Promise((r) => setTimeout(r, Math.max(0, Number(row!.wait) * 1000) + 300));
   // Past its deadline, nothing has ended it: no wake-up was ever scheduled for it.
-  expect((await api<{ status: string }>(worker.url, "GET", `/instances/${orphan}`)).body.status).toBe("waiting_for_timer");
+  expect((await api<{ status: string }>(w.worker.url, "GET", `/instances/${orphan}`)).body.status).toBe("waiting_for_timer");
   const daily = sql`SELECT count(*)::int AS n FROM workflow_instances WHERE workflow_name = 'daily_report'`;
-  expect((await queryRows<{ n: number }>(db.db, daily))[0]!.n).toBe(0);
+  expect((await queryRows<{ n: number }>(w.db.db, daily))[0]!.n).toBe(0);
   const before = await counts();
   await scheduled();
-  await checkSweepWork(worker.url, db, orphan);
+  await checkSweepWork(w.worker.url, w.db, orphan);
   await scheduled(); // a second sweep starts no second instance for the tick
-  await checkSweepWork(worker.url, db, orphan);
+  await checkSweepWork(w.worker.url, w.db, orphan);
   expect((await counts()).scheduled).toBe(before.scheduled + 2);
 });
 
 composeFlows({
   prefix: "wq",
-  base: () => worker.url,
-  db: () => db,
+  base: () => w.worker.url,
+  db: () => w.db,
   async transport() {
     const before = await counts();
     return async () => {
@@ -111,11 +93,11 @@ it("subrequests per invocation stay within the documented limit: a consumer batc
 it("a 5 s reminder fires within about a second of due, with no cron run", { timeout: 30_000 }, async () => {
   const before = await counts();
   const id = await start("reminder", { seconds: 5 }, "queue-reminder-5");
-  await waitForStatus(worker.url, id, ["waiting_for_timer"], 10_000);
-  const [timer] = await queryRows<{ due: string }>(db.db, sql`SELECT extract(epoch FROM expires_at)::float8 AS due FROM workflow_timer_subscriptions WHERE instance_id = ${id}`);
-  const done = await waitForStatus(worker.url, id, ["completed"], 20_000);
+  await waitForStatus(w.worker.url, id, ["waiting_for_timer"], 10_000);
+  const [timer] = await queryRows<{ due: string }>(w.db.db, sql`SELECT extract(epoch FROM expires_at)::float8 AS due FROM workflow_timer_subscriptions WHERE instance_id = ${id}`);
+  const done = await waitForStatus(w.worker.url, id, ["completed"], 20_000);
   expect(done.output).toEqual({ reminded: true });
-  const [fired] = await queryRows<{ at: string }>(db.db, sql`SELECT extract(epoch FROM created_at)::float8 AS at FROM workflow_history WHERE instance_id = ${id} AND event_type = 'TimerExpired'`);
+  const [fired] = await queryRows<{ at: string }>(w.db.db, sql`SELECT extract(epoch FROM created_at)::float8 AS at FROM workflow_history WHERE instance_id = ${id} AND event_type = 'TimerExpired'`);
   const lateBy = Number(fired!.at) - Number(timer!.due);
   expect(lateBy).toBeGreaterThanOrEqual(0);
   expect(lateBy).toBeLessThan(1.5);
@@ -126,20 +108,18 @@ it("killing wrangler dev mid-pipeline loses nothing: after a restart the sweep r
   const id = await start("pipeline", { steps: 80 }, "queue-pipe-killed");
   const deadline = Date.now() + 60_000;
   while ((await completedSteps(id)).length < 20) {
-    if (Date.now() > deadline) throw new Error(`pipeline did not progress:\n${worker.output().slice(-2000)}`);
+    if (Date.now() > deadline) throw new Error(`pipeline did not progress:\n${w.worker.output().slice(-2000)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-  await worker.stop("SIGKILL");
+  await w.worker.stop("SIGKILL");
   const atKill = (await completedSteps(id)).length;
   expect(atKill).toBeLessThan(80);
 
-  worker = await startWrangler(vars);
+  await w.restart();
   // The local queue died with the process; the database did not. Once the killed step's lease expires, the cron sweep resumes.
   await new Promise((r) => setTimeout(r, 3500));
-  const res = await fetch(`${worker.url}/__scheduled?cron=${encodeURIComponent("* * * * *")}`);
-  expect(res.status).toBe(200);
-  await res.text();
-  const done = await waitForStatus(worker.url, id, ["completed", "failed"], 90_000);
+  await scheduled();
+  const done = await waitForStatus(w.worker.url, id, ["completed", "failed"], 90_000);
   expect(done.output).toEqual({ completed: 80 });
   const steps = (await completedSteps(id)).map((r) => r.activity_id);
   expect(steps).toHaveLength(80);

@@ -9,33 +9,18 @@
 // still flows under the budget. What the sweep really costs in CPU is
 // measured by bench/sweep-cost.ts, not here.
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import type { SweepTask } from "../../src/engine/sweeper.ts";
 import { WORKERS_FREE_SWEEP_CPU_MS, type InvocationCounts, type SweepRecord } from "../../src/platform/cloudflare.ts";
-import { queryRows, type Database } from "../../src/storage/database.ts";
-import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
-import { migrate } from "../../src/storage/migrate.ts";
-import { freshDatabase } from "../support/db.ts";
-import { api, startWrangler, waitForStatus, type Server } from "./processes.ts";
+import { queryRows } from "../../src/storage/database.ts";
+import { api, waitForStatus } from "./processes.ts";
+import { startWorkerWith } from "./worker-setup.ts";
 
 const ROTATING: SweepTask[] = ["webhook_expiry", "deadlines", "stale_leases", "channel_delivery", "resumable", "parked", "outbox", "channel_retention", "instance_retention", "dedupe_retention", "session_retention", "concurrency", "timed_starts", "bulk_operations"];
 const PRIORITY: SweepTask[] = ["timers", "message_timeouts", "schedules"];
 
-let worker: Server;
-let db: Database;
-
-beforeAll(async () => {
-  const url = await freshDatabase("workerd_sweep_budget");
-  db = createPostgresJsDatabase({ url, max: 2 });
-  await migrate(db.db);
-  // The Free plan's budget, as a deployed Worker has it by default (the runtime tests turn it off unless told).
-  worker = await startWrangler({ DATABASE_URL: url, EDDA_SECRET: "sweep-secret", EDDA_ALLOW_UNAUTHENTICATED: "1", EDDA_SWEEP_CPU_MS: String(WORKERS_FREE_SWEEP_CPU_MS) });
-}, 90_000);
-
-afterAll(async () => {
-  await worker?.stop("SIGKILL");
-  await db?.close();
-});
+// The Free plan's budget, as a deployed Worker has it by default (the runtime tests turn it off unless told).
+const w = startWorkerWith("workerd_sweep_budget", () => ({ EDDA_SECRET: "sweep-secret", EDDA_SWEEP_CPU_MS: String(WORKERS_FREE_SWEEP_CPU_MS) }), { stopSignal: "SIGKILL" });
 
 /**
  * One cron invocation at `time`, and what it recorded. Miniflare's own
@@ -43,20 +28,20 @@ afterAll(async () => {
  * passes the tick's time on as `controller.scheduledTime`.
  */
 async function cronAt(time: number): Promise<SweepRecord> {
-  const res = await fetch(`${worker.url}/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("* * * * *")}&time=${time}`);
+  const res = await fetch(`${w.worker.url}/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("* * * * *")}&time=${time}`);
   expect(res.status).toBe(200);
   await res.text();
-  const record = (await api<InvocationCounts>(worker.url, "GET", "/_edda/invocations")).body.lastSweep;
+  const record = (await api<InvocationCounts>(w.worker.url, "GET", "/_edda/invocations")).body.lastSweep;
   expect(record?.scheduledTime).toBe(time);
   return record!;
 }
 
 it("each cron invocation stays within the 10 ms budget, a due timer fires in the first, and one tick per rotating task runs every one of them", { timeout: 90_000 }, async () => {
   // A reminder of an hour: its wake-up is a delayed queue message an hour away. Made due now, only the cron can fire it.
-  const started = await api<{ instanceId: string }>(worker.url, "POST", "/workflows/reminder/instances", { input: { seconds: 3600 }, instanceId: "budget-reminder" });
+  const started = await api<{ instanceId: string }>(w.worker.url, "POST", "/workflows/reminder/instances", { input: { seconds: 3600 }, instanceId: "budget-reminder" });
   expect(started.status).toBe(201);
-  await waitForStatus(worker.url, "budget-reminder", ["waiting_for_timer"]);
-  await db.db.execute(sql`UPDATE workflow_timer_subscriptions SET expires_at = now() - interval '1 second' WHERE instance_id = 'budget-reminder'`);
+  await waitForStatus(w.worker.url, "budget-reminder", ["waiting_for_timer"]);
+  await w.db.db.execute(sql`UPDATE workflow_timer_subscriptions SET expires_at = now() - interval '1 second' WHERE instance_id = 'budget-reminder'`);
 
   // Ticks one minute apart, starting at a turn whose rotation head is the first rotating task.
   const minute = 60_000;
@@ -84,8 +69,8 @@ it("each cron invocation stays within the 10 ms budget, a due timer fires in the
   expect([...ran].sort()).toEqual([...ROTATING].sort());
 
   // The instance the first sweep woke completes through its follow-up (the queue).
-  const done = await waitForStatus(worker.url, "budget-reminder", ["completed", "failed"], 30_000);
+  const done = await waitForStatus(w.worker.url, "budget-reminder", ["completed", "failed"], 30_000);
   expect(done.output).toEqual({ reminded: true });
-  const [history] = await queryRows<{ n: number }>(db.db, sql`SELECT count(*)::int AS n FROM workflow_history WHERE instance_id = 'budget-reminder' AND event_type = 'TimerExpired'`);
+  const [history] = await queryRows<{ n: number }>(w.db.db, sql`SELECT count(*)::int AS n FROM workflow_history WHERE instance_id = 'budget-reminder' AND event_type = 'TimerExpired'`);
   expect(history!.n).toBe(1);
 });
