@@ -6,6 +6,7 @@ import fc from "fast-check";
 import postgres from "postgres";
 import WebSocket from "ws";
 import { sql } from "drizzle-orm";
+import { integer, pgTable, text } from "drizzle-orm/pg-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { LAST_STATEMENT, queryRows, type Database } from "../../src/storage/database.ts";
 import { createNeonDatabase } from "../../src/storage/drivers/neon-serverless.ts";
@@ -167,6 +168,21 @@ describe("lazy transactions on Neon's driver ≡ drizzle's BEGIN … COMMIT", ()
       return queryRows<{ alone: boolean }>(tx, probe);
     });
     expect([lone!.alone, enveloped!.alone, behind!.alone, behindSimple!.alone]).toEqual([true, false, false, false]);
+  });
+
+  it("a BEGIN with settings keeps its transaction around a lone last statement; named statements begin it on their own", async () => {
+    const iso = sql`${sql.raw(LAST_STATEMENT)}SELECT current_setting(${"transaction_isolation"}) AS iso, now() = statement_timestamp() AS alone`;
+    const [serializable] = await lazy.database.db.transaction((tx) => queryRows<{ iso: string; alone: boolean }>(tx, iso), { isolationLevel: "serializable" });
+    expect(serializable).toEqual({ iso: "serializable", alone: false });
+    const id = uid("named");
+    const table = pgTable("lazy_user", { instanceId: text("instance_id").notNull(), n: integer("n").notNull() });
+    await lazy.database.db.transaction(async (tx) => {
+      await tx.insert(table).values({ instanceId: id, n: 1 }).prepare("lazy_user_named").execute();
+      await tx.execute(sql`${sql.raw(LAST_STATEMENT)}INSERT INTO lazy_user VALUES (${id}, ${2})`);
+    });
+    const rows = await queryRows<{ n: number }>(lazy.database.db, sql`SELECT n FROM lazy_user WHERE instance_id = ${id} ORDER BY n`);
+    expect(rows.map((r) => r.n)).toEqual([1, 2]);
+    expect(await openTransactions(lazy)).toBe(0);
   });
 
   it("a failed first statement rolls back; nothing runs after the last statement or the transaction's end; the pool still serves", async () => {
