@@ -47,7 +47,7 @@ export type { ArchivedRunSummary, ChannelSubscriber, ChannelSummary, GroupMember
 export type { FailureTask, InstanceFailure } from "./failures.ts";
 export type { GaugeSample } from "./gauges.ts";
 export type { NewStreamItem, StreamAppend, StreamAppendResult, StreamItem, StreamItemKind, StreamRead } from "./streams.ts";
-export type { WaitWebhookRecord, WaitWebhookStatus, WebhookFire } from "./webhook-waits.ts";
+export type { WaitWebhookRecord, WaitWebhookStatus, WebhookFire, WebhookGoneReason } from "./webhook-waits.ts";
 export type { ReceivedEvent } from "./received-events.ts";
 export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea, WebhookWaitsArea, ReceivedEventsArea, RepairsArea, TagsArea };
 export type { BulkAction, BulkFilter, BulkOperationRecord, BulkProgress } from "./repairs.ts";

@@ -81,16 +81,17 @@ export class TestClock {
 const TERMINAL = sql`('completed', 'failed', 'cancelled')`;
 
 /** What comes due: the kinds the timer firing covers, or another sweep task's. */
-export type DueKind = "timer" | "message_timeout" | "deadline" | "timed_start" | "lease" | "schedule" | "rate_window";
+export type DueKind = "timer" | "message_timeout" | "webhook_expiry" | "deadline" | "timed_start" | "lease" | "schedule" | "rate_window";
 
-/** Due kinds that `fireDueTimers` handles alone; any other needs a full sweep. */
-export const FIRED_BY_TIMERS: ReadonlySet<DueKind> = new Set<DueKind>(["timer", "message_timeout"]);
+/** Due kinds that `fireDueTimers` handles alone (every wait kind's expiry); any other needs a full sweep. */
+export const FIRED_BY_TIMERS: ReadonlySet<DueKind> = new Set<DueKind>(["timer", "message_timeout", "webhook_expiry"]);
 
 /**
  * The earliest instant in (`after`, `until`] at which something becomes due,
  * and what does: a timer (sleeps, retry backoff), a receive or event timeout,
- * a workflow deadline, a debounced or timed start, a lease running out, a
- * schedule tick, a rate window making room for a queued start. Null when
+ * a per-wait webhook's expiry, a workflow deadline, a debounced or timed
+ * start, a lease running out, a schedule tick, a rate window making room for
+ * a queued start. Null when
  * nothing is. Rows already due that did not fire (a quarantined instance's
  * timer) lie before `after` and are not waited for again.
  */
@@ -100,6 +101,7 @@ export async function nextDue(ex: Executor, workflows: Iterable<Workflow>, after
   const candidates: [DueKind, SQL][] = [
     ["timer", sql`SELECT min(expires_at) FROM workflow_timer_subscriptions WHERE expires_at > ${a} AND expires_at <= ${u}`],
     ["message_timeout", sql`SELECT min(timeout_at) FROM channel_subscriptions WHERE activity_id IS NOT NULL AND timeout_at > ${a} AND timeout_at <= ${u}`],
+    ["webhook_expiry", sql`SELECT min(expires_at) FROM workflow_webhooks WHERE status = 'open' AND expires_at > ${a} AND expires_at <= ${u}`],
     ["deadline", sql`SELECT min(deadline_at) FROM workflow_instances WHERE status NOT IN ${TERMINAL} AND deadline_at > ${a} AND deadline_at <= ${u}`],
     ["timed_start", sql`SELECT min(not_before) FROM workflow_instances WHERE status = 'queued' AND not_before > ${a} AND not_before <= ${u}`],
     ["lease", sql`SELECT min(lock_expires_at) FROM workflow_instances WHERE locked_by IS NOT NULL AND lock_expires_at > ${a} AND lock_expires_at <= ${u}`],

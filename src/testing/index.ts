@@ -19,13 +19,15 @@ import { ingestCloudEvents } from "../http/cloudevents.ts";
 import type { Database } from "../storage/database.ts";
 import { migrate } from "../storage/migrate.ts";
 import { createStorage } from "../storage/pg-storage.ts";
-import type { InstanceStatus, ListInstancesQuery } from "../storage/types.ts";
+import type { InstanceStatus, ListInstancesQuery, WebhookGoneReason } from "../storage/types.ts";
+import { WEBHOOK_PATH_PREFIX, WEBHOOK_TOKEN, webhookTokenHash } from "../core/webhook-waits.ts";
 import { CLOCK_SEARCH_PATH, FIRED_BY_TIMERS, nextDue, TestClock } from "./clock.ts";
 import { spanSeconds, type Span } from "./duration.ts";
 import { recordHistory, verifyHistories, type RecordedHistory, type ReplayReport } from "./histories.ts";
 import { StepQueue } from "./queue.ts";
 
 export type { Span } from "./duration.ts";
+export type { WebhookGoneReason } from "../storage/types.ts";
 export type { IngestResult } from "../engine/ingestion.ts";
 export type { RecordedEvent, RecordedHistory, ReplayCheck, ReplayReport } from "./histories.ts";
 
@@ -73,6 +75,9 @@ export interface TestCloudEvent {
   [attribute: string]: unknown;
 }
 
+/** What a POST to a per-wait URL got. */
+export type WebhookCall = { status: 202 } | { status: 410; reason: WebhookGoneReason } | { status: 404 };
+
 export interface TestEdda<W extends Workflow = Workflow> {
   /** The current test time. */
   readonly now: Date;
@@ -88,6 +93,12 @@ export interface TestEdda<W extends Workflow = Workflow> {
   publish(channel: string, data?: unknown, metadata?: Record<string, unknown>): Promise<string>;
   /** A CloudEvent, ingested as `POST /events` does (dedupe, channel message, event-handler start). */
   event(event: TestCloudEvent): Promise<IngestResult>;
+  /**
+   * A POST to a per-wait URL a workflow made (`createWebhook`; catch the link with `replaceActivity` on the
+   * activity that sends it), as `POST /hooks/:token` takes it: `body` is what `hook.wait()` gets (JSON,
+   * `content-type: application/json` unless `headers` say otherwise). 202, 410 with the reason, or 404.
+   */
+  callWebhook(url: string, body?: unknown, headers?: Record<string, string>): Promise<WebhookCall>;
   cancel(instance: InstanceRef, cancelledBy?: string): Promise<{ status: InstanceStatus }>;
   /** The instance and its children, or null. */
   instance(instance: InstanceRef): Promise<InstanceDetail | null>;
@@ -194,6 +205,8 @@ export async function createTestEdda<const W extends Workflow>(opts: TestEddaOpt
     retention: { finishedInstancesSeconds: HUNDRED_YEARS, channelMessagesSeconds: HUNDRED_YEARS, cloudEventDedupeSeconds: HUNDRED_YEARS, ...opts.retention },
     ...(opts.retryPolicy ? { retryPolicy: opts.retryPolicy } : {}),
     ...(opts.errorClasses ? { errorClasses: opts.errorClasses } : {}),
+    // Per-wait URLs need a key to derive their tokens from: one of the kit's own (the URLs are paths).
+    webhookLinks: { key: `edda-test-kit-${crypto.randomUUID()}` },
   });
   const maxSteps = opts.maxSteps ?? 10_000;
 
@@ -270,6 +283,15 @@ export async function createTestEdda<const W extends Workflow>(opts: TestEddaOpt
         const record = fromJsonFormat({ specversion: "1.0", id: crypto.randomUUID(), source: "/edda-edge/testing", ...e }, INGESTION_LIMITS);
         const [r] = await ingestCloudEvents(engine, [record], queue.scope);
         return r!;
+      }),
+    callWebhook: (url, body = null, headers = {}) =>
+      driven(async (): Promise<WebhookCall> => {
+        const path = new URL(url, "http://edda-test-kit").pathname;
+        const token = path.startsWith(WEBHOOK_PATH_PREFIX) ? path.slice(WEBHOOK_PATH_PREFIX.length) : "";
+        if (!WEBHOOK_TOKEN.test(token)) return { status: 404 };
+        const h = new Headers({ "content-type": "application/json", ...headers });
+        const r = await engine.deliverToWebhook(await webhookTokenHash(token), h, body, queue.scope);
+        return r.kind === "fired" ? { status: 202 } : r.kind === "gone" ? { status: 410, reason: r.reason } : { status: 404 };
       }),
     cancel: (ref, by = "test") => driven(() => engine.cancel(idOf(ref), by, queue.scope)),
     instance: (ref) => engine.getInstance(idOf(ref)),
