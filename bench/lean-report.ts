@@ -1,11 +1,13 @@
 /**
- * `npx tsx bench/lean-report.ts BEFORE.json AFTER.json`
+ * `npx tsx bench/lean-report.ts BEFORE.json AFTER.json [NOW.json]`
  *
  * Writes the "Lean steps" section of BENCHMARKS.md (between its `lean:begin`
- * / `lean:end` markers) from two `npm run bench -- --quick` results
- * (bench/results/latest.json of each run), before and after the step's
- * transaction lost its envelope, and keeps both under docs/benchmarks/.
- * Nothing in the table is typed by hand.
+ * / `lean:end` markers) from `npm run bench -- --quick` results
+ * (bench/results/latest.json of each run): before and after the step's
+ * transaction lost its envelope, and optionally a later run (the leaner
+ * step: shaped lease statements, the start's lease handed to the first step,
+ * replay waves without an event-loop turn), and keeps them under
+ * docs/benchmarks/. Nothing in the table is typed by hand.
  */
 import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -17,12 +19,21 @@ interface Run {
 }
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const [beforePath, afterPath] = process.argv.slice(2);
-if (!beforePath || !afterPath) throw new Error("usage: npx tsx bench/lean-report.ts BEFORE.json AFTER.json");
-const before = JSON.parse(readFileSync(beforePath, "utf8")) as Run;
-const after = JSON.parse(readFileSync(afterPath, "utf8")) as Run;
+const [beforePath, afterPath, nowPath] = process.argv.slice(2);
+if (!beforePath || !afterPath) throw new Error("usage: npx tsx bench/lean-report.ts BEFORE.json AFTER.json [NOW.json]");
+const read = (p: string) => JSON.parse(readFileSync(p, "utf8")) as Run;
+const runs: Run[] = [read(beforePath), read(afterPath), ...(nowPath ? [read(nowPath)] : [])];
+const [before, after] = runs as [Run, Run];
 
-const num = (r: Run, key: string): number | null => (typeof r[key] === "number" ? (r[key] as number) : null);
+/** Figures derived from others, for runs made before the scenario reported them. */
+const DERIVED: Record<string, (r: Run) => number | null> = {
+  replay_cold_us_per_entry: (r) => {
+    const lo = r.replay_cold_ms_h10;
+    const hi = r.replay_cold_ms_h1000;
+    return typeof lo === "number" && typeof hi === "number" ? ((hi - lo) / 990) * 1000 : null;
+  },
+};
+const num = (r: Run, key: string): number | null => (typeof r[key] === "number" ? (r[key] as number) : (DERIVED[key]?.(r) ?? null));
 const fmt = (x: number | null) => (x === null ? "—" : x >= 100 ? Math.round(x).toLocaleString("en-US") : x.toFixed(2));
 const ratio = (r: Run, a: string, b: string) => {
   const x = num(r, a);
@@ -36,6 +47,8 @@ const ROWS: [string, string][] = [
   ["statements / commits per step (local)", "statements_per_step"],
   ["CPU per step: engine process, ms", "node_cpu_ms_per_step"],
   ["CPU per step: Postgres backends, ms", "pg_cpu_ms_per_step"],
+  ["cold step: cost per history entry (slope of 10 → 1,000 entries), µs", "replay_cold_us_per_entry"],
+  ["cold step with 10 / 1,000 history entries, ms", "replay_cold_ms_h10"],
   ["10 ms RTT: round trips per cold step", "latency_cold_round_trips_per_step"],
   ["10 ms RTT: cold step, ms", "latency_cold_step_ms"],
   ["10 ms RTT: round trips per warm step", "latency_warm_round_trips_per_step"],
@@ -53,10 +66,14 @@ const ROWS: [string, string][] = [
   ["durable, 10 ms RTT: Edda round trips per step, all concurrent", "peers_rtt_local_round_trips_per_step"],
   ["durable, 10 ms RTT: Edda cold / warm step round trips", "peers_rtt_local_cold_round_trips_per_step"],
   ["durable, 10 ms RTT: Edda step p50, ms", "peers_rtt_local_step_p50_ms"],
+  ["durable, 10 ms RTT, one `transactional: false` pipeline alone: round trips per step, its start included", "peers_rtt_local_nontx_alone_round_trips_per_step"],
+  ["– the same, its start counted apart: start / per step", "peers_rtt_local_nontx_alone_start_round_trips"],
 ];
 const PAIRS: Record<string, string> = {
   statements_per_step: "commits_per_step",
   peers_rtt_local_cold_round_trips_per_step: "peers_rtt_local_warm_round_trips_per_step",
+  replay_cold_ms_h10: "replay_cold_ms_h1000",
+  peers_rtt_local_nontx_alone_start_round_trips: "peers_rtt_local_nontx_alone_step_round_trips_per_step",
 };
 const RATIOS: [string, string, string][] = [
   ["durable, loopback: Edda ÷ Absurd", "peers_local_steps_per_s", "peers_absurd_steps_per_s"],
@@ -69,12 +86,14 @@ const cell = (r: Run, key: string) => (PAIRS[key] ? `${fmt(num(r, key))} / ${fmt
 const runOf = (r: Run) =>
   `commit \`${r.meta.commit ?? "?"}\`, ${r.meta.started_at.slice(0, 16).replace("T", " ")} UTC, load ${r.meta.machine.loadavg_start.map((l) => l.toFixed(1)).join("/")} → ${r.meta.machine.loadavg_end.map((l) => l.toFixed(1)).join("/")}`;
 
-const body = `Two quick runs (\`npm run bench -- --quick\`, one pass each) on the shared 2-core machine: before (${runOf(before)}) and after (${runOf(after)}). \`npx tsx bench/lean-report.ts docs/benchmarks/lean-before.json docs/benchmarks/lean-after.json\` writes this table. Round trips are exact counts of the latency proxy; throughput and latency carry the load of the machine, so compare the ratios between peers of one run.
+const now = runs[2];
+const files = ["docs/benchmarks/lean-before.json", "docs/benchmarks/lean-after.json", ...(now ? ["docs/benchmarks/lean-now.json"] : [])];
+const body = `${runs.length === 2 ? "Two" : "Three"} quick runs (\`npm run bench -- --quick\`, one pass each) on the shared 2-core machine: before (${runOf(before)}), after (${runOf(after)})${now ? ` and now (${runOf(now)})` : ""}. \`npx tsx bench/lean-report.ts ${files.join(" ")}\` writes this table. Round trips are exact counts of the latency proxy; throughput and latency carry the load of the machine, so compare the ratios between peers of one run.
 
-| figure | before | after |
-| --- | ---: | ---: |
-${ROWS.map(([label, key]) => `| ${label} | ${cell(before, key)} | ${cell(after, key)} |`).join("\n")}
-${RATIOS.map(([label, a, b]) => `| ${label} | ${fmt(ratio(before, a, b))}× | ${fmt(ratio(after, a, b))}× |`).join("\n")}`;
+| figure | before | after${now ? " | now" : ""} |
+| --- | ---: | ---:${now ? " | ---:" : ""} |
+${ROWS.map(([label, key]) => `| ${label} | ${runs.map((r) => cell(r, key)).join(" | ")} |`).join("\n")}
+${RATIOS.map(([label, a, b]) => `| ${label} | ${runs.map((r) => `${fmt(ratio(r, a, b))}×`).join(" | ")} |`).join("\n")}`;
 
 const BEGIN = "<!-- lean:begin (bench/lean-report.ts writes this section) -->";
 const END = "<!-- lean:end -->";
@@ -90,4 +109,5 @@ const keep = (from: string, name: string) => {
 };
 keep(beforePath, "lean-before.json");
 keep(afterPath, "lean-after.json");
+if (nowPath) keep(nowPath, "lean-now.json");
 console.log("wrote the lean-steps table of BENCHMARKS.md");

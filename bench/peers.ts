@@ -24,6 +24,7 @@ import { createPostgresJsDatabase } from "../src/storage/drivers/postgres-js.ts"
 import { startLatencyProxy } from "./lib/latency-proxy.ts";
 import type { BenchPostgres } from "./lib/postgres.ts";
 import { median, round } from "./lib/stats.ts";
+import { peerVersions } from "./lib/versions.ts";
 import { runAbsurd } from "./scenarios/absurd.ts";
 import { runCeiling } from "./scenarios/ceiling.ts";
 import { runDbos } from "./scenarios/dbos.ts";
@@ -71,7 +72,15 @@ async function runPeer(pg: BenchPostgres, peer: Peer, cfg: PeersConfig, link: Li
         ...(link.via ? { openDatabase: (url: string, max: number) => createPostgresJsDatabase({ url: link.via!(url), max }) } : {}),
         ...(link.roundTrips ? { roundTrips: link.roundTrips } : {}),
       });
-      return { steps_per_s: r.steps_per_s, node_cpu_ms_per_step: r.node_cpu_ms_per_step, pg_cpu_ms_per_step: r.pg_cpu_ms_per_step, round_trips_per_step: r.round_trips_per_step, step_p50_ms: r.step_p50_ms };
+      return {
+        steps_per_s: r.steps_per_s,
+        node_cpu_ms_per_step: r.node_cpu_ms_per_step,
+        pg_cpu_ms_per_step: r.pg_cpu_ms_per_step,
+        round_trips_per_step: r.round_trips_per_step,
+        step_round_trips_per_step: r.step_round_trips_per_step,
+        start_round_trips: r.start_round_trips,
+        step_p50_ms: r.step_p50_ms,
+      };
     }
     case "dbos": {
       const r = await runDbos(pg, { ...w, name, ...link });
@@ -113,7 +122,7 @@ export async function runPeers(pg: BenchPostgres, cfg: PeersConfig, log: (line: 
       // One pipeline alone: the round trips a step costs without concurrency to amortize anything (its start included).
       if (peer !== "ceiling") {
         const alone = await runPeer(pg, peer, cfg, link, "alone", { workflows: 1, rounds: 1 });
-        put(`peers_rtt_${peer}_alone`, { round_trips_per_step: alone.round_trips_per_step ?? null });
+        put(`peers_rtt_${peer}_alone`, { round_trips_per_step: alone.round_trips_per_step ?? null, step_round_trips_per_step: alone.step_round_trips_per_step ?? null, start_round_trips: alone.start_round_trips ?? null });
       }
       log(`peers: 10 ms RTT ${peer} ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     }
@@ -129,7 +138,7 @@ export async function runPeers(pg: BenchPostgres, cfg: PeersConfig, log: (line: 
       openDatabase: (url, max) => createPostgresJsDatabase({ url: link.via!(url), max }),
       roundTrips: proxy.roundTrips,
     });
-    put("peers_rtt_local_nontx_alone", { round_trips_per_step: nontx.round_trips_per_step });
+    put("peers_rtt_local_nontx_alone", { round_trips_per_step: nontx.round_trips_per_step, step_round_trips_per_step: nontx.step_round_trips_per_step, start_round_trips: nontx.start_round_trips });
   } finally {
     await proxy.stop();
   }
@@ -142,7 +151,7 @@ export async function runPeers(pg: BenchPostgres, cfg: PeersConfig, log: (line: 
   const figures: Row = {};
   for (const [k, v] of Object.entries(samples)) figures[k] = round(median(v), k.endsWith("_per_s") ? 0 : 3);
   const settings = await pg.settings();
-  const doc = { ...figures, meta: { started_at: startedAt, commit: gitCommit(), config: cfg, loadavg_start: load0, loadavg_end: loadavg(), postgres: settings, throwaway_cluster: pg.throwaway, samples } };
+  const doc = { ...figures, meta: { started_at: startedAt, commit: gitCommit(), config: cfg, versions: peerVersions(), loadavg_start: load0, loadavg_end: loadavg(), postgres: settings, throwaway_cluster: pg.throwaway, samples } };
   const dir = join(dirname(fileURLToPath(import.meta.url)), "results");
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, "peers.json"), JSON.stringify(doc, null, 2) + "\n");

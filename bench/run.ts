@@ -26,6 +26,7 @@ import { runLatencyFresh } from "./scenarios/latency-fresh.ts";
 import { runReplay } from "./scenarios/replay.ts";
 import { runSweeper } from "./scenarios/sweeper.ts";
 import { runPeers } from "./peers.ts";
+import { peerVersions } from "./lib/versions.ts";
 import { pipelineNonTx } from "./workflows.ts";
 
 const args = process.argv.slice(2);
@@ -58,6 +59,8 @@ const config = {
   // The same 10 ms away, every step on a client of its own (a Workers request, a queue-consumer invocation).
   latencyFresh: { rttMs: 10, steps: quick ? 6 : 12 },
 };
+
+const versions = peerVersions();
 
 const resultsDir = join(dirname(fileURLToPath(import.meta.url)), "results");
 const figures: Figures = {};
@@ -136,7 +139,7 @@ async function main(pg: BenchPostgres): Promise<void> {
     ["Postgres ceiling (single-row INSERT commits)", "ceiling_commits_per_s", "commits/s"],
     ["Engine, local dispatcher", "local_steps_per_s", "steps/s"],
     ["Engine, http dispatcher (2 Node servers)", "http_steps_per_s", "steps/s"],
-    ["DBOS Transact 5.3.0", "dbos_steps_per_s", "steps/s"],
+    [`DBOS Transact ${versions.dbos}`, "dbos_steps_per_s", "steps/s"],
     ["  variant: non-transactional activities", "local_nontx_steps_per_s", "steps/s"],
     ["  variant: unprepared statements (prepare: false)", "local_unprepared_steps_per_s", "steps/s"],
     ["Step latency p50 (local)", "step_p50_ms", "ms"],
@@ -158,6 +161,7 @@ async function main(pg: BenchPostgres): Promise<void> {
     ["Cold step (lease, history read, replay), 10 entries", "replay_cold_ms_h10", "ms"],
     ["Cold step, 100 history entries", "replay_cold_ms_h100", "ms"],
     ["Cold step, 1,000 history entries", "replay_cold_ms_h1000", "ms"],
+    ["  cold step cost per history entry (slope 10 → 1,000)", "replay_cold_us_per_entry", "µs"],
     ["10,000 expired timers → all resumed", "sweep_10k_timers_s", "s"],
     ["  of which sweep() firing them", "sweep_fire_s", "s"],
     ["1 broadcast → 1,000 subscribers received", "fanout_1k_s", "s"],
@@ -178,9 +182,9 @@ async function main(pg: BenchPostgres): Promise<void> {
     ["  of which delivery (last subscriber dispatched)", "fanout_delivered_s", "s"],
     ["Durable Postgres (fsync on), loopback: INSERT ceiling", "peers_ceiling_commits_per_s", "commits/s"],
     ["  Edda Edge, local dispatcher", "peers_local_steps_per_s", "steps/s"],
-    ["  DBOS Transact 5.3.0", "peers_dbos_steps_per_s", "steps/s"],
-    ["  Absurd 0.5.0", "peers_absurd_steps_per_s", "steps/s"],
-    ["  graphile-worker 0.18.0", "peers_graphile_steps_per_s", "steps/s"],
+    [`  DBOS Transact ${versions.dbos}`, "peers_dbos_steps_per_s", "steps/s"],
+    [`  Absurd ${versions.absurd}`, "peers_absurd_steps_per_s", "steps/s"],
+    [`  graphile-worker ${versions.graphile}`, "peers_graphile_steps_per_s", "steps/s"],
     ["Durable Postgres 10 ms away: Edda Edge, local", "peers_rtt_local_steps_per_s", "steps/s"],
     ["  DBOS Transact", "peers_rtt_dbos_steps_per_s", "steps/s"],
     ["  Absurd", "peers_rtt_absurd_steps_per_s", "steps/s"],

@@ -49,8 +49,12 @@ export interface EngineLocalResult {
   /** CPU per step: this process, and the Postgres backends (null without /proc). */
   node_cpu_ms_per_step: number;
   pg_cpu_ms_per_step: number | null;
-  /** Over the measured rounds; null without `roundTrips`. */
+  /** Over the measured rounds, the starts included; null without `roundTrips`. */
   round_trips_per_step: number | null;
+  /** The same without the starts' own round trips (counted from the creating calls to their return). */
+  step_round_trips_per_step: number | null;
+  /** Round trips of the starts, per workflow started. */
+  start_round_trips: number | null;
 }
 
 export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions): Promise<EngineLocalResult> {
@@ -69,14 +73,17 @@ export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions
     tracker.reset();
     dispatcher.hold();
     const t0 = nowMs();
+    const trips0 = opts.roundTrips?.() ?? 0;
     await Promise.all(Array.from({ length: n }, () => edda.start(wf, { steps: opts.steps })));
+    // The steps are held until release: what went out so far is the starts'.
+    const startTrips = (opts.roundTrips?.() ?? 0) - trips0;
     const statements0 = database.stats.statements;
     dispatcher.release();
     await tracker.waitFor(n, 300_000);
     await dispatcher.idle();
     totalSteps += n * opts.steps;
     totalStarts += n;
-    return { seconds: (nowMs() - t0) / 1000, statements: database.stats.statements - statements0 };
+    return { seconds: (nowMs() - t0) / 1000, statements: database.stats.statements - statements0, startTrips };
   };
 
   try {
@@ -86,14 +93,17 @@ export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions
     const trips0 = opts.roundTrips?.() ?? 0;
     let seconds = 0;
     let statements = 0;
+    let startTrips = 0;
     for (let r = 0; r < opts.rounds; r++) {
       const res = await round(opts.workflows);
       seconds += res.seconds;
       statements += res.statements;
+      startTrips += res.startTrips;
     }
     const steps = opts.workflows * opts.steps * opts.rounds;
     const usage = cpu.perUnit(steps);
-    const trips = opts.roundTrips ? (opts.roundTrips() - trips0) / steps : null;
+    const allTrips = opts.roundTrips ? opts.roundTrips() - trips0 : null;
+    const trips = allTrips === null ? null : allTrips / steps;
     const stepMs = [...dispatcher.stepMs];
     const skipped = dispatcher.skipped;
     await edda.close();
@@ -113,6 +123,8 @@ export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions
       node_cpu_ms_per_step: usage.node_ms,
       pg_cpu_ms_per_step: usage.pg_ms,
       round_trips_per_step: trips,
+      step_round_trips_per_step: allTrips === null ? null : (allTrips - startTrips) / steps,
+      start_round_trips: allTrips === null ? null : startTrips / (opts.workflows * opts.rounds),
     };
   } finally {
     await edda.close();

@@ -63,6 +63,11 @@ export async function runReplay(pg: BenchPostgres, opts: ReplayOptions): Promise
       out[`replay_cold_ms_h${h}`] = median(cold);
       out[`replay_cold_p90_ms_h${h}`] = percentile(cold, 90);
     }
+    // The cold step's cost per history entry: the slope between the smallest and the largest history.
+    const lo = Math.min(...opts.histories);
+    const hi = Math.max(...opts.histories);
+    const [coldLo, coldHi] = [out[`replay_cold_ms_h${lo}`], out[`replay_cold_ms_h${hi}`]];
+    out.replay_cold_us_per_entry = hi > lo && typeof coldLo === "number" && typeof coldHi === "number" ? ((coldHi - coldLo) / (hi - lo)) * 1000 : null;
     return out;
   } finally {
     await edda.close();

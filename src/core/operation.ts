@@ -20,7 +20,7 @@ import type { Activity } from "./activity.ts";
 import type { WorkflowContext } from "./context.ts";
 import { explicitId } from "./ids.ts";
 import { EV, type HistoryEvent } from "./model.ts";
-import { decodeActivityRecord, type Decoded, type OperationRequest, type ReplayState } from "./replay.ts";
+import { decodeActivityRecord, type Decoded, type OpenOperation, type OperationRequest, type ReplayState } from "./replay.ts";
 import { fromPayload } from "./serialization.ts";
 
 const states = new WeakMap<object, ReplayState>();
@@ -46,12 +46,30 @@ export interface OperationSpec {
 /** A promise that never settles: what a run gets once it is doomed (the loop reports the error). */
 const never = <T>() => new Promise<T>(() => {});
 
+/** An open operation: the spec and how to settle its promise (one shape for every kind, built without a spread). */
+class Open implements OpenOperation {
+  readonly id: string;
+  readonly describe: string;
+  readonly request: OperationSpec["request"];
+  readonly decode: OperationSpec["decode"];
+  constructor(
+    spec: OperationSpec,
+    readonly resolve: (value: unknown) => void,
+    readonly reject: (error: unknown) => void,
+  ) {
+    this.id = spec.id;
+    this.describe = spec.describe;
+    this.request = spec.request;
+    this.decode = spec.decode;
+  }
+}
+
 /** Open an operation (see the module comment). */
 export function operation<T>(ctx: WorkflowContext, spec: OperationSpec): Promise<T> {
   const state = replayStateOf(ctx);
   if (!state.claim(spec.id, spec.describe)) return never();
   return new Promise<T>((resolve, reject) => {
-    state.open.set(spec.id, { ...spec, resolve: resolve as (v: unknown) => void, reject });
+    state.open.set(spec.id, new Open(spec, resolve as (v: unknown) => void, reject));
   });
 }
 

@@ -349,7 +349,7 @@ export class ReplayRun {
         if (later instanceof Promise) await later;
         continue;
       }
-      const value = [...state.open.values()].find((o) => o.request.kind === "value");
+      const value = firstValueRequest(state.open);
       if (value) {
         // Produced now, recorded with this step, delivered like any record.
         const ev = recordValue(value);
@@ -391,6 +391,12 @@ export class ReplayRun {
     this.state.append(events);
     return this.next();
   }
+}
+
+/** The first open operation that records a value (`ctx.now()`…), in the order they were opened. */
+function firstValueRequest(open: ReadonlyMap<string, OpenOperation>): OpenOperation | undefined {
+  for (const op of open.values()) if (op.request.kind === "value") return op;
+  return undefined;
 }
 
 function recordValue(op: OpenOperation): NewHistoryEvent {

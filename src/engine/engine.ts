@@ -15,7 +15,7 @@ import type { RetryPolicy } from "../core/retry.ts";
 import type { WebhookLinks } from "../core/replay.ts";
 import { fromJson, historyDataView, toStoredJson, toStoredPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
 import type { BulkFilter, BulkOperationRecord, InstanceFilter, InstanceStatus, ListInstancesQuery, ScheduleRecord, Storage, WebhookFire } from "../storage/types.ts";
-import type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./dispatcher.ts";
+import { LocalDispatcher, type Dispatcher, type DispatchScope, type StepRequest, type StepRunner } from "./dispatcher.ts";
 import { guardHooks, type EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
 import { notifyPublished } from "./channels.ts";
@@ -126,6 +126,8 @@ export class Engine implements StepRunner, EngineParts {
   readonly retention: Required<RetentionOptions>;
   readonly clock: () => number;
   readonly webhookLinks: WebhookLinks | null;
+  /** Starts are created leased to their first step (the local dispatcher runs it in this process). */
+  private readonly startsLeased: boolean;
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;
@@ -164,6 +166,7 @@ export class Engine implements StepRunner, EngineParts {
     this.webhookLinks = opts.webhookLinks?.key ? opts.webhookLinks : null;
     this.errorClasses = Object.fromEntries((opts.errorClasses ?? []).map((C) => [new C("").name, C]));
     checkScheduledInputs(this.workflows.values());
+    this.startsLeased = opts.dispatcher instanceof LocalDispatcher;
     opts.dispatcher.attach(this);
   }
 
@@ -182,8 +185,15 @@ export class Engine implements StepRunner, EngineParts {
   async start(workflow: Workflow | string, input: unknown, opts: StartOptions = {}, scope?: DispatchScope): Promise<{ instanceId: string; status: InstanceStatus; created: boolean }> {
     const wf = typeof workflow === "string" ? this.workflow(workflow) : this.workflow(workflow.workflowName);
     const value = this.validateInput(wf, input);
-    const r = await this.createValidated(this.storage, wf, value, opts);
-    if (r.created) this.afterStart(wf, r.instanceId, value, scope, r.traceContext);
+    // With the local dispatcher the first step runs in this process: the start leases the instance to it, and it
+    // begins from the created row (empty history) without a statement of its own to take the lease and read.
+    const lease = this.startsLeased ? { workerId: this.workerId, leaseSeconds: this.handoffLeaseSeconds } : undefined;
+    const r = await createValidated(this, this.storage, wf, value, { ...opts, ...(lease ? { lease } : {}) });
+    if (r.leased) {
+      const { instance, fence } = r.leased;
+      this.warmRuns.put(r.instanceId, { workerId: fence.workerId, token: fence.token, instance, run: null, next: null, expiresAt: Date.now() + this.handoffLeaseSeconds * 1000 * 0.8 });
+    }
+    if (r.created) afterStart(this, wf, r.instanceId, value, scope, r.traceContext, r.leased ? { workerId: r.leased.fence.workerId, token: r.leased.fence.token } : undefined);
     // A queued rate-limited or debounced start is admitted when its time comes (flow-control.ts); the sweep is the floor.
     if (r.wakeInSeconds !== undefined) this.dispatcher.wakeIn?.(r.wakeInSeconds, scope);
     return r;

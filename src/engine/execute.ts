@@ -77,7 +77,8 @@ export function makeActivityContext(
   storage: Storage,
   tx: Transaction | null,
   notify: ActivityNotify,
-  signal: AbortSignal,
+  /** Where `ctx.signal` comes from, read when the activity asks for it (the step makes its AbortController then). */
+  aborts: { readonly signal: AbortSignal },
   afterCommit?: (cb: () => void) => void,
   stream: ActivityStream = NO_STREAM,
 ): ActivityContext {
@@ -88,7 +89,9 @@ export function makeActivityContext(
     activityId: pending.activityId,
     attempt: pending.attempt,
     idempotencyKey: `${target.instanceId}:${pending.activityId}`,
-    signal,
+    get signal() {
+      return aborts.signal;
+    },
     stream,
     get tx(): Transaction {
       if (!tx) throw new TypeError(`activity "${pending.activity.activityName}" is not transactional: ctx.tx is unavailable (use ctx.transaction())`);

@@ -11,7 +11,7 @@ import { ConflictError, ValidationError } from "../core/errors.ts";
 import type { InstanceStatus } from "../core/model.ts";
 import { toStoredJson } from "../core/serialization.ts";
 import { checkTags, type Tags } from "../core/tags.ts";
-import type { Storage } from "../storage/types.ts";
+import type { Fence, InstanceRecord, Storage } from "../storage/types.ts";
 import type { Uses } from "./deps.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import { createControlled, flowKeys, type FlowFields } from "./flow-control.ts";
@@ -31,6 +31,8 @@ export interface StartOptions {
 /** What the engine's own starts add: a rerun or fork links to the instance it was made from (repairs.ts). */
 export interface CreateOptions extends StartOptions {
   origin?: { instanceId: string; kind: "rerun" | "fork"; activityId: string | null };
+  /** Create it leased to this worker for its first step (a workflow without flow-control keys only). */
+  lease?: { workerId: string; leaseSeconds: number };
 }
 
 /** Bounds of `StartOptions.priority` (an integer). */
@@ -51,6 +53,8 @@ export interface Created {
   traceContext: string | null;
   /** A queued rate-limited or debounced start is admitted after this long (flow-control.ts). */
   wakeInSeconds?: number;
+  /** Created leased (CreateOptions.lease): the row as stored, and the fence its first step holds. */
+  leased?: { instance: InstanceRecord; fence: Fence };
 }
 
 /** Check the input against the workflow's schema; returns the parsed value. */
@@ -82,7 +86,7 @@ export async function createValidated(
   const instanceId = opts.instanceId ?? crypto.randomUUID();
   const traceContext = deps.tracing?.started(wf.workflowName, instanceId, opts.traceparent) ?? null;
   const inputData = toStoredJson(value ?? null, `the input of workflow "${wf.workflowName}"`);
-  const create = (s: Storage, flow: FlowFields = {}) =>
+  const create = (s: Storage, flow: FlowFields = {}, lease?: CreateOptions["lease"]) =>
     s.createInstance({
       instanceId,
       traceContext,
@@ -97,13 +101,16 @@ export async function createValidated(
       ...flow,
       ...(opts.priority ? { priority: opts.priority } : {}),
       ...(opts.origin ? { origin: opts.origin } : {}),
+      ...(lease ? { lease } : {}),
     });
   // Flow control admits (or collapses) the start under its keys' locks, in the creating transaction (flow-control.ts).
   if (keys) return { ...(await createControlled(storage, wf, keys, inputData, link !== undefined, create)), traceContext };
-  const { created, instance } = await create(storage);
+  // Only a start without keys is created leased: flow control may queue it or hand back another instance.
+  const { created, instance } = await create(storage, {}, opts.lease);
   // The id is another workflow's: a conflict, never that other instance passed off as this start's.
   if (!created && instance.workflowName !== wf.workflowName) throw new ConflictError(`instance "${instanceId}" already exists and belongs to workflow "${instance.workflowName}", not "${wf.workflowName}"`);
-  return { instanceId: instance.instanceId, status: instance.status, created, traceContext };
+  const leased = created && opts.lease && instance.lockedBy === opts.lease.workerId ? { instance, fence: { instanceId: instance.instanceId, workerId: opts.lease.workerId, token: instance.lockToken } } : undefined;
+  return { instanceId: instance.instanceId, status: instance.status, created, traceContext, ...(leased ? { leased } : {}) };
 }
 
 /** The workflow's `tags` of this input, checked (core/tags.ts); a function that throws refuses the start. */
@@ -119,10 +126,18 @@ function startTags(wf: Workflow, value: unknown): Tags | null {
   return checkTags(tags, `the tags of workflow "${wf.workflowName}"`);
 }
 
-/** After the creating commit: hook + first step. */
-export function afterStart(deps: Uses<"hooks" | "dispatcher">, wf: Workflow, instanceId: string, input: unknown, scope?: DispatchScope, traceparent?: string | null): void {
+/** After the creating commit: hook + first step (handed the start's lease, when it was created leased). */
+export function afterStart(
+  deps: Uses<"hooks" | "dispatcher">,
+  wf: Workflow,
+  instanceId: string,
+  input: unknown,
+  scope?: DispatchScope,
+  traceparent?: string | null,
+  lease?: { workerId: string; token: number },
+): void {
   deps.hooks.onWorkflowStart?.({ instanceId, workflowName: wf.workflowName, input });
-  deps.dispatcher.dispatch({ instanceId, ...(traceparent ? { traceparent } : {}) }, scope);
+  deps.dispatcher.dispatch({ instanceId, ...(lease ? { lease } : {}), ...(traceparent ? { traceparent } : {}) }, scope);
   // The deadline is enforced by the timer machinery: an in-process wake-up where there is one, else the sweep.
   if (wf.options.timeoutSeconds !== undefined) deps.dispatcher.wakeIn?.(wf.options.timeoutSeconds, scope);
 }

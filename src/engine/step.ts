@@ -16,7 +16,6 @@ import { LeaseLostError } from "../core/errors.ts";
 import { createWorkflowContext } from "../core/operation.ts";
 import { failedSoFar, ReplayRun, ReplayState, type PendingActivity, type ReplayResult, type WaitRequest } from "../core/replay.ts";
 import { compensationRows, continueWith, decide, needsStoredCompensations, parkConclusion, waitingPlan, withLookAhead, type AfterCommit, type DecideOptions, type StepHistory, type StepOutcome, type StepPlan } from "./decide.ts";
-import type { WarmRun } from "./warm-runs.ts";
 import { waitKind } from "./wait-kinds.ts";
 import { fromJson, toJson } from "../core/serialization.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage, TxStorage } from "../storage/types.ts";
@@ -28,7 +27,7 @@ import type { Uses } from "./deps.ts";
 import { notifyPublished } from "./channels.ts";
 import { notifyOutbox } from "./outbox.ts";
 import { isConnectionLost, isTransientFailure, stepFailed } from "./poison.ts";
-import { invoke, isTransactional, makeActivityContext, type ActivityNotify, type ActivityOutcome } from "./execute.ts";
+import { invoke, isTransactional, makeActivityContext, type ActivityNotify, type ActivityOutcome, type ChildStart } from "./execute.ts";
 import { appendEmits } from "./streams.ts";
 import { StreamWriter } from "./stream-writer.ts";
 
@@ -111,10 +110,10 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
     return { status: "skipped", reason: `workflow "${leased.instance.workflowName}" is not registered in this app` };
   }
   const leaseSeconds = wf.options.lockTimeoutSeconds ?? leased.instance.lockTimeoutSeconds ?? deps.defaultLeaseSeconds;
-  const renewal = startRenewal(storage, leased.fence, leaseSeconds, deps.handoffLeaseSeconds);
+  const renewal = new Renewal(storage, leased.fence, leaseSeconds, deps.handoffLeaseSeconds);
   try {
     const step = new Step(deps, leased, leaseSeconds, scope, renewal);
-    if (warm) return await step.continueWarm(warm);
+    if (warm?.run) return await step.continueWarm(warm.run, warm.next!);
     return leased.instance.status === "compensating" ? await step.compensate() : await step.advance();
   } catch (err) {
     deps.warmRuns.drop(req.instanceId);
@@ -189,14 +188,6 @@ function isEnded(err: unknown): boolean {
   return false;
 }
 
-interface Renewal {
-  stop(): void;
-  /** Throws LeaseLostError once a renewal found the lease gone (expired and taken, or cancelled). */
-  check(): void;
-  /** Aborted (with a LeaseLostError) when a renewal finds the lease gone: the activities' `ctx.signal`. */
-  readonly signal: AbortSignal;
-}
-
 /**
  * Renew the lease while a long activity runs; stops at the step's end. A
  * renewal that matches no row means someone else owns the instance now: the
@@ -204,29 +195,84 @@ interface Renewal {
  * `lease_lost`. A renewal that fails for another reason (the database
  * briefly unreachable) is not a loss: the fenced conclusion still decides.
  */
-function startRenewal(storage: Storage, fence: Fence, leaseSeconds: number, handoffSeconds: number): Renewal {
-  const everyMs = (Math.min(leaseSeconds, handoffSeconds) * 1000) / 3;
-  const aborter = new AbortController();
-  const lostError = () => new LeaseLostError(`lease on ${fence.instanceId} lost while the step ran`);
-  const timer = setInterval(() => {
-    storage.renewLease(fence, leaseSeconds).then(
+class Renewal {
+  private readonly timer: ReturnType<typeof setInterval>;
+  private lost = false;
+  /** Made when an activity first reads `ctx.signal` (most never do). */
+  private aborter: AbortController | null = null;
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly fence: Fence,
+    private readonly leaseSeconds: number,
+    handoffSeconds: number,
+  ) {
+    this.timer = setInterval(() => this.renew(), (Math.min(leaseSeconds, handoffSeconds) * 1000) / 3);
+    (this.timer as { unref?: () => void }).unref?.();
+  }
+
+  private renew(): void {
+    this.storage.renewLease(this.fence, this.leaseSeconds).then(
       (ok) => {
-        if (!ok && !aborter.signal.aborted) {
-          clearInterval(timer);
-          aborter.abort(lostError());
-        }
+        if (ok || this.lost) return;
+        this.lost = true;
+        clearInterval(this.timer);
+        this.aborter?.abort(this.lostError());
       },
       () => undefined,
     );
-  }, everyMs);
-  (timer as { unref?: () => void }).unref?.();
-  return {
-    stop: () => clearInterval(timer),
-    check: () => {
-      if (aborter.signal.aborted) throw lostError();
-    },
-    signal: aborter.signal,
-  };
+  }
+
+  private lostError(): LeaseLostError {
+    return new LeaseLostError(`lease on ${this.fence.instanceId} lost while the step ran`);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** Throws LeaseLostError once a renewal found the lease gone (expired and taken, or cancelled). */
+  check(): void {
+    if (this.lost) throw this.lostError();
+  }
+
+  /** Aborted (with a LeaseLostError) when a renewal finds the lease gone: the activities' `ctx.signal`. */
+  get signal(): AbortSignal {
+    if (!this.aborter) {
+      this.aborter = new AbortController();
+      if (this.lost) this.aborter.abort(this.lostError());
+    }
+    return this.aborter.signal;
+  }
+}
+
+/** What an activity's Edda operations ask of the step (execute.ts ActivityNotify), as methods: one object per step. */
+class StepNotify implements ActivityNotify {
+  constructor(
+    private readonly deps: StepDeps,
+    private readonly instanceId: string,
+    private readonly scope: DispatchScope | undefined,
+  ) {}
+
+  published(channel: string): void {
+    notifyPublished(this.deps, channel, this.scope);
+  }
+
+  outbox(eventIds: string[]): void {
+    notifyOutbox(this.deps, eventIds, this.scope);
+  }
+
+  startChild(storage: Storage, start: ChildStart): Promise<string> {
+    return startChildIn(this.deps, storage, this.instanceId, start, (cb) => (isTx(storage) ? storage.afterCommit(cb) : cb()), this.scope);
+  }
+
+  traceparent(activityId: string, attempt: number): string | null {
+    return this.deps.tracing?.activityTraceparent(this.instanceId, activityId, attempt) ?? null;
+  }
+
+  webhookLinks() {
+    return this.deps.webhookLinks;
+  }
 }
 
 class Step {
@@ -238,6 +284,9 @@ class Step {
   private warmNext: ReplayResult | null = null;
   /** Emits this step appended to the stream already (streams.ts). */
   private readonly emitted = new Set<string>();
+  private readonly notify: StepNotify;
+  /** The instance as activity contexts and hooks name it. */
+  private readonly target: { instanceId: string; workflowName: string };
 
   constructor(
     private readonly deps: StepDeps,
@@ -248,19 +297,8 @@ class Step {
   ) {
     this.instance = leased.instance;
     this.fence = leased.fence;
-  }
-
-  private readonly notify: ActivityNotify = {
-    published: (channel: string) => notifyPublished(this.deps, channel, this.scope),
-    outbox: (eventIds: string[]) => notifyOutbox(this.deps, eventIds, this.scope),
-    startChild: (storage, start) =>
-      startChildIn(this.deps, storage, this.instance.instanceId, start, (cb) => (isTx(storage) ? storage.afterCommit(cb) : cb()), this.scope),
-    traceparent: (activityId: string, attempt: number) => this.deps.tracing?.activityTraceparent(this.instance.instanceId, activityId, attempt) ?? null,
-    webhookLinks: () => this.deps.webhookLinks,
-  };
-
-  private get target() {
-    return { instanceId: this.instance.instanceId, workflowName: this.instance.workflowName };
+    this.notify = new StepNotify(deps, this.instance.instanceId, scope);
+    this.target = { instanceId: this.instance.instanceId, workflowName: this.instance.workflowName };
   }
 
   /** Replay the workflow and take its next step. */
@@ -291,9 +329,9 @@ class Step {
   }
 
   /** Continue a run kept in memory by the step that handed us its lease (no history load, no replay). */
-  continueWarm(warm: WarmRun): Promise<StepResult> {
-    this.replaying = warm.run;
-    return this.decideAndCarry(warm.next.outcome, NOTHING_NEW);
+  continueWarm(run: ReplayRun, next: ReplayResult): Promise<StepResult> {
+    this.replaying = run;
+    return this.decideAndCarry(next.outcome, NOTHING_NEW);
   }
 
   private options(hasStoredCompensations = false): DecideOptions {
@@ -469,7 +507,7 @@ class Step {
       attempt: p.attempt,
       maxBytes: this.deps.streamMaxBytes,
     });
-    const outcome = await invoke(p, makeActivityContext(this.target, p, storage, tx, this.notify, this.renewal.signal, afterCommit, writer));
+    const outcome = await invoke(p, makeActivityContext(this.target, p, storage, tx, this.notify, this.renewal, afterCommit, writer));
     const unseen = await writer.drain();
     return unseen && outcome.ok ? { ok: false, error: unseen } : outcome;
   }
@@ -548,7 +586,8 @@ class Step {
   /** The plan's post-commit part: activity hooks, an in-process wake-up, the workflow's hook. */
   private runAfter(after: AfterCommit) {
     const { hooks, dispatcher } = this.deps;
-    for (const e of after.activities ?? []) {
+    const activityHooks = hooks.onActivityComplete || hooks.onActivityRetry || hooks.onActivityFailed;
+    for (const e of activityHooks ? (after.activities ?? []) : []) {
       const info = { ...this.target, activityId: e.pending.activityId, activityName: e.pending.activity.activityName, attempt: e.pending.attempt };
       if (e.outcome.ok) hooks.onActivityComplete?.({ ...info, result: e.outcome.value });
       else if (!e.final) hooks.onActivityRetry?.({ ...info, error: e.outcome.error, retryInSeconds: e.retryInSeconds! });

@@ -9,6 +9,10 @@
  * fencing token, and the step's conclusion is still fenced by it, so if
  * anything touched the instance meanwhile (cancel, stale-lease release,
  * take-over) the token moved on and the conclusion commits nothing.
+ *
+ * A start made on this engine with the local dispatcher leaves an entry with
+ * no run (`run: null`): the instance it just created, leased for its first
+ * step, whose history is empty — that step replays from nothing without a read.
  */
 import type { ReplayResult, ReplayRun } from "../core/replay.ts";
 import type { InstanceRecord } from "../storage/types.ts";
@@ -17,9 +21,10 @@ export interface WarmRun {
   workerId: string;
   token: number;
   instance: InstanceRecord;
-  run: ReplayRun;
-  /** Where the run stopped; its compensations were persisted by the previous step. */
-  next: ReplayResult;
+  /** Null for a fresh start: nothing has run, the history is empty. */
+  run: ReplayRun | null;
+  /** Where the run stopped; its compensations were persisted by the previous step (null with `run`). */
+  next: ReplayResult | null;
   expiresAt: number;
 }
 

@@ -9,10 +9,11 @@
  * An expired lease nobody has taken yet still fences correctly (nobody else
  * ran a step in between), so expiry alone does not void a conclusion.
  */
-import { sql, type SQL } from "drizzle-orm";
+import { sql, type Placeholder, type SQL } from "drizzle-orm";
 import { groupedConclusion, handsOff, singleConclusion, type ConcludeOptions, type ConcludeResult, type FencedConclusion, type StepConclusion } from "./conclusion.ts";
 import { queryRows, queryText, type Executor } from "./database.ts";
-import { DB_NOW, dbNowPlus, historyJson, INSTANCE_COLUMNS, toHistoryList, toInstance, toNumber, type Row } from "./rows.ts";
+import { shaped } from "./shaped.ts";
+import { DB_NOW, historyJson, INSTANCE_COLUMNS, toHistoryList, toInstance, toNumber, type Row } from "./rows.ts";
 import { RUNNABLE_STATUSES, type Fence, type HistoryEvent, type InstanceRecord } from "./records.ts";
 
 export interface LeasedInstance {
@@ -77,6 +78,41 @@ function fenceWhere(f: Fence): SQL {
   return sql`instance_id = ${f.instanceId} AND locked_by = ${f.workerId} AND lock_token = ${f.token}::bigint`;
 }
 
+/** The fence's condition in a shaped statement (placeholders `instanceId`, `workerId`, `token`). */
+const SHAPED_FENCE = (v: Record<"instanceId" | "workerId" | "token", Placeholder>) =>
+  sql`instance_id = ${v.instanceId} AND locked_by = ${v.workerId} AND lock_token = ${v.token}::bigint`;
+
+// The lease statements of every step (shaped.ts: built once, only their values change).
+const acquireShape = (withHistory: boolean) =>
+  shaped<"instanceId" | "workerId" | "leaseSeconds">(
+    (v) => sql`
+        WITH upd AS (
+          UPDATE workflow_instances SET
+            locked_by = ${v.workerId}, locked_at = ${DB_NOW}, lock_token = lock_token + 1,
+            lock_expires_at = (statement_timestamp() + make_interval(secs => ${v.leaseSeconds}::float8))
+          WHERE instance_id = ${v.instanceId} AND status IN (${RUNNABLE})
+            AND (locked_by IS NULL OR lock_expires_at IS NULL OR lock_expires_at < ${DB_NOW})
+          RETURNING ${INSTANCE_COLUMNS}
+        )
+        SELECT upd.*${withHistory ? sql`, ${historyJson(sql`upd.instance_id`)} AS history` : sql``} FROM upd`,
+  );
+const ACQUIRE = acquireShape(false);
+const ACQUIRE_WITH_HISTORY = acquireShape(true);
+const LOAD_LEASED = shaped<"instanceId" | "workerId" | "token">(
+  (v) => sql`SELECT ${INSTANCE_COLUMNS}, ${historyJson(sql`w.instance_id`)} AS history
+            FROM workflow_instances w
+            WHERE ${SHAPED_FENCE(v)} AND lock_expires_at > ${DB_NOW}`,
+);
+const RENEW = shaped<"instanceId" | "workerId" | "token" | "leaseSeconds">(
+  (v) => sql`UPDATE workflow_instances SET lock_expires_at = (statement_timestamp() + make_interval(secs => ${v.leaseSeconds}::float8))
+            WHERE ${SHAPED_FENCE(v)} RETURNING 1 AS ok`,
+);
+const RELEASE = shaped<"instanceId" | "workerId" | "token">(
+  (v) => sql`UPDATE workflow_instances SET locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
+                   lock_token = lock_token + 1, updated_at = ${DB_NOW}
+            WHERE ${SHAPED_FENCE(v)} RETURNING 1 AS ok`,
+);
+
 function toLeased(row: Row, withHistory: boolean): LeasedInstance {
   const instance = toInstance(row);
   return {
@@ -111,50 +147,27 @@ export function leasesArea(ex: Executor): LeasesArea {
     /** One statement; with `withHistory` the history comes back in the same round-trip. */
     async acquireLease(instanceId, workerId, leaseSeconds, opts) {
       const withHistory = opts?.withHistory ?? false;
-      const history = withHistory ? sql`, ${historyJson(sql`upd.instance_id`)} AS history` : sql``;
-      const [row] = await queryRows<Row>(
-        ex,
-        sql`
-        WITH upd AS (
-          UPDATE workflow_instances SET
-            locked_by = ${workerId}, locked_at = ${DB_NOW}, lock_token = lock_token + 1,
-            lock_expires_at = ${dbNowPlus(leaseSeconds)}
-          WHERE instance_id = ${instanceId} AND status IN (${RUNNABLE})
-            AND (locked_by IS NULL OR lock_expires_at IS NULL OR lock_expires_at < ${DB_NOW})
-          RETURNING ${INSTANCE_COLUMNS}
-        )
-        SELECT upd.*${history} FROM upd`,
-      );
+      const { text, params } = (withHistory ? ACQUIRE_WITH_HISTORY : ACQUIRE)({ instanceId, workerId, leaseSeconds });
+      const [row] = await queryText<Row>(ex, text, params);
       return row ? toLeased(row, withHistory) : null;
     },
 
     /** The instance and its history, when `fence` still holds an unexpired lease. One statement. */
     async loadLeased(fence) {
-      const [row] = await queryRows<Row>(
-        ex,
-        sql`SELECT ${INSTANCE_COLUMNS}, ${historyJson(sql`w.instance_id`)} AS history
-            FROM workflow_instances w
-            WHERE ${fenceWhere(fence)} AND lock_expires_at > ${DB_NOW}`,
-      );
+      const { text, params } = LOAD_LEASED(fence);
+      const [row] = await queryText<Row>(ex, text, params);
       return row ? toLeased(row, true) : null;
     },
 
     async renewLease(fence, leaseSeconds) {
-      const rows = await queryRows(
-        ex,
-        sql`UPDATE workflow_instances SET lock_expires_at = ${dbNowPlus(leaseSeconds)}
-            WHERE ${fenceWhere(fence)} RETURNING 1 AS ok`,
-      );
+      const { text, params } = RENEW({ ...fence, leaseSeconds });
+      const rows = await queryText(ex, text, params);
       return rows.length > 0;
     },
 
     async releaseLease(fence) {
-      const rows = await queryRows(
-        ex,
-        sql`UPDATE workflow_instances SET locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
-                   lock_token = lock_token + 1, updated_at = ${DB_NOW}
-            WHERE ${fenceWhere(fence)} RETURNING 1 AS ok`,
-      );
+      const { text, params } = RELEASE(fence);
+      const rows = await queryText(ex, text, params);
       return rows.length > 0;
     },
 

@@ -63,10 +63,24 @@ export function toNullableNumber(value: unknown): number | null {
 
 const PG_TIMESTAMP = /^(\d{4,}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d(?::?\d\d)?(?::?\d\d)?)?$/;
 
+/** Already ISO-8601 with a `T` and a `Z` or `±HH:MM` zone (JSON's rendering of a timestamptz): parsed as it is. */
+function isIsoTimestamp(s: string): boolean {
+  const n = s.length;
+  if (n < 20 || s.charCodeAt(10) !== 84 /* T */) return false;
+  if (s.charCodeAt(n - 1) === 90 /* Z */) return true;
+  const sign = s.charCodeAt(n - 6);
+  return (sign === 43 /* + */ || sign === 45) /* - */ && s.charCodeAt(n - 3) === 58 /* : */;
+}
+
 export function toDate(value: unknown): Date {
   if (value instanceof Date) return new Date(value.getTime());
   if (typeof value === "number") return new Date(value);
   if (typeof value === "string") {
+    // The history's JSON carries ISO timestamps: what the rewrite below would build is the string itself.
+    if (isIsoTimestamp(value)) {
+      const date = new Date(value);
+      if (!Number.isNaN(date.getTime())) return date;
+    }
     // Postgres text output `2026-01-02 03:04:05.123456+00` → ISO-8601, which
     // every JS runtime parses (the space form is only parsed by some).
     const m = PG_TIMESTAMP.exec(value);

@@ -271,6 +271,25 @@ describe.each<DriverKind>(["pglite", "postgres-js"])("engine on %s", (kind) => {
     expect((t.database.stats.statements - before) / 30).toBeLessThanOrEqual(kind === "pglite" ? 3 : 1.2);
   });
 
+  it("a start hands its lease to the first step: that step takes no lease and reads no history", async () => {
+    const engine = await engineOf(t.edda);
+    await t.edda.start(pipeline, { steps: 1 }); // the definition is recorded by an earlier start
+    await t.dispatcher.idle();
+    const hits = engine.warmRuns.hits;
+    const before = t.database.stats.statements;
+    const { instanceId } = await t.edda.start(pipeline, { steps: 5 });
+    await t.dispatcher.idle();
+    const used = t.database.stats.statements - before;
+    expect((await t.edda.getInstance(instanceId))?.output).toEqual({ completed: 5 });
+    // Every step began in memory, the first one from the row the start created (leased to it).
+    expect(engine.warmRuns.hits - hits).toBe(5);
+    // The start, then each step's fenced conclusion (the last one completes the run); PGlite logs BEGIN/COMMIT too.
+    if (kind === "postgres-js") expect(used).toBe(1 + 5);
+    const [row] = await queryRows<{ locked_by: string | null; lock_token: string }>(t.database.db, sql`SELECT locked_by, lock_token::text FROM workflow_instances WHERE instance_id = ${instanceId}`);
+    // Created with token 1, then one bump per conclusion: nothing else touched the lease.
+    expect(row).toEqual({ locked_by: null, lock_token: "6" });
+  });
+
   it("holds the per-step statement budget (≤ 3 engine statements per step)", async () => {
     const steps = 20;
     const before = t.database.stats.statements;
