@@ -3,7 +3,7 @@
 // process: no TypeScript loader at run time, no second Node process beside
 // npm's. Packages stay in node_modules (imported, not bundled), so PGlite and
 // the MCP SDK still load only when used. Stack traces point at the sources.
-import { build } from "esbuild";
+import { build, stop } from "esbuild";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -21,5 +21,8 @@ await build({
   tsconfig: join(root, "tsconfig.json"),
   logLevel: "warning",
 });
+// esbuild's JS API keeps its Go service process alive (unref'd) for further builds: ~45 MiB resident beside the
+// app for as long as it runs. One build is all this process makes.
+await stop();
 process.setSourceMapsEnabled(true);
 await import(pathToFileURL(outfile).href);
