@@ -25,6 +25,7 @@ import type { EngineHooks } from "./engine/hooks.ts";
 import type { SweepOptions, SweepReport } from "./engine/sweeper.ts";
 import type { TracingApi } from "./engine/tracing.ts";
 import type { MetricsApi } from "./engine/metrics.ts";
+import type { GroupCommitOptions } from "./engine/group-commit.ts";
 import type { Database } from "./storage/database.ts";
 import { createStorage } from "./storage/pg-storage.ts";
 import type { InstanceStatus, ListInstancesQuery } from "./storage/types.ts";
@@ -91,6 +92,13 @@ export interface EddaOptions {
   quarantineAfterFailures?: number;
   /** Realtime streams: bytes of activity chunks one instance's stream may hold (default 8 MiB). */
   streams?: { maxBytes?: number };
+  /**
+   * Group commit: the lone conclusions of steps ready in the same turn of the event loop go to the
+   * database as one multi-row fenced statement (`{}`: at most 64 per statement; always off for a
+   * database opened per request, which has no other step to group with). Off by default: each step
+   * concludes in a statement of its own.
+   */
+  groupCommit?: GroupCommitOptions | false;
   maxBodyBytes?: number;
   /**
    * Outgoing fetches one invocation (request, sweep, queue batch) may make:
@@ -278,6 +286,8 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.quarantineAfterFailures !== undefined ? { quarantineAfterFailures: opts.quarantineAfterFailures } : {}),
       // A database opened per request cannot keep a LISTEN for later readers: they poll (bounded).
       streams: { ...opts.streams, ...(perRequest ? { wake: "poll" as const } : {}) },
+      // A database opened per request has no other step to group with.
+      ...(perRequest ? { groupCommit: false as const } : opts.groupCommit !== undefined ? { groupCommit: opts.groupCommit } : {}),
       ...(opts.secret ? { webhookLinks: { key: opts.secret, ...(opts.publicUrl ? { baseUrl: opts.publicUrl } : {}) } } : {}),
       outbox,
     });

@@ -68,6 +68,7 @@ export type { SubrequestBudget } from "./engine/budget.ts";
 export type { TracingApi, OtelContext, OtelSpan, OtelSpanContext, OtelTracer } from "./engine/tracing.ts";
 export type { MetricAttributes, MetricsApi, OtelMeter } from "./engine/metrics.ts";
 export type { OutboxOptions, RelayReport } from "./engine/outbox.ts";
+export type { GroupCommitOptions } from "./engine/group-commit.ts";
 export type { SweepOptions, SweepReport, SweepTask, SweepFailure } from "./engine/sweeper.ts";
 export type { ChildSummary, FailureTask, InstanceFilter, InstanceStatus, ListInstancesQuery, WaitWebhookStatus } from "./storage/types.ts";
 export { INSTANCE_STATUSES } from "./core/model.ts";

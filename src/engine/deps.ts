@@ -11,7 +11,7 @@ import type { ActivityRegistry } from "../core/registry.ts";
 import type { WebhookLinks } from "../core/replay.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import type { ErrorClass, ErrorViewOptions } from "../core/serialization.ts";
-import type { Storage } from "../storage/types.ts";
+import type { ConcludeResult, Fence, StepConclusion, Storage } from "../storage/types.ts";
 import type { Dispatcher } from "./dispatcher.ts";
 import type { EngineHooks } from "./hooks.ts";
 import type { WarmRuns } from "./warm-runs.ts";
@@ -64,6 +64,12 @@ export interface MetricsSink {
   sampleGauges(storage: Storage): Promise<void>;
 }
 
+/** What a step uses of group commit (group-commit.ts `GroupCommit` has it). */
+export interface LoneConclusions {
+  /** A step's conclusion outside any transaction, fenced; written with others of the same turn. */
+  conclude(fence: Fence, conclusion: StepConclusion): Promise<ConcludeResult>;
+}
+
 /** Each workflow's source hash, its definition recorded once per process (source-hashes.ts). */
 export interface DefinitionRecorder {
   hash(wf: Workflow): Promise<string>;
@@ -84,6 +90,8 @@ export interface EngineParts {
   readonly metrics: MetricsSink | null;
   /** Runs kept in memory across in-process hand-offs (warm-runs.ts). */
   readonly warmRuns: WarmRuns;
+  /** Lone conclusions of one turn in one statement (group-commit.ts); null: each its own. */
+  readonly groupCommit: LoneConclusions | null;
   // Settings.
   readonly serviceName: string;
   readonly workerId: string;

@@ -24,6 +24,7 @@ import type { EngineParts, OutboxOptions, RetentionOptions } from "./deps.ts";
 import { SourceHashes } from "./source-hashes.ts";
 import { afterStart, createValidated, validateInput, type Created, type ParentLink, type StartOptions } from "./starts.ts";
 import { WarmRuns } from "./warm-runs.ts";
+import { GroupCommit, type GroupCommitOptions } from "./group-commit.ts";
 import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
 import { metricsFor, type Metrics, type MetricsApi } from "./metrics.ts";
@@ -89,6 +90,12 @@ export interface EngineOptions {
   streams?: { maxBytes?: number; wake?: "listen" | "poll" };
   /** See EngineParts.clock (default `Date.now`; `edda-edge/testing` passes its test clock). */
   clock?: () => number;
+  /**
+   * Group commit (group-commit.ts): the lone conclusions of steps ready in the same turn of the event
+   * loop go as one multi-row fenced statement, at most `maxBatch` (default 64), where the storage is not
+   * itself a transaction. Off by default; `false`: every step concludes in a statement of its own.
+   */
+  groupCommit?: GroupCommitOptions | false;
   /** The key per-wait webhook URLs (`createWebhook`) are derived from (EDDA_SECRET) and the public URL they start with (EDDA_PUBLIC_URL). */
   webhookLinks?: WebhookLinks;
 }
@@ -128,9 +135,13 @@ export class Engine implements StepRunner, EngineParts {
   readonly webhookLinks: WebhookLinks | null;
   /** Starts are created leased to their first step (the local dispatcher runs it in this process). */
   private readonly startsLeased: boolean;
+  readonly groupCommit: GroupCommit | null;
 
   constructor(opts: EngineOptions) {
     this.storage = opts.storage;
+    // Over a transaction (a Storage with afterCommit) a failed group would abort it: no fallback there.
+    const inTransaction = typeof (opts.storage as { afterCommit?: unknown }).afterCommit === "function";
+    this.groupCommit = !opts.groupCommit || inTransaction ? null : new GroupCommit(opts.storage, opts.groupCommit);
     this.clock = opts.clock ?? Date.now;
     this.definitions = new SourceHashes(opts.storage);
     this.quarantineAfter = Math.max(1, Math.trunc(opts.quarantineAfterFailures ?? DEFAULT_QUARANTINE_AFTER));

@@ -18,6 +18,7 @@ import { failedSoFar, ReplayRun, ReplayState, type PendingActivity, type ReplayR
 import { compensationRows, continueWith, decide, needsStoredCompensations, parkConclusion, waitingPlan, withLookAhead, type AfterCommit, type DecideOptions, type StepHistory, type StepOutcome, type StepPlan } from "./decide.ts";
 import { waitKind } from "./wait-kinds.ts";
 import { fromJson, toJson } from "../core/serialization.ts";
+import { sendLastAlone } from "../storage/database.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage, TxStorage } from "../storage/types.ts";
 import { deliverToParent, reportsToParent, startChildIn } from "./lifecycle.ts";
 import { startChildActivity } from "./children.ts";
@@ -55,6 +56,7 @@ export type StepDeps = Uses<
   | "streamMaxBytes"
   | "clock"
   | "webhookLinks"
+  | "groupCommit"
 >;
 
 export type StepResult =
@@ -537,7 +539,7 @@ class Step {
     // A child's final conclusion reports to its parent in the same transaction (concludeIn).
     if (reportsToParent(this.instance, c.status)) return this.deps.storage.transaction((tx) => this.concludeIn(tx, c, after));
     await this.appendEmits(this.deps.storage, c.history);
-    const r = await this.deps.storage.concludeStep(this.fence, c);
+    const r = await this.concludeAlone(c);
     if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
     this.afterConclusion(c, r.token, after);
     return { status: "concluded", instanceStatus: c.status };
@@ -550,14 +552,22 @@ class Step {
     // In the conclusion's transaction: a write outside it would wait for it on PGlite.
     await this.appendEmits(tx, c.history);
     // Nothing follows the conclusion unless a parent is told: it is the last statement, and a pipelining driver
-    // sends COMMIT behind it (or the conclusion alone, autocommitted, when the activity never touched ctx.tx).
-    const r = await tx.concludeStep(this.fence, c, { last: !reports });
+    // sends COMMIT behind it (or the conclusion alone, autocommitted, when the activity never touched ctx.tx:
+    // then with other steps' lone conclusions, group-commit.ts, when the transaction hands it over).
+    const alone = !reports && this.deps.groupCommit !== null && sendLastAlone(tx.executor);
+    const r = alone ? await this.concludeAlone(c) : await tx.concludeStep(this.fence, c, { last: !reports });
     if (!r.ok) throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step concluded`);
     if (reports) {
       await deliverToParent(this.deps, tx, this.instance, c.status, c.outputData ?? this.instance.outputData, c.errorData ?? this.instance.errorData, this.scope);
     }
     tx.afterCommit(() => this.afterConclusion(c, r.token, after));
     return { status: "concluded", instanceStatus: c.status };
+  }
+
+  /** A lone conclusion: grouped with others of this turn (group-commit.ts), or one statement of its own. */
+  private concludeAlone(c: StepConclusion) {
+    const group = this.deps.groupCommit;
+    return group ? group.conclude(this.fence, c) : this.deps.storage.concludeStep(this.fence, c);
   }
 
   private afterConclusion(c: StepConclusion, token: number | undefined, after: AfterCommit) {

@@ -24,6 +24,7 @@
  * such a drop postgres.js can resolve the connection's next statement with
  * its rows shifted up, the first ones missing.
  */
+import { SEND_LAST_ALONE } from "../database.ts";
 import { inlineParameters } from "./postgres-js-inline.ts";
 import { lazyTransaction, type Query } from "./postgres-js-lazy-tx.ts";
 import { pipelinedTransaction } from "./postgres-js-pipeline.ts";
@@ -239,8 +240,8 @@ function send(target: Client, mode: StatementMode, tx: TxState | null, q: string
   return denseResults(inlined === null ? unsafe(q, p, { ...unsafeOpts, ...hook }) : unsafe(inlined, [], { ...unsafeOpts, simple: false, ...hook }));
 }
 
-/** The client a lazy transaction hands its callback (drizzle uses `unsafe` and `savepoint`). */
-function ownClient(pool: Client, own: { unsafe: unknown; savepoint: unknown }): unknown {
+/** The client a lazy transaction hands its callback (drizzle uses `unsafe` and `savepoint`; the step, SEND_LAST_ALONE). */
+function ownClient(pool: Client, own: { unsafe: unknown; savepoint: unknown; sendLastAlone?: () => boolean }): unknown {
   return new Proxy(pool, {
     apply() {
       throw new TypeError("edda: tagged-template statements are not sent inside a transaction; use unsafe()");
@@ -248,6 +249,7 @@ function ownClient(pool: Client, own: { unsafe: unknown; savepoint: unknown }): 
     get(target, key) {
       if (key === "unsafe") return own.unsafe;
       if (key === "savepoint") return own.savepoint;
+      if (key === SEND_LAST_ALONE) return own.sendLastAlone;
       if (key === "begin") return () => Promise.reject(new TypeError("edda: begin() inside a transaction; use savepoint()"));
       const v = target[key];
       return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;

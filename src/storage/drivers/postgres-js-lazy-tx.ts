@@ -43,6 +43,12 @@ interface TxClient {
   savepoint(fn: (c: unknown) => unknown): Promise<unknown>;
 }
 
+/** The callback's side of a lazy transaction. */
+export interface OwnClient extends TxClient {
+  /** SEND_LAST_ALONE (database.ts): true, and nothing more is taken, when no statement was sent yet. */
+  sendLastAlone(): boolean;
+}
+
 /** What the transaction needs of its surroundings (postgres-js-fence.ts provides it). */
 export interface LazyHost {
   /** Send a statement on the pool, autocommitted, the way the driver sends every statement. */
@@ -52,8 +58,8 @@ export interface LazyHost {
   /** A query that rejects with `err()` when consumed. */
   rejected(err: () => Error): Query;
   closedError(): Error;
-  /** The client the callback gets, with this transaction's `unsafe` and `savepoint`. */
-  client(own: TxClient): unknown;
+  /** The client the callback gets, with this transaction's `unsafe`, `savepoint` and `sendLastAlone`. */
+  client(own: OwnClient): unknown;
 }
 
 type Mode = "values" | "raw" | null;
@@ -116,9 +122,15 @@ class LazyTransaction {
     return result;
   }
 
-  private own(): TxClient {
+  private own(): OwnClient {
     return {
       unsafe: (q, p = [], o = {}) => this.statement(q, p, o),
+      // The last statement goes elsewhere (with other steps' conclusions): none may follow it here.
+      sendLastAlone: () => {
+        if (this.inner || this.lastSent || this.over) return false;
+        this.lastSent = true;
+        return true;
+      },
       savepoint: (fn) => {
         if (this.over || this.lastSent) return Promise.reject(this.over ? this.host.closedError() : afterLast());
         return this.start().then((c) => c.savepoint(fn));
