@@ -106,7 +106,12 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     await edda.close().catch(() => undefined);
     await database.close().catch(() => undefined);
     await prometheus?.shutdown().catch(() => undefined);
-    if (err.code === "EADDRINUSE") throw new ConfigurationError(`port ${port} is in use on ${hostname}; set PORT (or the port option) to another one`, "PORT");
+    if (err.code === "EADDRINUSE") {
+      const taken = new ConfigurationError(`port ${port} is in use on ${hostname}; set PORT (or the port option) to another one`, "PORT");
+      // What Node prints for an uncaught error is its stack: for a taken port the frames (inside this library) say nothing.
+      taken.stack = `${taken.name}: ${taken.message}`;
+      throw taken;
+    }
     throw err;
   });
   const address = server.address();

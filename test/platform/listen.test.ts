@@ -1,7 +1,10 @@
 // serveNode on a port something else holds: a ConfigurationError that names
 // the port and the setting (not an unhandled EADDRINUSE stack), with the app
 // and its database closed behind it; the same call on a free port serves.
+import { execFile } from "node:child_process";
 import { createServer, type Server } from "node:net";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, expect, test } from "vitest";
 import { ConfigurationError } from "../../src/core/errors.ts";
 import { serveNode, type NodeServer } from "../../src/platform/node.ts";
@@ -23,6 +26,17 @@ test("a taken port is a ConfigurationError naming it and PORT; once free, the sa
   expect(refused).toBeInstanceOf(ConfigurationError);
   expect((refused as ConfigurationError).message).toBe(`port ${port} is in use on 127.0.0.1; set PORT (or the port option) to another one`);
   expect((refused as ConfigurationError).variable).toBe("PORT");
+  expect((refused as ConfigurationError).stack).toBe(`ConfigurationError: port ${port} is in use on 127.0.0.1; set PORT (or the port option) to another one`);
+
+  // As a consumer's `node server.mjs` meets it: exit 1, the message, no stack frames.
+  const fixture = join(import.meta.dirname, "fixtures", "serve-on-port.ts");
+  const run = await promisify(execFile)(process.execPath, ["--import", "tsx", fixture], { env: { ...process.env, PORT: String(port) } }).then(
+    () => ({ code: 0, stderr: "" }),
+    (e: { code: number; stderr: string }) => e,
+  );
+  expect(run.code).toBe(1);
+  expect(run.stderr).toContain(`ConfigurationError: port ${port} is in use on 127.0.0.1; set PORT`);
+  expect(run.stderr).not.toMatch(/^\s+at /m);
 
   await new Promise<void>((r) => holder!.close(() => r()));
   holder = undefined;
