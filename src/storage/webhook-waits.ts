@@ -36,6 +36,8 @@ export interface WaitWebhookRecord {
   expiresAt: Date | null;
   createdAt: Date;
   firedAt: Date | null;
+  /** The wait that listens on it (`{hook id}:wait` or a race's id), once one began. */
+  waitId: string | null;
 }
 
 export type WebhookGoneReason = "fired" | "expired" | "cancelled" | "finished" | "lost";
@@ -241,10 +243,10 @@ export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
     },
 
     async listWaitWebhooks(instanceId, limit) {
-      const rows = await queryRows<{ hook_id: string; run: number; status: string; expires_at: unknown; created_at: unknown; fired_at: unknown }>(
+      const rows = await queryRows<{ hook_id: string; run: number; status: string; expires_at: unknown; created_at: unknown; fired_at: unknown; wait_id: string | null }>(
         ex,
         // A hook whose race another branch won is shown as what it is: withdrawn (a POST gets 410 `lost`).
-        sql`SELECT hook_id, run, CASE WHEN status = 'open' AND ${decided("h")} THEN 'cancelled' ELSE status END AS status, expires_at, created_at, fired_at
+        sql`SELECT hook_id, run, CASE WHEN status = 'open' AND ${decided("h")} THEN 'cancelled' ELSE status END AS status, expires_at, created_at, fired_at, wait_id
             FROM workflow_webhooks h WHERE instance_id = ${instanceId} ORDER BY id LIMIT ${limit}::int`,
       );
       return rows.map((r) => ({
@@ -254,6 +256,7 @@ export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
         expiresAt: toNullableDate(r.expires_at),
         createdAt: toNullableDate(r.created_at)!,
         firedAt: toNullableDate(r.fired_at),
+        waitId: r.wait_id,
       }));
     },
   };

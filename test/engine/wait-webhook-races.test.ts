@@ -107,6 +107,10 @@ describe("race with a webhook branch", () => {
     await t.edda.start(approval, { timer: 3600 }, { instanceId: "whr-post" });
     await t.waitFor("whr-post", ["waiting_for_webhook"]);
     expect(await leftovers("whr-post")).toMatchObject({ timers: 1, records: 0 });
+    // The viewer's "now" says the race waits for the POST, and for its timer.
+    const page = await (await t.edda.app.request("http://localhost/ui/instances/whr-post")).text();
+    expect(page).toContain("a POST to its webhook URL");
+    expect(page).toContain("timer race:1");
     const path = await hookPath("whr-post");
     expect((await post(t.edda, path, { ok: 1 })).status).toBe(202);
     expect((await t.waitFor("whr-post")).output).toEqual({ winner: "approved", value: { ok: 1 }, next: null });

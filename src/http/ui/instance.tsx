@@ -166,7 +166,8 @@ function WaitingNow(p: { view: InstanceView; timers: TimerRecord[]; subscription
   const waits = p.subscriptions.filter((s) => s.activityId !== null);
   const items: Child[] = [];
   for (const h of p.webhooks.filter((w) => w.status === "open" && w.run === p.view.run).slice(0, LIST_MAX)) {
-    const waiting = p.view.status === "waiting_for_webhook" && p.view.currentActivityId === `${h.hookId}:wait`;
+    // Its own wait, or a race's (beside a message branch the race is a message wait).
+    const waiting = (p.view.status === "waiting_for_webhook" || p.view.status === "waiting_for_message") && p.view.currentActivityId === (h.waitId ?? `${h.hookId}:wait`);
     items.push(
       <li>
         {waiting ? "a POST to its webhook URL" : "webhook URL open"} <span class="muted">(createWebhook at {h.hookId})</span>
