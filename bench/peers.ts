@@ -23,7 +23,7 @@ import { fileURLToPath } from "node:url";
 import { createPostgresJsDatabase } from "../src/storage/drivers/postgres-js.ts";
 import { startLatencyProxy } from "./lib/latency-proxy.ts";
 import type { BenchPostgres } from "./lib/postgres.ts";
-import { median, round } from "./lib/stats.ts";
+import { median, percentile, round } from "./lib/stats.ts";
 import { peerVersions } from "./lib/versions.ts";
 import { runAbsurd } from "./scenarios/absurd.ts";
 import { runCeiling } from "./scenarios/ceiling.ts";
@@ -112,13 +112,17 @@ export async function runPeers(pg: BenchPostgres, cfg: PeersConfig, log: (line: 
   }
 
   // A region away: one pass (a 10 ms round trip makes every run long), the same order each time.
-  const proxy = await startLatencyProxy(pg.adminUrl, cfg.rttMs);
+  const proxy = await startLatencyProxy(pg.adminUrl, cfg.rttMs, { timing: true });
   const host = new URL(proxy.url).host;
   const link: Link = { via: (url) => Object.assign(new URL(url), { host }).toString(), roundTrips: proxy.roundTrips };
   try {
     for (const peer of PEERS) {
       const t0 = Date.now();
+      const flights0 = proxy.flights().length;
       put(`peers_rtt_${peer}`, await runPeer(pg, peer, cfg, link, "rtt"));
+      // What a round trip itself took (the delay plus the server's time), beside the step latency that contains it.
+      const ms = proxy.flights().slice(flights0).flatMap((f) => (f.ms === null ? [] : [f.ms]));
+      put(`peers_rtt_${peer}`, { round_trip_p50_ms: percentile(ms, 50) });
       // One pipeline alone: the round trips a step costs without concurrency to amortize anything (its start included).
       if (peer !== "ceiling") {
         const alone = await runPeer(pg, peer, cfg, link, "alone", { workflows: 1, rounds: 1 });

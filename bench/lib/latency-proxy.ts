@@ -32,6 +32,8 @@ export interface LatencyProxy {
 export interface LatencyProxyOptions {
   /** Record each round trip's messages (`flights()`): Postgres straight, or Postgres inside a WebSocket. */
   trace?: "postgres" | "websocket";
+  /** Record each round trip's time (`flights()`, messages left empty) without decoding them. */
+  timing?: boolean;
 }
 
 export async function startLatencyProxy(targetUrl: string, rttMs: number, opts: LatencyProxyOptions = {}): Promise<LatencyProxy> {
@@ -66,7 +68,7 @@ export async function startLatencyProxy(targetUrl: string, rttMs: number, opts: 
       if (!awaitingAnswer) {
         trips++;
         awaitingAnswer = true;
-        if (parser) flights.push((flight = { connection, messages: [], ms: null }));
+        if (parser || opts.timing) flights.push((flight = { connection, messages: [], ms: null }));
         sentAt = performance.now();
       }
       if (parser) flight?.messages.push(...parser.push(chunk));
