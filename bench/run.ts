@@ -162,6 +162,7 @@ async function main(pg: BenchPostgres): Promise<void> {
     ["Cold step, 100 history entries", "replay_cold_ms_h100", "ms"],
     ["Cold step, 1,000 history entries", "replay_cold_ms_h1000", "ms"],
     ["  cold step cost per history entry (slope 10 → 1,000)", "replay_cold_us_per_entry", "µs"],
+    ["  of it this process's CPU (slope 10 → 1,000)", "replay_cold_cpu_us_per_entry", "µs"],
     ["10,000 expired timers → all resumed", "sweep_10k_timers_s", "s"],
     ["  of which sweep() firing them", "sweep_fire_s", "s"],
     ["1 broadcast → 1,000 subscribers received", "fanout_1k_s", "s"],

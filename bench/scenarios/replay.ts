@@ -38,6 +38,7 @@ export async function runReplay(pg: BenchPostgres, opts: ReplayOptions): Promise
     // Warm-up: JIT and prepared statements before the first timed size.
     for (const h of [10, ...opts.histories]) {
       const cold: number[] = [];
+      const coldCpu: number[] = [];
       const warm: number[] = [];
       for (let i = 0; i < opts.instances; i++) {
         const { instanceId } = await edda.start(replayProbe, { history: h, probes: opts.probes });
@@ -51,9 +52,12 @@ export async function runReplay(pg: BenchPostgres, opts: ReplayOptions): Promise
             req = { instanceId };
           }
           const hits = engine.warmRuns.hits;
+          const cpu0 = process.cpuUsage();
           const t0 = nowMs();
           const r = await engine.runStep(req);
           (isCold ? cold : warm).push(nowMs() - t0);
+          const cpu = process.cpuUsage(cpu0);
+          if (isCold) coldCpu.push((cpu.user + cpu.system) / 1000);
           if (r.status !== "concluded") throw new Error(`replay probe step was ${JSON.stringify(r)}`);
           if (engine.warmRuns.hits !== hits + (isCold ? 0 : 1)) throw new Error(`replay probe: ${isCold ? "cold step hit" : "warm step missed"} a warm run`);
         }
@@ -62,12 +66,16 @@ export async function runReplay(pg: BenchPostgres, opts: ReplayOptions): Promise
       out[`replay_p90_ms_h${h}`] = percentile(warm, 90);
       out[`replay_cold_ms_h${h}`] = median(cold);
       out[`replay_cold_p90_ms_h${h}`] = percentile(cold, 90);
+      // This process's CPU in the cold step (steps run one at a time): the history's decoding and replay, the driver.
+      out[`replay_cold_cpu_ms_h${h}`] = median(coldCpu);
     }
     // The cold step's cost per history entry: the slope between the smallest and the largest history.
     const lo = Math.min(...opts.histories);
     const hi = Math.max(...opts.histories);
     const [coldLo, coldHi] = [out[`replay_cold_ms_h${lo}`], out[`replay_cold_ms_h${hi}`]];
     out.replay_cold_us_per_entry = hi > lo && typeof coldLo === "number" && typeof coldHi === "number" ? ((coldHi - coldLo) / (hi - lo)) * 1000 : null;
+    const [cpuLo, cpuHi] = [out[`replay_cold_cpu_ms_h${lo}`], out[`replay_cold_cpu_ms_h${hi}`]];
+    out.replay_cold_cpu_us_per_entry = hi > lo && typeof cpuLo === "number" && typeof cpuHi === "number" ? ((cpuHi - cpuLo) / (hi - lo)) * 1000 : null;
     return out;
   } finally {
     await edda.close();
