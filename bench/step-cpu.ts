@@ -16,7 +16,10 @@
  *
  *   npx tsx bench/step-cpu.ts            (throwaway Postgres cluster)
  *   DATABASE_URL=postgres://... npx tsx bench/step-cpu.ts
+ *   npx tsx bench/step-cpu.ts --into=bench/results/latest.json   (adds the medians to a bench run's results)
  */
+import { readFileSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { activity, workflow } from "../src/index.ts";
 import type { Dispatcher, StepRequest } from "../src/engine/dispatcher.ts";
 import { createEdda, engineOf } from "../src/edda.ts";
@@ -90,6 +93,14 @@ for (const r of Object.values(results)) {
   console.log(
     `  ${r.path}, history ${String(r.entries).padStart(3)} entries: CPU median ${pct(r.cpu, 50).toFixed(2)} ms, p90 ${pct(r.cpu, 90).toFixed(2)} ms; wall median ${pct(r.wall, 50).toFixed(2)} ms`,
   );
+}
+const into = process.argv.find((a) => a.startsWith("--into="))?.slice(7);
+if (into) {
+  // The medians beside a bench run's figures (bench/lean-report.ts reads them from there), with this run's load.
+  const run = JSON.parse(readFileSync(into, "utf8")) as Record<string, unknown>;
+  for (const [key, r] of Object.entries(results)) run[`step_cpu_${key}_ms`] = Number(pct(r.cpu, 50).toFixed(3));
+  run.step_cpu_loadavg = loadavg().map((l) => Number(l.toFixed(2)));
+  writeFileSync(into, JSON.stringify(run, null, 2) + "\n");
 }
 await edda.close();
 await database.close();

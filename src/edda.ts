@@ -94,9 +94,9 @@ export interface EddaOptions {
   streams?: { maxBytes?: number };
   /**
    * Group commit: the lone conclusions of steps ready in the same turn of the event loop go to the
-   * database as one multi-row fenced statement (`{}`: at most 64 per statement; always off for a
-   * database opened per request, which has no other step to group with). Off by default: each step
-   * concludes in a statement of its own.
+   * database as one multi-row fenced statement (default on, at most 64 per statement; off for a
+   * database opened per request, which has no other step to group with). `false`: each step concludes
+   * in a statement of its own.
    */
   groupCommit?: GroupCommitOptions | false;
   maxBodyBytes?: number;

@@ -92,8 +92,8 @@ export interface EngineOptions {
   clock?: () => number;
   /**
    * Group commit (group-commit.ts): the lone conclusions of steps ready in the same turn of the event
-   * loop go as one multi-row fenced statement, at most `maxBatch` (default 64), where the storage is not
-   * itself a transaction. Off by default; `false`: every step concludes in a statement of its own.
+   * loop go as one multi-row fenced statement, at most `maxBatch` (default 64). On by default where the
+   * storage is not itself a transaction; `false`: every step concludes in a statement of its own.
    */
   groupCommit?: GroupCommitOptions | false;
   /** The key per-wait webhook URLs (`createWebhook`) are derived from (EDDA_SECRET) and the public URL they start with (EDDA_PUBLIC_URL). */
@@ -141,7 +141,7 @@ export class Engine implements StepRunner, EngineParts {
     this.storage = opts.storage;
     // Over a transaction (a Storage with afterCommit) a failed group would abort it: no fallback there.
     const inTransaction = typeof (opts.storage as { afterCommit?: unknown }).afterCommit === "function";
-    this.groupCommit = !opts.groupCommit || inTransaction ? null : new GroupCommit(opts.storage, opts.groupCommit);
+    this.groupCommit = opts.groupCommit === false || inTransaction ? null : new GroupCommit(opts.storage, opts.groupCommit);
     this.clock = opts.clock ?? Date.now;
     this.definitions = new SourceHashes(opts.storage);
     this.quarantineAfter = Math.max(1, Math.trunc(opts.quarantineAfterFailures ?? DEFAULT_QUARANTINE_AFTER));
