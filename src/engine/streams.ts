@@ -22,9 +22,17 @@ export function emittedItem(ev: NewHistoryEvent): NewStreamItem {
   return { kind: "emit", source: ev.activityId, ...encodeStreamItem(value.data, value.topic === null ? {} : { topic: value.topic }, "the emitted value") };
 }
 
+const NOTHING_TO_APPEND: Promise<void> = Promise.resolve();
+
 /** Append the emits among `records` not appended yet by this step (`done` tracks them). */
-export async function appendEmits(storage: Storage, fence: Fence, run: number, records: readonly NewHistoryEvent[] | undefined, done: Set<string>): Promise<void> {
-  const items = (records ?? []).filter((r) => r.eventType === EV.StreamEmitted && !done.has(r.activityId)).map(emittedItem);
+export function appendEmits(storage: Storage, fence: Fence, run: number, records: readonly NewHistoryEvent[] | undefined, done: Set<string>): Promise<void> {
+  // Most steps emit nothing: no array, no async call for them.
+  if (!records?.some((r) => r.eventType === EV.StreamEmitted && !done.has(r.activityId))) return NOTHING_TO_APPEND;
+  return appendNew(storage, fence, run, records, done);
+}
+
+async function appendNew(storage: Storage, fence: Fence, run: number, records: readonly NewHistoryEvent[], done: Set<string>): Promise<void> {
+  const items = records.filter((r) => r.eventType === EV.StreamEmitted && !done.has(r.activityId)).map(emittedItem);
   if (items.length === 0) return;
   const r = await storage.appendStream({ fence, run, attempt: 1, items, maxBytes: EMIT_BUDGET });
   if (!r.ok) throw new LeaseLostError(`lease on ${fence.instanceId} lost before its emits were appended`);

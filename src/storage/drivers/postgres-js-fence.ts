@@ -26,7 +26,7 @@
  */
 import { SEND_LAST_ALONE } from "../database.ts";
 import { inlineParameters } from "./postgres-js-inline.ts";
-import { lazyTransaction, type Query } from "./postgres-js-lazy-tx.ts";
+import { lazyTransaction, type LazyHost, type Query } from "./postgres-js-lazy-tx.ts";
 import { pipelinedTransaction } from "./postgres-js-pipeline.ts";
 import { denseResults } from "./postgres-js-rows.ts";
 
@@ -179,7 +179,17 @@ export function createFencing(options: FencingOptions = {}): Fencing {
   }
 
   function wrap<C>(client: C, mode: StatementMode, tx: TxState | null = null): C {
-    return new Proxy(client as unknown as Client, {
+    const target0 = client as unknown as Client;
+    // What every lazy transaction of this client needs of it (the same for each: built once, not per transaction).
+    const lazyHost = (begin: LazyHost["begin"]): LazyHost => ({
+      sendAlone: (q, p, o) => send(target0, mode, null, q, p, o),
+      begin,
+      rejected: (err) => refused(err) as unknown as Query,
+      closedError,
+      client: (own) => ownClient(target0, own),
+    });
+    const plainHost = lazyHost((inner) => (pipeline ? pipelined(target0, mode, inner) : begin(target0, mode, null, "begin", [inner])));
+    return new Proxy(target0, {
       apply(target, self, args) {
         if (tx?.over) return refused();
         return denseResults(Reflect.apply(target, self, args));
@@ -192,17 +202,12 @@ export function createFencing(options: FencingOptions = {}): Fencing {
           };
         }
         if (key === "begin" && lazy && !tx) {
-          const fencedBegin = (...args: unknown[]) => begin(target, mode, null, "begin", args);
           return (...args: unknown[]): Promise<unknown> => {
             const fn = args.pop() as (c: unknown) => unknown;
+            // begin(fn), what drizzle calls: the shared host; begin(options, fn): its options go to BEGIN.
+            if (args.length === 0) return lazyTransaction(plainHost, fn);
             return lazyTransaction(
-              {
-                sendAlone: (q, p, o) => send(target, mode, null, q, p, o),
-                begin: (inner) => (pipeline ? pipelined(target, mode, inner) : fencedBegin(...args, inner)),
-                rejected: (err) => refused(err) as unknown as Query,
-                closedError,
-                client: (own) => ownClient(target, own),
-              },
+              lazyHost((inner) => (pipeline ? pipelined(target, mode, inner) : begin(target, mode, null, "begin", [...args, inner]))),
               fn,
             );
           };
