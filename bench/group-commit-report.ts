@@ -3,7 +3,8 @@
  *
  * Writes the group-commit table of BENCHMARKS.md (between its
  * `group-commit:begin` / `group-commit:end` markers) from two runs of
- * `npm run bench -- --quick --only=local,local-nontx,local-unprepared,peers`,
+ * `npm run bench -- --quick --only=local,local-ungrouped,local-nontx,local-unprepared,peers`
+ * (local-ungrouped: the same commit with group commit off; the before run has none),
  * each followed by `npx tsx bench/step-cpu.ts --into=bench/results/latest.json`
  * (one step alone, its Node CPU): before the conclusion was built once per
  * shape and grouped, and after. Keeps both runs as
@@ -34,6 +35,9 @@ const ROWS: [string, string][] = [
   ["local: CPU per step, engine process, ms", "node_cpu_ms_per_step"],
   ["local: CPU per step, Postgres backends, ms", "pg_cpu_ms_per_step"],
   ["local: step p50, ms", "step_p50_ms"],
+  ["local, group commit off (`groupCommit: false`): steps/s", "local_ungrouped_steps_per_s"],
+  ["  statements per step", "ungrouped_statements_per_step"],
+  ["  CPU per step, engine process / Postgres backends, ms", "ungrouped_node_cpu_ms_per_step"],
   ["local, `transactional: false`: steps/s", "local_nontx_steps_per_s"],
   ["local, `transactional: false`: commits per step", "nontx_commits_per_step"],
   ["local, `prepare: false`: steps/s", "local_unprepared_steps_per_s"],
@@ -53,7 +57,7 @@ const ROWS: [string, string][] = [
   ["durable, 10 ms RTT: Absurd steps/s", "peers_rtt_absurd_steps_per_s"],
   ["durable, 10 ms RTT: DBOS steps/s", "peers_rtt_dbos_steps_per_s"],
 ];
-const PAIRS: Record<string, string> = { peers_local_node_cpu_ms_per_step: "peers_local_pg_cpu_ms_per_step" };
+const PAIRS: Record<string, string> = { peers_local_node_cpu_ms_per_step: "peers_local_pg_cpu_ms_per_step", ungrouped_node_cpu_ms_per_step: "ungrouped_pg_cpu_ms_per_step" };
 const RATIOS: [string, string, string][] = [
   ["durable, loopback: Edda ÷ Absurd", "peers_local_steps_per_s", "peers_absurd_steps_per_s"],
   ["durable, loopback: Edda ÷ DBOS", "peers_local_steps_per_s", "peers_dbos_steps_per_s"],
@@ -74,7 +78,7 @@ const runOf = (r: Run) =>
 
 const [before, after] = runs as [Run, Run];
 const shown = ROWS.filter(([, key]) => runs.some((r) => num(r, key) !== null));
-const body = `Two quick runs (\`npm run bench -- --quick --only=local,local-nontx,local-unprepared,peers\`, one pass each, then \`npx tsx bench/step-cpu.ts --into=bench/results/latest.json\`) on the shared 2-core machine: before (${runOf(before)}) and after (${runOf(after)}). \`npx tsx bench/group-commit-report.ts docs/benchmarks/group-commit-before.json docs/benchmarks/group-commit-after.json\` writes this table. Throughput, latency and CPU carry the machine's load; compare the ratios between peers of one run.
+const body = `Two quick runs (\`npm run bench -- --quick --only=local,local-ungrouped,local-nontx,local-unprepared,peers\`, one pass each, then \`npx tsx bench/step-cpu.ts --into=bench/results/latest.json\`) on the shared 2-core machine: before (${runOf(before)}) and after (${runOf(after)}). \`npx tsx bench/group-commit-report.ts docs/benchmarks/group-commit-before.json docs/benchmarks/group-commit-after.json\` writes this table. Throughput, latency and CPU carry the machine's load; compare the ratios between peers of one run.
 
 | figure | before | after |
 | --- | ---: | ---: |

@@ -107,6 +107,16 @@ async function main(pg: BenchPostgres): Promise<void> {
       const r = await runEngineLocal(pg, { ...local, workflow: pipelineNonTx, name: "bench_engine_local_nontx" });
       return { local_nontx_steps_per_s: r.steps_per_s, nontx_commits_per_step: r.commits_per_step };
     });
+    // Group commit off: each step's conclusion a statement of its own (what group commit saves).
+    await scenario("local-ungrouped", async () => {
+      const r = await runEngineLocal(pg, { ...local, groupCommit: false, name: "bench_engine_local_ungrouped" });
+      return {
+        local_ungrouped_steps_per_s: r.steps_per_s,
+        ungrouped_statements_per_step: r.statements_per_step,
+        ungrouped_node_cpu_ms_per_step: r.node_cpu_ms_per_step,
+        ungrouped_pg_cpu_ms_per_step: r.pg_cpu_ms_per_step,
+      };
+    });
     // `prepare: false`, the setting for transaction-mode poolers (PgBouncer, Hyperdrive).
     const unprepared = (url: string, max: number) => createPostgresJsDatabase({ url, max, prepare: false });
     await scenario("local-unprepared", async () => {

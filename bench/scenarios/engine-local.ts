@@ -29,6 +29,8 @@ export interface EngineLocalOptions {
   name?: string;
   /** The `@opentelemetry/api` module (tracing-cost.ts); default: no tracing. */
   tracing?: TracingApi;
+  /** `false`: every step concludes in a statement of its own (default: the engine's group commit). */
+  groupCommit?: false;
   /** The `@opentelemetry/api` module (metrics-cost.ts); default: no metrics. */
   metrics?: MetricsApi;
   /** Round trips counted by a latency proxy so far; the result then gives them per step. */
@@ -66,7 +68,7 @@ export async function runEngineLocal(pg: BenchPostgres, opts: EngineLocalOptions
   const database = (opts.openDatabase ?? openEngineDatabase)(url, opts.pool);
   const dispatcher = new BenchDispatcher({ concurrency: opts.concurrency });
   const tracker = completionTracker();
-  const edda = createEdda({ workflows: [wf], database, dispatcher, hooks: tracker.hooks, ...(opts.tracing ? { tracing: opts.tracing } : {}), ...(opts.metrics ? { metrics: opts.metrics } : {}) });
+  const edda = createEdda({ workflows: [wf], database, dispatcher, hooks: tracker.hooks, ...(opts.tracing ? { tracing: opts.tracing } : {}), ...(opts.metrics ? { metrics: opts.metrics } : {}), ...(opts.groupCommit === false ? { groupCommit: false as const } : {}) });
   let totalSteps = 0;
   let totalStarts = 0;
   const round = async (n: number) => {
