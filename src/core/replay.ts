@@ -158,7 +158,40 @@ export function nextMacrotask(fn: () => void): void {
   else setTimeout(fn, 0);
 }
 
-const quiescence = () => new Promise<void>((resolve) => nextMacrotask(resolve));
+/**
+ * Node's `process.nextTick`, on Node itself only: there the tick queue runs once the microtask queue is
+ * empty, so a tick queued from a microtask runs when every microtask queued before or after it has run —
+ * quiescence without a turn of the event loop. Deno's, Bun's and workerd's `nextTick` give no such
+ * guarantee, so those runtimes keep the macrotask.
+ */
+const nodeTick: ((fn: () => void) => void) | null = (() => {
+  const g = globalThis as { process?: { nextTick?: unknown; versions?: { node?: unknown } }; Deno?: unknown; Bun?: unknown; navigator?: { userAgent?: unknown } };
+  const p = g.process;
+  if (!p || typeof p.nextTick !== "function" || typeof p.versions?.node !== "string") return null;
+  if (g.Deno !== undefined || g.Bun !== undefined) return null;
+  if (typeof g.navigator?.userAgent === "string" && g.navigator.userAgent.startsWith("Cloudflare-Workers")) return null;
+  const tick = p.nextTick as (fn: () => void) => void;
+  return (fn) => tick(fn);
+})();
+
+/** Waves between two real macrotasks, so that a long replay lets the process's I/O in now and then. */
+const WAVES_PER_MACROTASK = 64;
+let waves = 0;
+
+/**
+ * Once the code is quiescent (every microtask has run). On Node a tick queued from a microtask, with a
+ * macrotask every WAVES_PER_MACROTASK waves; elsewhere a macrotask. Either way the microtask queue is
+ * empty when it resolves, which is all the replay depends on: where the waves fall never changes what a
+ * run sees. A cold replay then costs no event-loop turn per history entry.
+ */
+const quiescence = () =>
+  new Promise<void>((resolve) => {
+    if (nodeTick && ++waves < WAVES_PER_MACROTASK) queueMicrotask(() => nodeTick(resolve));
+    else {
+      waves = 0;
+      nextMacrotask(resolve);
+    }
+  });
 
 export class ReplayState {
   /** Settling records in history order, and how many were delivered. */
