@@ -11,10 +11,10 @@
  * test: nothing asserts.
  */
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { writeGeneratedSection } from "./lib/generated-section.ts";
 import { openBenchPostgres } from "./lib/postgres.ts";
 import { median } from "./lib/stats.ts";
 import { runEngineLocal, type EngineLocalResult } from "./scenarios/engine-local.ts";
@@ -70,9 +70,5 @@ if (process.argv.includes("--write")) {
   const path = join(dirname(fileURLToPath(import.meta.url)), "..", "BENCHMARKS.md");
   const BEGIN = "<!-- group-commit-ab:begin (bench/group-commit-ab.ts writes this section) -->";
   const END = "<!-- group-commit-ab:end -->";
-  const text = readFileSync(path, "utf8");
-  const at = text.indexOf(BEGIN);
-  const endAt = text.indexOf(END);
-  if (at < 0 || endAt < at) throw new Error(`BENCHMARKS.md has no ${BEGIN} … ${END} section`);
-  writeFileSync(path, text.slice(0, at + BEGIN.length) + "\n" + body + "\n" + text.slice(endAt));
+  writeGeneratedSection(path, BEGIN, END, body);
 }

@@ -11,9 +11,10 @@
  * docs/benchmarks/group-commit-{before,after}.json. Nothing in the table is
  * typed by hand.
  */
-import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { writeGeneratedSection } from "./lib/generated-section.ts";
 
 interface Run {
   [key: string]: unknown;
@@ -88,11 +89,7 @@ ${RATIOS.map(([label, a, b]) => `| ${label} | ${ratio(before, a, b)} | ${ratio(a
 const BEGIN = "<!-- group-commit:begin (bench/group-commit-report.ts writes this section) -->";
 const END = "<!-- group-commit:end -->";
 const path = join(root, "BENCHMARKS.md");
-const text = readFileSync(path, "utf8");
-const at = text.indexOf(BEGIN);
-const endAt = text.indexOf(END);
-if (at < 0 || endAt < at) throw new Error(`BENCHMARKS.md has no ${BEGIN} … ${END} section`);
-writeFileSync(path, text.slice(0, at + BEGIN.length) + "\n" + body + "\n" + text.slice(endAt));
+writeGeneratedSection(path, BEGIN, END, body);
 for (const [from, name] of [
   [beforePath, "group-commit-before.json"],
   [afterPath, "group-commit-after.json"],

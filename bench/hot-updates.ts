@@ -11,10 +11,10 @@
  * result between the `hot:begin` / `hot:end` markers of BENCHMARKS.md (a
  * run with `--no-write` only prints). Benchmark, not test: nothing asserts.
  */
-import { readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { writeGeneratedSection } from "./lib/generated-section.ts";
 import postgres from "postgres";
 import { createPostgresJsDatabase } from "../src/storage/drivers/postgres-js.ts";
 import { applyMigrations } from "../src/storage/migrate.ts";
@@ -104,11 +104,7 @@ try {
     const path = join(dirname(fileURLToPath(import.meta.url)), "..", "BENCHMARKS.md");
     const BEGIN = "<!-- hot:begin (bench/hot-updates.ts writes this section) -->";
     const END = "<!-- hot:end -->";
-    const md = readFileSync(path, "utf8");
-    const at = md.indexOf(BEGIN);
-    const endAt = md.indexOf(END);
-    if (at < 0 || endAt < at) throw new Error(`BENCHMARKS.md has no ${BEGIN} … ${END} section`);
-    writeFileSync(path, `${md.slice(0, at)}${BEGIN}\n${lines.join("\n")}\n${md.slice(endAt)}`);
+    writeGeneratedSection(path, BEGIN, END, lines.join("\n"));
   }
 } finally {
   await pg.stop();

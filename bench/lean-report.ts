@@ -9,9 +9,10 @@
  * replay waves without an event-loop turn), and keeps them under
  * docs/benchmarks/. Nothing in the table is typed by hand.
  */
-import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { writeGeneratedSection } from "./lib/generated-section.ts";
 
 interface Run {
   [key: string]: unknown;
@@ -108,11 +109,7 @@ Target, last run (load ${last.meta.machine.loadavg_start.map((l) => l.toFixed(1)
 const BEGIN = "<!-- lean:begin (bench/lean-report.ts writes this section) -->";
 const END = "<!-- lean:end -->";
 const path = join(root, "BENCHMARKS.md");
-const text = readFileSync(path, "utf8");
-const at = text.indexOf(BEGIN);
-const endAt = text.indexOf(END);
-if (at < 0 || endAt < at) throw new Error(`BENCHMARKS.md has no ${BEGIN} … ${END} section`);
-writeFileSync(path, text.slice(0, at + BEGIN.length) + "\n" + body + targets + "\n" + text.slice(endAt));
+writeGeneratedSection(path, BEGIN, END, body + targets);
 const keep = (from: string, name: string) => {
   const to = join(root, "docs", "benchmarks", name);
   if (from !== to) copyFileSync(from, to);

@@ -5,9 +5,10 @@
  * issue's targets checked against them, and keeps a copy of the figures in
  * docs/benchmarks/peers-run.json. Nothing in the table is typed by hand.
  */
-import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { writeGeneratedSection } from "./lib/generated-section.ts";
 import { peerVersions, type PeerName } from "./lib/versions.ts";
 
 type Doc = Record<string, unknown> & {
@@ -138,12 +139,6 @@ lines.push(t("Node CPU ≤ 0.5 ms per step (loopback)", `${fmt(cpu)} ms`, le(cpu
 
 const BEGIN = "<!-- peers:begin (bench/peers-report.ts writes this section) -->";
 const END = "<!-- peers:end -->";
-const path = join(root, "BENCHMARKS.md");
-const md = readFileSync(path, "utf8");
-const block = `${BEGIN}\n${lines.join("\n")}\n${END}`;
-const at = md.indexOf(BEGIN);
-const endAt = md.indexOf(END);
-if (at < 0 || endAt < at) throw new Error(`BENCHMARKS.md has no ${BEGIN} … ${END} section`);
-writeFileSync(path, md.slice(0, at) + block + md.slice(endAt + END.length));
+writeGeneratedSection(join(root, "BENCHMARKS.md"), BEGIN, END, lines.join("\n"));
 copyFileSync(source, join(root, "docs", "benchmarks", "peers-run.json"));
 console.log(`wrote the peer table of BENCHMARKS.md from ${source}`);

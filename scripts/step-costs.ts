@@ -6,9 +6,10 @@
  * output, between the `<!-- step-costs:… -->` markers. Run the scenario first:
  * `npx tsx bench/run.ts --only=latency-fresh`.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { writeGeneratedSection } from "../bench/lib/generated-section.ts";
 
 interface Variant {
   label: string;
@@ -129,16 +130,7 @@ ${targets.map(([name, met, detail]) => `- ${name}: **${met ? "met" : "missed"}**
 
 Neon's driver, transactions that begin with their first statement (\`neon-lazy-tx.ts\`) against drizzle's BEGIN … COMMIT, same run: a cold step on a fresh client **${neonPipelinedEnvelope.round_trips} → ${neonPipelined.round_trips}** round trips with Neon's cleartext password and \`pipelineConnect\` (${fmtMs(neonPipelinedEnvelope.step_ms)} → ${fmtMs(neonPipelined.step_ms)}), **${neonEnvelope.round_trips} → ${neon.round_trips}** with trust (${fmtMs(neonEnvelope.step_ms)} → ${fmtMs(neon.step_ms)}); of these, ${setupTrips(neonPipelined)} and ${setupTrips(neon)} are set-up (the WebSocket upgrade, and with trust the start-up).`;
 
-function replaceBlock(file: string, body: string): void {
-  const path = join(root, file);
-  const text = readFileSync(path, "utf8");
-  const start = "<!-- step-costs:start -->";
-  const end = "<!-- step-costs:end -->";
-  const a = text.indexOf(start);
-  const b = text.indexOf(end);
-  if (a < 0 || b < a) throw new Error(`${file}: no ${start} … ${end} block`);
-  writeFileSync(path, text.slice(0, a + start.length) + "\n" + body + "\n" + text.slice(b));
-}
+const replaceBlock = (file: string, body: string) => writeGeneratedSection(join(root, file), "<!-- step-costs:start -->", "<!-- step-costs:end -->", body);
 
 const flightsOf = (x: Variant) => x.flights.map((f, i) => `${i + 1}. ${nameOf(f)}`).join("; ");
 const design = `Round trips of a cold \`pipeline\` step (one transactional activity that writes nothing), from the ${source}; \`npx tsx scripts/step-costs.ts\` writes this paragraph: **${pooled.round_trips}** on a pooled connection (${flightsOf(pooled)}), **${trust.round_trips}** on a client opened for the step with trust (${flightsOf(trust)}), **${scram.round_trips}** with SCRAM. A warm step (the run kept in memory, the lease handed over in-process) is the conclusion's flight alone. An activity that writes through \`ctx.tx\` adds its statements' flights, with BEGIN in the first and COMMIT behind the conclusion (\`test/storage/postgres-js-lazy-tx.test.ts\` counts them: 2 for one write and the conclusion).`;
