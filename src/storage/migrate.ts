@@ -4,7 +4,9 @@
  * file system. Each migration is applied in one transaction and recorded in
  * `schema_version`; a transaction-scoped advisory lock serializes concurrent
  * migrators (two processes starting at once), and running it again on an
- * up-to-date database changes nothing.
+ * up-to-date database changes nothing. A migration is known by its version
+ * (its journal index + 1) alone; its tag is only recorded as the description,
+ * so renaming a migration file never makes a database apply it again.
  */
 import { sql } from "drizzle-orm";
 import { queryRows, type Db } from "./database.ts";

@@ -202,7 +202,7 @@ export const MIGRATIONS: BundledMigration[] = [
   },
   {
     "version": 14,
-    "tag": "0013_soft_ted_forrester",
+    "tag": "0013_cloudevent_dedupe_outcome",
     "statements": [
       "ALTER TABLE \"cloudevent_dedupe\" ADD COLUMN \"event_type\" varchar(255);",
       "ALTER TABLE \"cloudevent_dedupe\" ADD COLUMN \"event_time\" varchar(64);",
@@ -225,7 +225,7 @@ export const MIGRATIONS: BundledMigration[] = [
   },
   {
     "version": 16,
-    "tag": "0015_majestic_micromax",
+    "tag": "0015_instance_tags",
     "statements": [
       "CREATE TABLE \"workflow_instance_tags\" (\n\t\"instance_id\" varchar(255) NOT NULL,\n\t\"key\" varchar(64) NOT NULL,\n\t\"value\" varchar(256) NOT NULL,\n\tCONSTRAINT \"workflow_instance_tags_instance_id_key_pk\" PRIMARY KEY(\"instance_id\",\"key\")\n);",
       "ALTER TABLE \"workflow_instance_tags\" ADD CONSTRAINT \"workflow_instance_tags_instance_id_workflow_instances_instance_id_fk\" FOREIGN KEY (\"instance_id\") REFERENCES \"public\".\"workflow_instances\"(\"instance_id\") ON DELETE cascade ON UPDATE no action;",
@@ -234,7 +234,7 @@ export const MIGRATIONS: BundledMigration[] = [
   },
   {
     "version": 17,
-    "tag": "0016_mysterious_swarm",
+    "tag": "0016_webhook_wait_id",
     "statements": [
       "ALTER TABLE \"workflow_webhooks\" ADD COLUMN \"wait_id\" varchar(255);"
     ]

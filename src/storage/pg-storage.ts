@@ -96,9 +96,10 @@ interface Composed {
  * The prototype every Storage shares: each area method's name is a getter
  * that builds the owning area over the Storage's executor on first use and
  * returns its function — a closure over that executor, so a method taken off
- * the Storage still works. Spreading the ≈90 closures into each Storage
- * instead cost every transaction ~25× the CPU of this (bench/storage-compose.ts:
- * an object that grows by that many properties leaves V8's fast mode); this
+ * the Storage still works. Spreading every area's closures (over a hundred)
+ * into each Storage instead cost every transaction ~25× the CPU of this
+ * (bench/storage-compose.ts: an object that grows by that many properties
+ * leaves V8's fast mode); this
  * way a transaction pays for the areas it uses. The names are read once, off
  * areas built over no executor: an area factory only closes over its
  * executor, it does not use it.

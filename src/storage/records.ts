@@ -14,6 +14,16 @@ import type { ChannelMode, HistoryEvent, InstanceStatus, Payload } from "../core
 export type { ChannelMode, HistoryEvent, InstanceStatus, MatchDocument, NewHistoryEvent, Payload } from "../core/model.ts";
 export { CANCELLABLE_STATUSES, RUNNABLE_STATUSES, TERMINAL_STATUSES } from "../core/model.ts";
 
+/**
+ * One row of `workflow_instances` as storage reads it: the instance's status
+ * and where it stands (`currentActivityId`), its run (a `recur` starts run
+ * n+1 under the same id), its input and outcome as stored text, its lease
+ * (`lockedBy` … `lockTimeoutSeconds`: a step fences its writes with
+ * `lockToken`), its place in a parent/child tree and in flow control. Its
+ * columns are checked against the table in rows.ts (`instanceRecordColumns`);
+ * a lease hands it to the step with the history (leases.ts). Internal: the
+ * public shape is `InstanceView` (engine/views.ts `toView`).
+ */
 export interface InstanceRecord {
   instanceId: string;
   workflowName: string;

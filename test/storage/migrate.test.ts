@@ -44,6 +44,19 @@ it("an upgrade applies only the new migration and keeps every row", async () => 
   expect((await applyMigrations(db.db, [...MIGRATIONS, next])).applied).toEqual([]);
 });
 
+// Migrations 0013, 0015 and 0016 kept drizzle-kit's random names until they were renamed
+// (0013_soft_ted_forrester → 0013_cloudevent_dedupe_outcome, …): a database that
+// recorded the old names must not apply them again. The migrator keys by version.
+it("a database migrated under a migration's old name applies nothing again after the rename", async () => {
+  const url = await freshDatabase("migrate_renamed");
+  const db = open(url);
+  await migrate(db.db);
+  await db.db.execute(sql`UPDATE schema_version SET description = 'old_' || description`);
+  const renamed = MIGRATIONS.map((m) => ({ ...m, tag: `${m.tag}_renamed` }));
+  expect((await applyMigrations(db.db, renamed)).applied).toEqual([]);
+  expect((await migrate(db.db)).applied).toEqual([]);
+});
+
 it("the quarantine migration keeps every instance of every earlier status and starts their failure counts at 0", async () => {
   const url = await freshDatabase("migrate_quarantine");
   const db = open(url);
