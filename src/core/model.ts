@@ -44,6 +44,12 @@ export const RUNNABLE_STATUSES: readonly InstanceStatus[] = ["running", "compens
 export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message", "waiting_for_child", "waiting_for_webhook", "parked", "quarantined", "queued"];
 export const TERMINAL_STATUSES: readonly InstanceStatus[] = ["completed", "failed", "cancelled"];
 
+/**
+ * The activity id prefix of a saga compensation's records: `compensate:{registered activity id}`, its failed
+ * attempts `…#n` and retry timers `…#retryn`. Such a record in history means the body is over (engine/decide.ts `phase`).
+ */
+export const COMPENSATION_PREFIX = "compensate:";
+
 /** History event types (`workflow_history.event_type`). */
 export const EV = {
   ActivityCompleted: "ActivityCompleted",

@@ -16,6 +16,7 @@
  * look at the database first, recur, park with the deployed code's hash).
  */
 import { NonDeterminismError, UnserializableValueError } from "../core/errors.ts";
+import { COMPENSATION_PREFIX } from "../core/model.ts";
 import type { CompensationRegistration, PendingActivity, ReplayOutcome, ReplayResult, WaitRequest } from "../core/replay.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import { instanceErrorData, toJson, toStoredJson } from "../core/serialization.ts";
@@ -116,12 +117,33 @@ export function decide(outcome: StepOutcome, history: StepHistory, options: Deci
       return conclude(conclusion, { activities: rec.events, ...(rec.retryTimer ? { wakeInSeconds: rec.retryTimer.delaySeconds ?? 0 } : {}) });
     }
     case "compensating": {
-      const next = outcome.registered.find((c) => !outcome.recorded.has(`compensate:${c.activityId}`));
-      if (next) return { kind: "compensate", activityId: `compensate:${next.activityId}`, compensation: next };
+      const next = outcome.registered.find((c) => !outcome.recorded.has(COMPENSATION_PREFIX + c.activityId));
+      if (next) return { kind: "compensate", activityId: COMPENSATION_PREFIX + next.activityId, compensation: next };
       if (outcome.cancelled) return conclude({ status: "cancelled", currentActivityId: null }, { workflow: { kind: "cancelled" } });
       return conclude({ status: "failed", currentActivityId: null }, { workflow: { kind: "failed", error: outcome.errorData ? JSON.parse(outcome.errorData) : null } });
     }
   }
+}
+
+/**
+ * What a step of this instance continues: the saga's compensations or the
+ * workflow body. The one place this is decided, whatever woke the instance
+ * (a follow-up, a compensation's retry timer firing, a message, a child's end,
+ * a webhook, a lease taken over, the sweep, an operator's resume): once a
+ * cancel, a deadline or a failure turned the instance to its compensations,
+ * no step replays the body again.
+ *
+ * Compensating when the status says so, or the instance was cancelled (a
+ * cancel sets `cancel_data` and nothing clears it; a cancelled instance's body
+ * never runs again), or history holds a compensation's record: a compensation
+ * attempt that failed retryably concludes `waiting_for_timer`, and its timer
+ * firing makes the instance `running` — its `compensate:…#n` record is what
+ * tells it apart from a body's timer. `error_data` alone would not do: a
+ * parked instance carries one too, with a body to resume.
+ */
+export function phase(instance: { status: string; cancelData: string | null }, history: readonly { activityId: string }[]): "compensating" | "body" {
+  if (instance.status === "compensating" || instance.cancelData !== null) return "compensating";
+  return history.some((h) => h.activityId.startsWith(COMPENSATION_PREFIX)) ? "compensating" : "body";
 }
 
 /**

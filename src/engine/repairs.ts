@@ -24,7 +24,7 @@
  */
 import { ConflictError, NotFoundError, ValidationError } from "../core/errors.ts";
 import { fnv1a64 } from "../core/ids.ts";
-import { TERMINAL_STATUSES, type InstanceStatus } from "../core/model.ts";
+import { COMPENSATION_PREFIX, TERMINAL_STATUSES, type InstanceStatus } from "../core/model.ts";
 import { fromJson } from "../core/serialization.ts";
 import type { Workflow } from "../core/definitions.ts";
 import type { InstanceRecord, TxStorage, WaitWebhookStatus } from "../storage/types.ts";
@@ -128,6 +128,11 @@ export async function fork(deps: StartDeps & Uses<"errorClasses" | "webhookLinks
   if (found) return { instanceId: found.instanceId, status: found.status, created: false, copiedEvents: 0, webhooks: await forkedWebhooks(deps, found.instanceId) };
   if (!FORKABLE_STATUSES.includes(origin.status)) {
     throw new ConflictError(`instance "${instanceId}" is ${origin.status}: fork a finished, parked or quarantined instance (cancel it first to fork a live one)`);
+  }
+  if (opts.fromActivityId.startsWith(COMPENSATION_PREFIX)) {
+    // A compensation is recorded after the body ended: a prefix up to it would hold the whole body and the saga's
+    // earlier compensations, and a step over such a history continues the compensations (decide.ts `phase`), not a body.
+    throw new ValidationError(`"${opts.fromActivityId}" is a compensation: fork from an activity of the workflow body`, [{ path: ["fromActivityId"], message: "a compensation, not a body activity" }]);
   }
   const wf = registered(deps, origin);
   const history = await deps.storage.loadHistory(instanceId);

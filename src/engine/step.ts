@@ -15,7 +15,7 @@ import type { Transaction } from "../core/context.ts";
 import { LeaseLostError } from "../core/errors.ts";
 import { createWorkflowContext } from "../core/operation.ts";
 import { failedSoFar, ReplayRun, ReplayState, type PendingActivity, type ReplayResult, type WaitRequest } from "../core/replay.ts";
-import { compensationRows, continueWith, decide, needsStoredCompensations, parkConclusion, waitingPlan, withLookAhead, type AfterCommit, type DecideOptions, type StepHistory, type StepOutcome, type StepPlan } from "./decide.ts";
+import { compensationRows, continueWith, decide, needsStoredCompensations, parkConclusion, phase, waitingPlan, withLookAhead, type AfterCommit, type DecideOptions, type StepHistory, type StepOutcome, type StepPlan } from "./decide.ts";
 import { waitKind } from "./wait-kinds.ts";
 import { fromJson, toJson } from "../core/serialization.ts";
 import { sendLastAlone } from "../storage/database.ts";
@@ -116,7 +116,8 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
   try {
     const step = new Step(deps, leased, leaseSeconds, scope, renewal);
     if (warm?.run) return await step.continueWarm(warm.run, warm.next!);
-    return leased.instance.status === "compensating" ? await step.compensate() : await step.advance();
+    // Compensations or the body: decided in one place (decide.ts \`phase\`) for every way a step starts.
+    return phase(leased.instance, leased.history) === "compensating" ? await step.compensate() : await step.advance();
   } catch (err) {
     deps.warmRuns.drop(req.instanceId);
     if (err instanceof LeaseLostError) return { status: "lease_lost" };

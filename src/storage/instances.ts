@@ -8,7 +8,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { newestFirstPage } from "./cursor.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowDefinitions } from "./schema.ts";
-import { DB_NOW, dbNowPlus, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
+import { DB_NOW, dbNowPlus, inBody, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
 import { CANCELLABLE_STATUSES, type InstanceFilter, type InstanceRecord, type InstanceStatus } from "./records.ts";
 
 /** How an instance is ended from outside its steps: cancelled by someone, or failed by its deadline. */
@@ -215,7 +215,10 @@ export function instancesArea(ex: Executor): InstancesArea {
         ex,
         sql`
         WITH cur AS (
-          SELECT status FROM workflow_instances WHERE instance_id = ${instanceId}
+          -- An instance already compensating in a cancellable status (a compensation's retry backoff) reports
+          -- \`compensating\`: like one that shows it, it cannot be cancelled again.
+          SELECT CASE WHEN w.status IN (${CANCELLABLE}) AND NOT ${inBody("w")} THEN 'compensating' ELSE w.status END AS status
+          FROM workflow_instances w WHERE w.instance_id = ${instanceId}
         ), upd AS (
           UPDATE workflow_instances w SET
             status = CASE WHEN EXISTS (SELECT 1 FROM workflow_compensations c WHERE c.instance_id = w.instance_id)
@@ -224,7 +227,7 @@ export function instancesArea(ex: Executor): InstancesArea {
             lock_token = w.lock_token + 1,
             locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
             updated_at = ${DB_NOW}
-          WHERE w.instance_id = ${instanceId} AND w.status IN (${CANCELLABLE}) ${guard}
+          WHERE w.instance_id = ${instanceId} AND w.status IN (${CANCELLABLE}) AND ${inBody("w")} ${guard}
           RETURNING w.instance_id, w.status, ${end.kind === "cancel" ? sql`(w.cancel_data::json ->> 'previous_status')` : sql`NULL::text`} AS previous
         ), timers AS (
           DELETE FROM workflow_timer_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd)
@@ -236,7 +239,8 @@ export function instancesArea(ex: Executor): InstancesArea {
         ), cursors AS (
           DELETE FROM channel_delivery_cursors WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
         ), groups AS (
-          DELETE FROM workflow_group_memberships WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')        ), hooks AS (
+          DELETE FROM workflow_group_memberships WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
+        ), hooks AS (
           UPDATE workflow_webhooks SET status = 'cancelled' WHERE instance_id IN (SELECT instance_id FROM upd) AND status = 'open'
         )
         SELECT cur.status AS current, upd.status AS new_status, upd.previous FROM cur LEFT JOIN upd ON true`,
@@ -250,7 +254,11 @@ export function instancesArea(ex: Executor): InstancesArea {
       if (CANCELLABLE_STATUSES.includes(status)) {
         // The statement's snapshot saw a cancellable status, but the row changed while the UPDATE waited
         // for its lock (a step completed it): report what it is now, not what the snapshot said.
-        const [now] = await queryRows<{ status: string }>(ex, sql`SELECT status FROM workflow_instances WHERE instance_id = ${instanceId}`);
+        const [now] = await queryRows<{ status: string }>(
+          ex,
+          sql`SELECT CASE WHEN w.status IN (${CANCELLABLE}) AND NOT ${inBody("w")} THEN 'compensating' ELSE w.status END AS status
+              FROM workflow_instances w WHERE w.instance_id = ${instanceId}`,
+        );
         status = (now?.status ?? status) as InstanceStatus;
       }
       return { ok: false, status, previousStatus: status };

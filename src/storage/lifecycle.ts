@@ -12,7 +12,7 @@
 import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
 import { historyValues } from "./history.ts";
-import { DB_NOW } from "./rows.ts";
+import { DB_NOW, inBody } from "./rows.ts";
 import { CANCELLABLE_STATUSES, type InstanceStatus, type NewHistoryEvent } from "./records.ts";
 
 export interface ChildSummary {
@@ -81,7 +81,7 @@ export function lifecycleArea(ex: Executor): LifecycleArea {
       const rows = await queryRows<{ instance_id: string }>(
         ex,
         sql`SELECT instance_id FROM workflow_instances
-            WHERE parent_instance_id = ${parentId} AND NOT detached AND status IN (${CANCELLABLE})
+            WHERE parent_instance_id = ${parentId} AND NOT detached AND status IN (${CANCELLABLE}) AND ${inBody("workflow_instances")}
             ORDER BY started_at, instance_id`,
       );
       return rows.map((r) => r.instance_id);
@@ -102,7 +102,7 @@ export function lifecycleArea(ex: Executor): LifecycleArea {
       const rows = await queryRows<{ instance_id: string }>(
         ex,
         sql`SELECT instance_id FROM workflow_instances
-            WHERE deadline_at IS NOT NULL AND deadline_at <= ${DB_NOW} AND status IN (${CANCELLABLE})
+            WHERE deadline_at IS NOT NULL AND deadline_at <= ${DB_NOW} AND status IN (${CANCELLABLE}) AND ${inBody("workflow_instances")}
             ORDER BY deadline_at LIMIT ${limit}::int`,
       );
       return rows.map((r) => r.instance_id);

@@ -13,6 +13,7 @@
  */
 import { getTableColumns, sql, type SQL } from "drizzle-orm";
 import { channelMessages, channelSubscriptions, workflowInstances } from "./schema.ts";
+import { COMPENSATION_PREFIX } from "../core/model.ts";
 import type {
   ArchivedHistoryEvent,
   ChannelMessageRecord,
@@ -35,6 +36,18 @@ export type Row = Record<string, unknown>;
  * set late in a long step transaction still lasts its full duration.
  */
 export const DB_NOW = sql`statement_timestamp()`;
+
+/**
+ * The instance row `alias` is still in its workflow body: not cancelled, and no compensation recorded
+ * (engine/decide.ts \`phase\` is the rule; this is its SQL side, for the statements that end an instance
+ * from outside). A compensation waiting out its retry backoff is \`waiting_for_timer\` — a cancellable
+ * status — yet a second cancel or a deadline must not rewrite how it ends nor skip its backoff.
+ */
+export function inBody(alias: string): SQL {
+  return sql.raw(
+    `(${alias}.cancel_data IS NULL AND NOT EXISTS (SELECT 1 FROM workflow_history ch WHERE ch.instance_id = ${alias}.instance_id AND starts_with(ch.activity_id, '${COMPENSATION_PREFIX}')))`,
+  );
+}
 
 /** `DB_NOW + seconds` (fractional seconds allowed). */
 export function dbNowPlus(seconds: number): SQL {
