@@ -17,7 +17,7 @@
  *   npx tsx bench/step-cpu.ts            (throwaway Postgres cluster)
  *   DATABASE_URL=postgres://... npx tsx bench/step-cpu.ts
  *   npx tsx bench/step-cpu.ts --into=bench/results/latest.json   (adds the medians to a bench run's results)
- *   npx tsx bench/step-cpu.ts --update-readme   (also writes README's step-cpu block)
+ *   npx tsx bench/step-cpu.ts --update-docs   (also writes the step-cpu block of docs/deploy-cloudflare.md)
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -28,7 +28,7 @@ import { createEdda, engineOf } from "../src/edda.ts";
 import { createPostgresJsDatabase } from "../src/storage/drivers/postgres-js.ts";
 import { migrate } from "../src/storage/migrate.ts";
 import { createDatabase, startPostgresCluster } from "../test/support/postgres-cluster.ts";
-import { writeFigureBlock } from "./readme-figures.ts";
+import { wantsDocsUpdate, writeFigureBlock } from "./readme-figures.ts";
 
 const INSTANCES = 60;
 const WARMUP = 10;
@@ -105,7 +105,7 @@ if (into) {
   run.step_cpu_loadavg = loadavg().map((l) => Number(l.toFixed(2)));
   writeFileSync(into, JSON.stringify(run, null, 2) + "\n");
 }
-if (process.argv.includes("--update-readme")) {
+if (wantsDocsUpdate()) {
   const ms = (xs: number[], p: number) => pct(xs, p).toFixed(2);
   const [cold0, cold100, warm100] = [results.cold0!, results.cold100!, results.warm100!];
   const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();

@@ -17,7 +17,7 @@
  * Benchmark, not test: nothing asserts.
  *
  *   npx tsx bench/sweep-cost.ts [--timers=1000] [--rounds=5]   (throwaway Postgres cluster, or DATABASE_URL)
- *   … --update-readme   (also writes README's sweep-cost line: the idle sweep's statements and CPU)
+ *   … --update-docs   (also writes the sweep-cost line of docs/deploy-cloudflare.md: the idle sweep's statements and CPU)
  */
 import { execFileSync } from "node:child_process";
 import { loadavg } from "node:os";
@@ -34,7 +34,7 @@ import { processCpuMs } from "./lib/cpu.ts";
 import { migrateDatabase, openEngineDatabase } from "./lib/engine.ts";
 import { openBenchPostgres } from "./lib/postgres.ts";
 import { median, until } from "./lib/stats.ts";
-import { writeFigureBlock } from "./readme-figures.ts";
+import { wantsDocsUpdate, writeFigureBlock } from "./readme-figures.ts";
 
 const arg = (name: string, dflt: number) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? dflt);
 const TIMERS = arg("timers", 1000);
@@ -103,7 +103,7 @@ try {
   summary(`idle, ${WORKERS_FREE_SWEEP_CPU_MS} ms CPU budget (Workers cron), 11 turns`, budgeted);
   console.log(`(max over the 11 budgeted turns: CPU ${Math.max(...budgeted.map((r) => r.cpuMs)).toFixed(1)} ms, ${Math.max(...budgeted.map((r) => r.statements))} statements; idle CPU per statement ${(median(idle.map((r) => r.cpuMs))! / median(idle.map((r) => r.statements))!).toFixed(2)} ms, the adapter assumes ${SWEEP_STATEMENT_CPU_MS})`);
   summary(`backlog of ${TIMERS} due timers`, backlog);
-  if (process.argv.includes("--update-readme")) {
+  if (wantsDocsUpdate()) {
     const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
     const load = loadavg().map((l) => l.toFixed(1)).join("/");
     const statements = median(idle.map((r) => r.statements))!;

@@ -6,15 +6,15 @@
  * neonServerless`), and the
  * repository's example Worker (functions/worker.ts: 18 workflows, MCP and
  * the viewer on, both drivers).
- * Writes bench/results/worker-bundle.json; with --update-readme, the README's
- * worker-bundle block (test/runtime/worker-bundle.test.ts checks it within 5 %).
+ * Writes bench/results/worker-bundle.json; with --update-docs, the
+ * worker-bundle block of docs/deploy-cloudflare.md (test/runtime/worker-bundle.test.ts checks it within 5 %).
  *
- *   npx tsx bench/worker-bundle.ts [--update-readme]
+ *   npx tsx bench/worker-bundle.ts [--update-docs]
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildWorkerBundle, type WorkerBundle, type WorkerVariant } from "../test/support/worker-bundle.ts";
-import { writeFigureBlock } from "./readme-figures.ts";
+import { wantsDocsUpdate, writeFigureBlock } from "./readme-figures.ts";
 
 const kib = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
 const label: Record<WorkerVariant, string> = {
@@ -36,13 +36,12 @@ for (const variant of ["recipe", "recipe+mcp", "recipe+viewer", "recipe+neon", "
 mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
 writeFileSync(join(import.meta.dirname, "results", "worker-bundle.json"), JSON.stringify(results, null, 2));
 
-if (process.argv.includes("--update-readme")) {
+if (wantsDocsUpdate()) {
   const size = (b: WorkerBundle) => `**${Math.round(b.rawBytes / 1024)} KiB raw, ${Math.round(b.gzipBytes / 1024)} KiB gzipped**`;
   const recipe = bundles.recipe!;
   const parts = recipe.contributors.slice(0, 8).map(([name, bytes]) => `${name.startsWith("src/") ? `\`${name}\`` : name} ${Math.round(bytes / 1024)}`);
   writeFigureBlock(
     "worker-bundle",
-    `- **Worker bundle** (\`wrangler deploy --dry-run --outdir\`, minified): the Worker recipe of "Install in your project" (postgres.js, no MCP, no viewer) ${size(recipe)}; with \`mcp()\` ${size(bundles["recipe+mcp"]!)}; with \`viewer()\` ${size(bundles["recipe+viewer"]!)}; on Neon's driver (\`driver: neonServerless\`) ${size(bundles["recipe+neon"]!)}. Largest parts (KiB, the recipe): ${parts.join(", ")}.\n`,
+    `- **Worker bundle** (\`wrangler deploy --dry-run --outdir\`, minified): the Worker recipe of the README's "Install in your project" (postgres.js, no MCP, no viewer) ${size(recipe)}; with \`mcp()\` ${size(bundles["recipe+mcp"]!)}; with \`viewer()\` ${size(bundles["recipe+viewer"]!)}; on Neon's driver (\`driver: neonServerless\`) ${size(bundles["recipe+neon"]!)}. Largest parts (KiB, the recipe): ${parts.join(", ")}.\n`,
   );
-  console.log("README.md: worker-bundle block updated");
 }

@@ -1,7 +1,7 @@
 /**
  * `npx tsx scripts/step-costs.ts [bench/results/latency-fresh.json]`
  *
- * Writes what a step costs per platform (README "Deploying") and what each
+ * Writes what a step costs per platform (docs/deploying.md, "What a step costs") and what each
  * round trip is (BENCHMARKS.md) from the `latency-fresh` bench scenario's
  * output, between the `<!-- step-costs:… -->` markers. Run the scenario first:
  * `npx tsx bench/run.ts --only=latency-fresh`.
@@ -85,7 +85,7 @@ const neonEnvelope = v("_neon_envelope");
 const neonPipelinedEnvelope = v("_neon_pipelined_envelope");
 const pooled = v("_pooled");
 
-const readme = `Measured by the ${source}; \`npx tsx scripts/step-costs.ts\` writes this table.
+const deploying = `Measured by the ${source}; \`npx tsx scripts/step-costs.ts\` writes this table.
 
 | where | per step | round trips | of which set-up | step at ${results.rtt_ms} ms RTT |
 |---|---|---|---|---|
@@ -135,7 +135,7 @@ const replaceBlock = (file: string, body: string) => writeGeneratedSection(join(
 const flightsOf = (x: Variant) => x.flights.map((f, i) => `${i + 1}. ${nameOf(f)}`).join("; ");
 const design = `Round trips of a cold \`pipeline\` step (one transactional activity that writes nothing), from the ${source}; \`npx tsx scripts/step-costs.ts\` writes this paragraph: **${pooled.round_trips}** on a pooled connection (${flightsOf(pooled)}), **${trust.round_trips}** on a client opened for the step with trust (${flightsOf(trust)}), **${scram.round_trips}** with SCRAM. A warm step (the run kept in memory, the lease handed over in-process) is the conclusion's flight alone. An activity that writes through \`ctx.tx\` adds its statements' flights, with BEGIN in the first and COMMIT behind the conclusion (\`test/storage/postgres-js-lazy-tx.test.ts\` counts them: 2 for one write and the conclusion).`;
 
-replaceBlock("README.md", readme);
+replaceBlock("docs/deploying.md", deploying);
 replaceBlock("BENCHMARKS.md", benchmarks);
 replaceBlock("docs/design.md", design);
-console.log("wrote the step-costs blocks of README.md, BENCHMARKS.md and docs/design.md");
+console.log("wrote the step-costs blocks of docs/deploying.md, BENCHMARKS.md and docs/design.md");

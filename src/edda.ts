@@ -68,7 +68,7 @@ export interface EddaOptions {
   /**
    * OpenTelemetry metrics: pass the `@opentelemetry/api` module (or
    * `{ metrics: meterProvider }`) for step, start, failure, quarantine,
-   * sweep, queue, timer and outbox instruments (README "Metrics"). Without an
+   * sweep, queue, timer and outbox instruments (docs/operating.md, "Metrics"). Without an
    * SDK registered it costs ~nothing.
    */
   metrics?: MetricsApi;

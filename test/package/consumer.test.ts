@@ -94,8 +94,8 @@ describe("the packed package in an empty project", () => {
     expect(top.sort()).toEqual(["README.md", "bin", "dist", "package.json"]);
   });
 
-  it("a user's test file with edda-edge/testing (the README's) passes under node --test", { timeout: 300_000 }, async () => {
-    const kit = readRecipes(ROOT, "## Testing workflows");
+  it("a user's test file with edda-edge/testing (the test kit guide's) passes under node --test", { timeout: 300_000 }, async () => {
+    const kit = readRecipes(ROOT, "## A test file", "docs/testing.md");
     expect(Object.keys(kit.files)).toEqual(["approval.test.mjs"]);
     for (const [file, body] of Object.entries(kit.files)) await writeFile(join(app, file), body);
     const command = kit.commands.find((c) => c.startsWith("node --test "))!;

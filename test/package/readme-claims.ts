@@ -1,5 +1,6 @@
-// The claims README's shell walk-throughs make about each command, read from
-// the README's own comments so that a test can hold the README to them:
+// The claims the shell walk-throughs of the README and the guides (docs/*.md)
+// make about each command, read from their own comments so that a test can
+// hold each document to them:
 //
 //   curl … -d '…'
 //   #   → 201 {"instanceId":"ix1","status":"queued"}, then 200 {…}   (answers of the last commands)
@@ -8,7 +9,7 @@
 //
 // A pattern is JSON where `…` stands for any value, for the rest of an object
 // or an array, or, inside a string, for any text. Objects match partially (the
-// README abridges views); arrays match whole unless they end with `…`.
+// documents abridge views); arrays match whole unless they end with `…`.
 
 export type Pattern =
   | { kind: "any" }
@@ -32,7 +33,7 @@ export interface Step {
   answers: AnswerClaim[];
   /** "<id> completes with {output}". */
   completions: { instanceId: string; output: Pattern }[];
-  /** The README line, for failure messages. */
+  /** The document line, for failure messages. */
   source: string;
 }
 
@@ -74,7 +75,7 @@ export function parsePattern(text: string, i = 0): [Pattern, number] | null {
     const lit = /^(-?\d+(?:\.\d+)?|true|false|null)/.exec(text.slice(j));
     return lit ? [{ kind: "literal", value: JSON.parse(lit[1]!) as number | boolean | null }, j + lit[1]!.length] : null;
   };
-  // `"k":v, "k2":v2` up to `close` (or, with no close, as far as members go: the README's bare pairs).
+  // `"k":v, "k2":v2` up to `close` (or, with no close, as far as members go: the bare pairs of a comment).
   const members = (j: number, close?: string): [Pattern, number] | null => {
     const out: [string, Pattern][] = [];
     let k = j;
@@ -164,10 +165,10 @@ export function parseArrow(text: string): { answers: AnswerClaim[]; completions:
   return { answers, completions };
 }
 
-/** The shell lines of a README section's first sh block, each with the claims its comments make. */
+/** The shell lines of a document section's first sh block, each with the claims its comments make. */
 export function readSteps(readme: string, heading: string): Step[] {
   const start = readme.indexOf(heading);
-  if (start < 0) throw new Error(`README.md has no "${heading}" section`);
+  if (start < 0) throw new Error(`no "${heading}" section`);
   const block = /```sh\n([\s\S]*?)```/.exec(readme.slice(start))?.[1];
   if (!block) throw new Error(`"${heading}" has no sh block`);
   const steps: Step[] = [];

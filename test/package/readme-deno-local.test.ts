@@ -1,4 +1,4 @@
-// README's Deno Deploy block run as written (readme-walk.ts): `deno run -A
+// The Deno guide's "Locally" block (docs/deploy-deno.md) run as written (readme-walk.ts): `deno run -A
 // functions/deno.ts` with the environment its line sets (only the database
 // URL and the port are the test's), then its curl lines, which must succeed
 // with the token that line gives. Its `npx deno check functions/deno.ts` runs
@@ -11,8 +11,8 @@ import { freshPostgres } from "../support/engine.ts";
 import { readSteps } from "./readme-claims.ts";
 import { ROOT, Shell, walk } from "./readme-walk.ts";
 
-const readme = await readFile(join(ROOT, "README.md"), "utf8");
-const steps = readSteps(readme, "### Deno Deploy");
+const guide = await readFile(join(ROOT, "docs", "deploy-deno.md"), "utf8");
+const steps = readSteps(guide, "## Locally");
 const run = steps.find((s) => /\bnpx deno run -A functions\/deno\.ts$/.test(s.command));
 const env = Object.fromEntries([...(run?.command ?? "").matchAll(/(?:^|\s)([A-Z_]+)=(\S+)/g)].map((m) => [m[1]!, m[2]!]));
 
@@ -30,7 +30,7 @@ afterAll(async () => {
   await deno?.stop();
 });
 
-describe("README: Deno locally", () => {
+describe("docs/deploy-deno.md: Deno locally", () => {
   it("reads the deno run line and its environment", () => {
     expect(run, "the block has its deno run line").toBeDefined();
     expect(Object.keys(env).sort()).toEqual(["DATABASE_URL", "EDDA_API_TOKEN", "EDDA_SECRET", "PORT"]);

@@ -1,4 +1,4 @@
-// Runs a README walk-through (readme-claims.ts) as a reader would: one real
+// Runs a walk-through of the README or a guide (readme-claims.ts) as a reader would: one real
 // bash for the whole block, so variables (body, t, sig, LINK) carry over as
 // in a terminal, real curl against a real server, and each command's claims
 // checked against what it printed.
@@ -63,7 +63,7 @@ export const json = (text: string): unknown => {
 
 /** Where an answer differs from a claim, or null. */
 function answerMismatch(claim: AnswerClaim, a: Answer, output: string): string | null {
-  if (claim.status !== undefined && a.status !== claim.status) return `status ${a.status}, README says ${claim.status}: ${a.body}`;
+  if (claim.status !== undefined && a.status !== claim.status) return `status ${a.status}, the document says ${claim.status}: ${a.body}`;
   if (claim.lines) {
     const lines = output.split("\n");
     const at = lines.findIndex((_, i) => claim.lines!.every((l, j) => lines[i + j] === l));
@@ -98,9 +98,9 @@ export interface WalkOptions {
 }
 
 /**
- * Every step in order: its exit code 0, each answer the README gives no
+ * Every step in order: its exit code 0, each answer the document gives no
  * status for a success, each claim met. A GET shows the settled state, so it
- * is polled while the README's answer is still on its way; a start that
+ * is polled while the document's answer is still on its way; a start that
  * answers while its instance is moving (a singleton "now in the 5 s sleep")
  * is held to the status the instance reaches.
  */

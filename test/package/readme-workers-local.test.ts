@@ -1,8 +1,8 @@
-// README's "Locally, against any Postgres" walk-through for the Worker, run
-// as written (readme-walk.ts): the migrate line through bash, `wrangler dev`
-// with exactly the --var flags the README gives (only the database URL is the
+// The Workers guide's "Locally, against any Postgres" walk-through
+// (docs/deploy-cloudflare.md), run as written (readme-walk.ts): the migrate line through bash, `wrangler dev`
+// with exactly the --var flags the guide gives (only the database URL is the
 // test's), then every curl line against it with its → claims checked. A
-// README command that leaves the Worker refusing to serve (its API answers
+// command of the guide that leaves the Worker refusing to serve (its API answers
 // 503 until EDDA_API_TOKEN or EDDA_ALLOW_UNAUTHENTICATED is set) fails here.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -12,11 +12,11 @@ import { freshPostgres } from "../support/engine.ts";
 import { readSteps } from "./readme-claims.ts";
 import { ROOT, Shell, walk } from "./readme-walk.ts";
 
-const readme = await readFile(join(ROOT, "README.md"), "utf8");
-const steps = readSteps(readme, "Locally, against any Postgres (the curl walk-through):");
+const guide = await readFile(join(ROOT, "docs", "deploy-cloudflare.md"), "utf8");
+const steps = readSteps(guide, "## Locally, against any Postgres");
 const dev = steps.find((s) => /^npx wrangler dev /.test(s.command));
 const vars = Object.fromEntries([...(dev?.command ?? "").matchAll(/--var (\w+):(\S+)/g)].map((m) => [m[1]!, m[2]!]));
-const README_DB = /DATABASE_URL=(\S+) npm run migrate/.exec(steps[0]?.command ?? "")?.[1];
+const GUIDE_DB = /DATABASE_URL=(\S+) npm run migrate/.exec(steps[0]?.command ?? "")?.[1];
 
 let worker: Server;
 let shell: Shell;
@@ -34,10 +34,10 @@ afterAll(async () => {
   await worker?.stop();
 });
 
-describe("README: the Worker locally", () => {
+describe("docs/deploy-cloudflare.md: the Worker locally", () => {
   it("reads the wrangler dev line and the database the walk-through uses", () => {
     expect(dev, "the block has its npx wrangler dev line").toBeDefined();
-    expect(vars.DATABASE_URL).toBe(README_DB);
+    expect(vars.DATABASE_URL).toBe(GUIDE_DB);
     expect(Object.keys(vars)).toContain("EDDA_SECRET");
   });
 
@@ -47,7 +47,7 @@ describe("README: the Worker locally", () => {
       {
         shell,
         base: worker.url,
-        fill: (step) => Promise.resolve(step.command.replaceAll(README_DB!, url).replace(/\blocalhost:8787\b/g, `127.0.0.1:${worker.port}`)),
+        fill: (step) => Promise.resolve(step.command.replaceAll(GUIDE_DB!, url).replace(/\blocalhost:8787\b/g, `127.0.0.1:${worker.port}`)),
       },
     );
   });
