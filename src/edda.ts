@@ -128,6 +128,15 @@ export interface EddaOptions {
    * address with the bound port); read when a request arrives.
    */
   allowedHosts?: readonly string[];
+  /**
+   * Reverse proxies or load balancers whose `X-Forwarded-For` names the
+   * client (addresses or CIDR ranges; `loopback`, `private`): failed
+   * credentials are then throttled per real client, not per proxy. The
+   * adapters fill it from EDDA_TRUSTED_PROXIES. Unset: the header is ignored.
+   */
+  trustedProxies?: readonly string[];
+  /** Open event streams (SSE, API and viewer) served at once by this app; past it, 503 with Retry-After (EDDA_MAX_STREAMS, default 256). */
+  maxOpenStreams?: number;
   /** Declared webhook sources (`webhook("stripe", { verify: stripeVerifier() })`), served at POST /webhooks/:name. */
   webhooks?: Webhook[];
   /**
@@ -330,6 +339,8 @@ export function createEdda(opts: EddaOptions): Edda {
     ...(opts.mcp ? { mcp: opts.mcp } : {}),
     ...(opts.viewer ? { viewer: opts.viewer } : {}),
     allowedHosts: () => opts.allowedHosts ?? [],
+    ...(opts.trustedProxies ? { trustedProxies: opts.trustedProxies } : {}),
+    ...(opts.maxOpenStreams !== undefined ? { maxOpenStreams: opts.maxOpenStreams } : {}),
     ...(webhooks.length ? { webhooks: () => webhooks, webhookSecrets: (name: string) => webhookSecrets.get(name) } : {}),
     ...(opts.metricsText ? { metricsText: opts.metricsText } : {}),
   });

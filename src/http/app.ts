@@ -16,14 +16,15 @@ import { MAX_TAGS, parseTagFilters } from "../core/tags.ts";
 import { logError } from "../core/log.ts";
 import { ValidationError } from "../core/errors.ts";
 import { bearerAuth, signedOnly } from "./auth.ts";
-import { jsonWritesOnly, openModeGuard, type AllowedHosts } from "./guards.ts";
+import { clientKey, jsonWritesOnly, openModeGuard, type AllowedHosts } from "./guards.ts";
+import { TrustedProxies } from "./client-address.ts";
 import { cloudEventRoutes } from "./cloudevents.ts";
 import { documented } from "./openapi.ts";
 import { referenceRoutes } from "./reference.ts";
 import { scheduleRoutes } from "./schedules.ts";
 import { repairRoutes } from "./repairs.ts";
 import { resultRoutes } from "./results.ts";
-import { streamRoutes } from "./stream.ts";
+import { StreamGate, streamRoutes } from "./stream.ts";
 import { instanceTransition, operationRoutes } from "./operations.ts";
 import { outboxRoutes } from "./outbox.ts";
 import { webhookRoutes } from "./webhooks.ts";
@@ -59,6 +60,10 @@ export interface AppOptions {
   webhooks?: () => readonly Webhook[];
   /** A webhook's configured secrets (EDDA_WEBHOOK_<NAME>_SECRET). */
   webhookSecrets?: (name: string) => readonly string[] | undefined;
+  /** Proxies whose X-Forwarded-For names the client (EDDA_TRUSTED_PROXIES: addresses or CIDR ranges), for the failed-credential throttle. */
+  trustedProxies?: readonly string[];
+  /** Open event streams (SSE) this app serves at once; past it, 503 with Retry-After (default 256). */
+  maxOpenStreams?: number;
   /** The Prometheus text of the app's metrics, served at GET /metrics (Node: platform/metrics.ts); unset → 404. */
   metricsText?: () => Promise<string>;
 }
@@ -89,6 +94,8 @@ const nameParam = z.object({ name: z.string().describe("a registered workflow") 
 /** How long /readyz waits for its write before it answers 503. */
 const READY_TIMEOUT_MS = 2000;
 const READY_LOCK = "edda:readyz";
+/** How long one readiness outcome answers /readyz (so probes, or anyone, cause at most one write a second). */
+const READY_CACHE_MS = 1000;
 
 /** A list page is bounded work: at most this many instances, payload-free unless asked. */
 const MAX_PAGE = 100;
@@ -161,17 +168,24 @@ export function createApp(opts: AppOptions): Hono {
       }
     },
   );
+  let readiness: { at: number; outcome: "writable" | "failing" | "timeout" } | null = null;
+  const readyAnswer = (c: Context, outcome: "writable" | "failing" | "timeout") =>
+    outcome === "writable" ? c.json({ status: "ready", database: outcome }) : c.json({ status: "not_ready", database: outcome }, 503);
   const ready = z.object({ status: z.enum(["ready", "not_ready"]), database: z.enum(["writable", "failing", "timeout"]) });
   app.get(
     "/readyz",
     documented({
       operationId: "ready",
-      summary: `Readiness: a write to the database (a system-lock row, taken and released) within ${READY_TIMEOUT_MS} ms`,
+      summary: `Readiness: a write to the database (a system-lock row, taken and released) within ${READY_TIMEOUT_MS} ms; one outcome answers for ${READY_CACHE_MS} ms`,
       tags: ["operations"],
       auth: "none",
       responses: { 200: { description: "ready: writes succeed", schema: ready }, 503: { description: "writes fail or take too long (a full disk, a read-only replica, a statement timeout)", schema: ready } },
     }),
     async (c) => {
+      // An unauthenticated probe must not be a way to make the database write at will: the outcome of the
+      // last check is the answer for a second (settled outcomes only: a Worker may not await another request's I/O).
+      const now = Date.now();
+      if (readiness && now - readiness.at < READY_CACHE_MS) return readyAnswer(c, readiness.outcome);
       let timer: ReturnType<typeof setTimeout> | undefined;
       const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), READY_TIMEOUT_MS)));
       const write = (async () => {
@@ -185,7 +199,8 @@ export function createApp(opts: AppOptions): Hono {
       });
       const outcome = await Promise.race([write, timeout]);
       clearTimeout(timer);
-      return outcome === "writable" ? c.json({ status: "ready", database: outcome }) : c.json({ status: "not_ready", database: outcome }, 503);
+      readiness = { at: Date.now(), outcome };
+      return readyAnswer(c, outcome);
     },
   );
 
@@ -235,8 +250,10 @@ export function createApp(opts: AppOptions): Hono {
 
   // Public API.
   const api = new Hono();
-  const helpers: RouteHelpers = { engine, scope, parse, hosts };
-  const surfaceHelpers: SurfaceHelpers = { ...helpers, apiTokens: opts.apiTokens, secret: opts.secret };
+  const helpers: RouteHelpers = { engine, scope, parse, hosts, streams: new StreamGate(opts.maxOpenStreams) };
+  const proxies = TrustedProxies.parse(opts.trustedProxies ?? []);
+  const client = (c: Context) => clientKey(c, proxies);
+  const surfaceHelpers: SurfaceHelpers = { ...helpers, apiTokens: opts.apiTokens, secret: opts.secret, clientKey: client };
   // Before the API is routed at "/": the viewer answers /ui itself (its own login), the API's bearer check never sees it.
   if (opts.viewer) mountSurface(opts.viewer, "viewer", "app", app, surfaceHelpers);
   else {
@@ -250,7 +267,7 @@ export function createApp(opts: AppOptions): Hono {
   // The per-wait URLs of createWebhook: the unguessable token is the credential.
   waitWebhookRoutes(app, helpers);
   const isIngestion = (c: Context) => c.req.method === "POST" && ["/", "/events"].includes(new URL(c.req.url).pathname);
-  api.use("*", bearerAuth({ apiTokens: opts.apiTokens, ...(opts.eventsTokens ? { eventsTokens: opts.eventsTokens } : {}), isIngestion, eventsTokenTargeting: opts.eventsTokenTargeting === true }));
+  api.use("*", bearerAuth({ apiTokens: opts.apiTokens, ...(opts.eventsTokens ? { eventsTokens: opts.eventsTokens } : {}), isIngestion, eventsTokenTargeting: opts.eventsTokenTargeting === true, clientKey: client }));
   api.use("*", jsonWritesOnly(isIngestion));
 
   api.post(

@@ -39,6 +39,8 @@ export interface BearerAuthOptions {
   isIngestion: (c: Context) => boolean;
   /** The events token may set `eddainstanceid` (default false). */
   eventsTokenTargeting?: boolean;
+  /** Who counts as the client for the failure throttle (guards.ts). */
+  clientKey?: (c: Context) => string | undefined;
 }
 
 export function bearerAuth(opts: BearerAuthOptions): MiddlewareHandler {
@@ -50,9 +52,6 @@ export function bearerAuth(opts: BearerAuthOptions): MiddlewareHandler {
       c.set("eddaCaller", { kind: "open" });
       return next();
     }
-    const key = clientKey(c);
-    const wait = throttle.blockedFor(key);
-    if (wait > 0) return tooManyFailures(c, wait);
     const m = /^Bearer\s+(.+)$/i.exec(c.req.header("authorization") ?? "");
     const presented = m?.[1]!.trim();
     // Every comparison runs, so timing does not tell which list matched.
@@ -61,7 +60,9 @@ export function bearerAuth(opts: BearerAuthOptions): MiddlewareHandler {
     if (isApi) c.set("eddaCaller", { kind: "api" });
     else if (isEvents) c.set("eddaCaller", { kind: "events", mayTarget: opts.eventsTokenTargeting === true });
     else {
-      throttle.fail(key);
+      // Compared first: another client's failures (behind the same NAT or proxy) never refuse a right token.
+      const wait = throttle.fail((opts.clientKey ?? clientKey)(c));
+      if (wait > 0) return tooManyFailures(c, wait);
       // RFC 6750 §3: no error code when no credentials came, invalid_token when a wrong one did.
       const challenge = presented === undefined ? BEARER_CHALLENGE : `${BEARER_CHALLENGE}, error="invalid_token"`;
       const which = events.length ? "EDDA_API_TOKEN (or EDDA_EVENTS_TOKEN)" : "EDDA_API_TOKEN";

@@ -20,6 +20,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { isJsonContentType } from "./body.ts";
 import { problem } from "./problem.ts";
+import { TrustedProxies } from "./client-address.ts";
 
 /** Configured Host values (lower case, `host` or `host:port`). */
 export type AllowedHosts = () => readonly string[];
@@ -88,13 +89,17 @@ export function jsonWritesOnly(isIngestion: (c: Context) => boolean): Middleware
 
 /**
  * Failed credential checks (bearer tokens, viewer logins) per client, in this
- * process: after `limit` failures within `windowMs` the client is refused
- * (429, Retry-After) before its credential is even compared, so guessing is
- * bounded; a client that has not failed is never slowed. The client is its
- * address where the platform tells it (Node's socket, Cloudflare's
- * cf-connecting-ip); where it does not, nothing is throttled — one shared
- * key would let anyone lock every client out. Per process: each Worker
- * isolate counts its own.
+ * process. The credential is always compared first and a right one always
+ * passes: the throttle only changes how a *failure* is answered — past
+ * `limit` failures within `windowMs` from one client, 429 with Retry-After
+ * instead of 401 — so nobody can lock a valid token out by failing from the
+ * same address (a NAT, a proxy) first. It bounds what a misbehaving client
+ * costs, not what a guesser learns (each answer still says right or wrong):
+ * that is the token's length. The client is its address where the platform
+ * tells it (Node's socket, Cloudflare's cf-connecting-ip; behind a proxy the
+ * operator names in EDDA_TRUSTED_PROXIES, its X-Forwarded-For: client-address.ts);
+ * where it does not, nothing is throttled. Per process: each Worker isolate
+ * counts its own.
  */
 export class FailureThrottle {
   private readonly failures = new Map<string, number[]>();
@@ -103,27 +108,24 @@ export class FailureThrottle {
     readonly windowMs = 60_000,
   ) {}
 
-  /** Milliseconds until `key` may try again, or 0. */
-  blockedFor(key: string | undefined, now = Date.now()): number {
+  /** Record a failure of `key`; the milliseconds it must wait before its failures are answered 401 again, or 0. */
+  fail(key: string | undefined, now = Date.now()): number {
     if (key === undefined) return 0;
-    const recent = (this.failures.get(key) ?? []).filter((t) => now - t < this.windowMs);
-    if (recent.length < this.limit) return 0;
-    return this.windowMs - (now - recent[0]!);
-  }
-
-  fail(key: string | undefined, now = Date.now()): void {
-    if (key === undefined) return;
-    if (this.failures.size > 10_000) this.failures.clear(); // bounded memory under a spray of addresses
+    if (this.failures.size > 10_000 && !this.failures.has(key)) this.failures.clear(); // bounded memory under a spray of addresses
     const recent = (this.failures.get(key) ?? []).filter((t) => now - t < this.windowMs);
     recent.push(now);
-    this.failures.set(key, recent.slice(-this.limit));
+    this.failures.set(key, recent.slice(-(this.limit + 1)));
+    if (recent.length <= this.limit) return 0;
+    return this.windowMs - (now - recent[recent.length - 1 - this.limit]!);
   }
 }
 
-/** The client's address as the platform reports it, or undefined. */
-export function clientKey(c: Context): string | undefined {
+/** The client's address as the platform reports it (a trusted proxy's X-Forwarded-For: client-address.ts), or undefined. */
+export function clientKey(c: Context, trusted: TrustedProxies = TrustedProxies.none): string | undefined {
   const incoming = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming;
-  return incoming?.socket?.remoteAddress ?? c.req.header("cf-connecting-ip") ?? undefined;
+  const peer = incoming?.socket?.remoteAddress ?? c.req.header("cf-connecting-ip");
+  if (peer === undefined) return undefined;
+  return trusted.size ? trusted.clientOf(peer, c.req.header("x-forwarded-for")) : peer;
 }
 
 export function tooManyFailures(c: Context, retryMs: number): Response {

@@ -102,6 +102,11 @@ export function onError(err: unknown, c: Context) {
     const status = err.status;
     return problem(c, status, status === 413 ? "request body too large" : err.message || "bad request", status === 413 ? "PayloadTooLarge" : "BadRequest");
   }
+  if (c.req.raw.signal?.aborted) {
+    // The client went away (or was cut off by the server's body timeout) before its request arrived:
+    // nobody reads this answer, and a thousand dropped uploads are not a thousand server errors in the log.
+    return problem(c, 400, "the request was aborted before it arrived", "BadRequest");
+  }
   if (isDataException(err)) {
     // A request value Postgres refuses (a NUL byte, an impossible timestamp…) reached a
     // query unchecked: still the client's input, so a 400 — logged, since a check is missing.

@@ -10,6 +10,7 @@ import type { z } from "zod";
 import { ValidationError } from "../core/errors.ts";
 import type { DispatchScope } from "../engine/dispatcher.ts";
 import type { Engine } from "../engine/engine.ts";
+import type { StreamGate } from "./stream.ts";
 
 export interface RouteHelpers {
   engine: (c: Context) => Promise<Engine>;
@@ -17,6 +18,8 @@ export interface RouteHelpers {
   parse: <T extends z.ZodType>(schema: T, value: unknown, what: string) => z.output<T>;
   /** The configured Host values (guards.ts), for routes that check a browser's Origin. */
   hosts?: () => readonly string[];
+  /** The cap on open event streams (stream.ts), shared by the API's and the viewer's. */
+  streams?: StreamGate;
 }
 
 /**
@@ -34,6 +37,8 @@ export interface ApiSurface {
 export interface SurfaceHelpers extends RouteHelpers {
   apiTokens: () => string[] | undefined;
   secret: () => string | undefined;
+  /** The client's address for throttling failed credentials (the app's trusted proxies applied: guards.ts). */
+  clientKey: (c: Context) => string | undefined;
 }
 
 interface SurfaceParts {

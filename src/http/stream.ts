@@ -23,7 +23,7 @@ import type { Engine } from "../engine/engine.ts";
 import type { StreamEvent } from "../engine/stream-reader.ts";
 import type { StreamItem } from "../engine/records.ts";
 import { documented } from "./openapi.ts";
-import { instanceNotFound } from "./problem.ts";
+import { instanceNotFound, problem } from "./problem.ts";
 import type { RouteHelpers } from "./routes.ts";
 
 const seqText = z.string().regex(/^\d{1,15}$/, "a sequence number");
@@ -36,14 +36,49 @@ export function itemData(item: StreamItem): string {
 }
 
 /**
+ * The cap on open event streams of one app (one process, one Worker isolate):
+ * an SSE response holds a connection and a database reader for as long as the
+ * client keeps it, so past `max` open ones a new stream is refused with 503
+ * and Retry-After (EDDA_MAX_STREAMS, default 256) instead of piling up.
+ */
+export class StreamGate {
+  private open = 0;
+  constructor(readonly max = 256) {}
+  get count(): number {
+    return this.open;
+  }
+  /** A slot (call the returned function once, when the stream ends), or null when all are taken. */
+  take(): (() => void) | null {
+    if (this.open >= this.max) return null;
+    this.open++;
+    let released = false;
+    return () => {
+      if (!released) this.open--;
+      released = true;
+    };
+  }
+}
+
+/**
  * The SSE response of an instance's stream (the API route and the viewer's share it); 404 when unknown.
  * The streaming outlives the handler, so it is the request's background work (`scope.waitUntil`): a
  * database opened for this request (Workers) stays open until the response ends.
  */
-export async function streamResponse(c: Context, e: Engine, instanceId: string, after: number, scope: DispatchScope | undefined, topics?: string[]): Promise<Response> {
+export async function streamResponse(c: Context, e: Engine, instanceId: string, after: number, scope: DispatchScope | undefined, topics?: string[], gate?: StreamGate): Promise<Response> {
+  const release = gate ? gate.take() : () => {};
+  if (!release) return problem(c, 503, `too many open streams (${gate!.max} in this process); reconnect later`, "ServiceUnavailable", {}, { "retry-after": "5" });
   const abort = new AbortController();
-  const events = await e.openStream(instanceId, { after, ...(topics?.length ? { topics } : {}), signal: abort.signal });
-  if (!events) return instanceNotFound(c, instanceId);
+  let events;
+  try {
+    events = await e.openStream(instanceId, { after, ...(topics?.length ? { topics } : {}), signal: abort.signal });
+  } catch (err) {
+    release();
+    throw err;
+  }
+  if (!events) {
+    release();
+    return instanceNotFound(c, instanceId);
+  }
   c.header("cache-control", "no-cache");
   c.header("x-accel-buffering", "no");
   let finish: () => void = () => {};
@@ -57,6 +92,7 @@ export async function streamResponse(c: Context, e: Engine, instanceId: string, 
         else await sse.writeSSE({ event: ev.item.kind, id: String(ev.item.seq), data: itemData(ev.item) });
       }
     } finally {
+      release();
       finish();
     }
   });
@@ -97,7 +133,7 @@ export function streamRoutes(api: Hono, h: RouteHelpers): void {
       const after = lastEventId(c) ?? Number(query.after ?? 0);
       const topics = query.topic?.split(",").map((t) => t.trim()).filter((t) => t.length > 0);
       for (const t of topics ?? []) if (t.length > 255 || t.includes("\u0000")) throw new InvalidArgumentError("a topic is 1–255 characters without NUL", [{ path: ["topic"], message: "invalid topic" }]);
-      return streamResponse(c, await h.engine(c), params.id, after, h.scope(c), topics);
+      return streamResponse(c, await h.engine(c), params.id, after, h.scope(c), topics, h.streams);
     },
   );
 }

@@ -15,6 +15,7 @@
  */
 import { ConfigurationError } from "../core/errors.ts";
 import type { EddaOptions } from "../edda.ts";
+import { TrustedProxies } from "../http/client-address.ts";
 
 export { ConfigurationError };
 export interface EddaEnv {
@@ -30,6 +31,9 @@ export interface EddaEnv {
   EDDA_SERVICE_NAME?: string;
   EDDA_PUBLIC_URL?: string;
   EDDA_ALLOWED_HOSTS?: string;
+  EDDA_TRUSTED_PROXIES?: string;
+  EDDA_MAX_STREAMS?: string;
+  EDDA_BODY_TIMEOUT_SECONDS?: string;
   EDDA_SWEEP_INTERVAL_MS?: string;
   EDDA_SWEEP_CPU_MS?: string;
   EDDA_MAX_WAKE_SECONDS?: string;
@@ -60,6 +64,12 @@ export interface EddaConfig {
   publicUrl: string | undefined;
   /** Host values the server answers to besides loopback names (EDDA_ALLOWED_HOSTS, comma-separated, and EDDA_PUBLIC_URL's host). */
   allowedHosts: string[];
+  /** Proxies whose X-Forwarded-For names the client (EDDA_TRUSTED_PROXIES, comma-separated addresses or CIDR ranges). */
+  trustedProxies: string[];
+  /** Open event streams one process serves at once (EDDA_MAX_STREAMS; unset → 256). */
+  maxOpenStreams: number | undefined;
+  /** Node: how long a request (headers and body) may take to arrive before it is answered 408 (EDDA_BODY_TIMEOUT_SECONDS; unset → 30). */
+  bodyTimeoutSeconds: number | undefined;
   /** Interval sweeps for servers without a platform cron (ms; unset → the platform's default). */
   sweepIntervalMs: number | undefined;
   /** CPU budget of a cron sweep on Workers (ms; unset → 10, the Free plan's limit; 0 → none). */
@@ -135,6 +145,17 @@ export function configuredHosts(allowedHosts: string | undefined, publicUrl: str
   return out;
 }
 
+/** EDDA_TRUSTED_PROXIES: comma-separated addresses or CIDR ranges, each checked now so a typo is not a silent "trust nobody". */
+function trustedProxies(text: string | undefined): string[] {
+  const list = (text ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  try {
+    TrustedProxies.parse(list);
+  } catch (err) {
+    throw new ConfigurationError(`EDDA_TRUSTED_PROXIES: ${(err as Error).message}`, "EDDA_TRUSTED_PROXIES");
+  }
+  return list;
+}
+
 const WEBHOOK_SECRET = /^EDDA_WEBHOOK_([A-Z][A-Z0-9_]*)_SECRET$/;
 
 /** Every EDDA_WEBHOOK_<NAME>_SECRET; set-but-empty is a mistake, like a blank token. */
@@ -177,6 +198,9 @@ export function readConfig(env: EddaEnv): EddaConfig {
     serviceName: str(env.EDDA_SERVICE_NAME) ?? "edda-edge",
     publicUrl: str(env.EDDA_PUBLIC_URL),
     allowedHosts: configuredHosts(str(env.EDDA_ALLOWED_HOSTS), str(env.EDDA_PUBLIC_URL)),
+    trustedProxies: trustedProxies(str(env.EDDA_TRUSTED_PROXIES)),
+    maxOpenStreams: num(env, "EDDA_MAX_STREAMS"),
+    bodyTimeoutSeconds: num(env, "EDDA_BODY_TIMEOUT_SECONDS"),
     sweepIntervalMs: num(env, "EDDA_SWEEP_INTERVAL_MS"),
     sweepCpuMs: num(env, "EDDA_SWEEP_CPU_MS"),
     maxWakeSeconds: num(env, "EDDA_MAX_WAKE_SECONDS"),
@@ -213,7 +237,7 @@ export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError |
 /** The app options an environment variable can supply (the adapters build the dispatcher and the sweep themselves). */
 export type EnvOptions = Pick<
   EddaOptions,
-  "serviceName" | "secret" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl"
+  "serviceName" | "secret" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams"
 >;
 
 /** Each option the environment supplies, from the parsed configuration. */
@@ -232,6 +256,8 @@ function envOptions(config: EddaConfig): EnvOptions {
     allowedHosts: config.allowedHosts.length ? config.allowedHosts : undefined,
     webhookSecrets: config.webhookSecrets,
     publicUrl: config.publicUrl,
+    trustedProxies: config.trustedProxies.length ? config.trustedProxies : undefined,
+    maxOpenStreams: config.maxOpenStreams,
   };
 }
 

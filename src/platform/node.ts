@@ -25,6 +25,8 @@ export interface NodeServeOptions extends Omit<EddaOptions, "database"> {
   dataDir?: string;
   /** Sweep interval (default EDDA_SWEEP_INTERVAL_MS, else 5 s); 0 disables it. */
   sweepIntervalMs?: number;
+  /** How long a request's headers and body may take to arrive (default EDDA_BODY_TIMEOUT_SECONDS, else 30 s; 0: Node's own 300 s). */
+  bodyTimeoutSeconds?: number;
   /** Migrate a DATABASE_URL database on start too (the embedded one always is; deployed ones use `edda-edge migrate`). */
   autoMigrate?: boolean;
   /**
@@ -74,7 +76,7 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
   const hostname = opts.hostname ?? "127.0.0.1";
   const loopback = /^(127\.\d+\.\d+\.\d+|localhost|::1|\[::1\])$/.test(hostname);
   // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
-  const { autoMigrate: _migrated, ...rest } = opts;
+  const { autoMigrate: _migrated, bodyTimeoutSeconds: _bodyTimeout, ...rest } = opts;
   const options = withEnvironment(rest, config);
   if (!options.apiToken) {
     // Secure by default: an open API only on the loopback interface, unless explicitly allowed.
@@ -98,8 +100,15 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     database,
     dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } } : "local"),
   });
+  // A request whose headers and body have not arrived within this bound is answered 408 and closed, so
+  // connections that drip a byte a second cannot pile up for Node's default 300 s (EDDA_BODY_TIMEOUT_SECONDS).
+  // Node looks for late requests every connectionsCheckingInterval (30 s by default): a quarter of the bound here.
+  const bodyTimeoutMs = (opts.bodyTimeoutSeconds ?? config.bodyTimeoutSeconds ?? 30) * 1000;
+  const serverOptions = bodyTimeoutMs > 0
+    ? { requestTimeout: bodyTimeoutMs, headersTimeout: Math.min(60_000, bodyTimeoutMs), connectionsCheckingInterval: Math.max(250, Math.min(5000, bodyTimeoutMs / 4)) }
+    : {};
   const server = await new Promise<ServerType>((resolve, reject) => {
-    const s = serve({ fetch: edda.app.fetch, port, hostname }, () => resolve(s));
+    const s = serve({ fetch: edda.app.fetch, port, hostname, serverOptions }, () => resolve(s));
     s.once("error", (err: NodeJS.ErrnoException) => reject(err));
   }).catch(async (err: NodeJS.ErrnoException) => {
     // Nothing is left open behind a failed listen; a taken port says what to do instead of a stack.

@@ -12,6 +12,8 @@ import { activity, workflow } from "../../src/index.ts";
 import { mcp } from "../../src/mcp.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+import type { AddressInfo } from "node:net";
+import { serve, type ServerType } from "@hono/node-server";
 
 const step = activity("fd_step", async (_ctx, v: unknown) => v);
 const echo = workflow("fd_echo", async (ctx, input: unknown) => step(ctx, input));
@@ -105,20 +107,59 @@ describe("open mode against other origins", () => {
   });
 });
 
-describe("failed credentials are throttled", () => {
-  it("after 20 failed bearer checks or logins from a client, it gets 429 before any comparison; another client is unaffected", async () => {
+describe("failed credentials are throttled, never the right one (issue 42)", () => {
+  it("25 wrong bearer tokens or logins from one address, then the right token from it: 200 (the wrong ones past 20 get 429)", async () => {
     const app = makeTestApp(open.database, { workflows: [echo], apiToken: "throttle-token" });
     const from = (ip: string, auth: string) => app.edda.app.request("/instances", { headers: { authorization: `Bearer ${auth}`, "cf-connecting-ip": ip } });
-    for (let i = 0; i < 20; i++) expect((await from("203.0.113.7", `wrong-${i}`)).status).toBe(401);
-    const blocked = await from("203.0.113.7", "throttle-token");
-    expect(blocked.status).toBe(429); // even the right token: a blocked client learns nothing
-    expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0);
-    expect((await from("198.51.100.2", "throttle-token")).status).toBe(200);
+    const wrong: number[] = [];
+    for (let i = 0; i < 25; i++) wrong.push((await from("203.0.113.7", `wrong-${i}`)).status);
+    expect(wrong).toEqual([...Array<number>(20).fill(401), ...Array<number>(5).fill(429)]);
+    const throttled = await from("203.0.113.7", "wrong-again");
+    expect(throttled.status).toBe(429);
+    expect(Number(throttled.headers.get("retry-after"))).toBeGreaterThan(0);
+    // Compared first: the right token from the very same address passes, again and again.
+    for (let i = 0; i < 3; i++) expect((await from("203.0.113.7", "throttle-token")).status).toBe(200);
+    expect((await from("198.51.100.2", "wrong")).status).toBe(401); // another client's failures count apart
+
     const login = (ip: string, token: string) =>
       app.edda.app.request("/ui/login", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://localhost", "cf-connecting-ip": ip }, body: `token=${token}` });
-    for (let i = 0; i < 20; i++) expect((await login("203.0.113.9", `bad-${i}`)).status).toBe(401);
-    expect((await login("203.0.113.9", "throttle-token")).status).toBe(429);
-    expect((await login("198.51.100.3", "throttle-token")).status).toBe(303);
+    const logins: number[] = [];
+    for (let i = 0; i < 25; i++) logins.push((await login("203.0.113.9", `bad-${i}`)).status);
+    expect(logins).toEqual([...Array<number>(20).fill(401), ...Array<number>(5).fill(429)]);
+    const ok = await login("203.0.113.9", "throttle-token");
+    expect(ok.status).toBe(303);
+    expect(ok.headers.get("set-cookie")).toMatch(/HttpOnly/i);
+    // Valid traffic flows: a start with the token from the throttled address runs to its end.
+    const started = await app.edda.app.request("/workflows/fd_echo/instances", { method: "POST", headers: { authorization: "Bearer throttle-token", "cf-connecting-ip": "203.0.113.7", "content-type": "application/json" }, body: JSON.stringify({ input: 7, instanceId: "fd-throttled-ok" }) });
+    expect(started.status).toBe(201);
+    expect((await app.waitFor("fd-throttled-ok")).output).toBe(7);
     await app.edda.close();
+  });
+
+  it("behind a proxy: X-Forwarded-For names the client only when the proxy is trusted (EDDA_TRUSTED_PROXIES)", async () => {
+    // A real Node server on loopback: every request's socket peer is 127.0.0.1, as behind a local reverse proxy.
+    const serveWith = async (trustedProxies?: string[]) => {
+      const t = makeTestApp(open.database, { workflows: [echo], apiToken: "proxy-token", viewer: false, ...(trustedProxies ? { trustedProxies } : {}) });
+      const server = await new Promise<ServerType>((resolve) => {
+        const s = serve({ fetch: t.edda.app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
+      });
+      const { port } = server.address() as AddressInfo;
+      const call = (xff: string, token: string) => fetch(`http://127.0.0.1:${port}/instances`, { headers: { authorization: `Bearer ${token}`, "x-forwarded-for": xff } }).then((r) => r.status);
+      return { call, close: async () => (await new Promise((r) => server.close(r)), await t.edda.close()) };
+    };
+    const trusting = await serveWith(["loopback"]);
+    for (let i = 0; i < 21; i++) await trusting.call("203.0.113.7", `bad-${i}`);
+    expect(await trusting.call("203.0.113.7", "bad")).toBe(429);
+    expect(await trusting.call("198.51.100.2", "bad")).toBe(401); // another client behind the same proxy
+    expect(await trusting.call("10.9.9.9, 203.0.113.7", "bad")).toBe(429); // a hop the client wrote itself changes nothing
+    expect(await trusting.call("203.0.113.7", "proxy-token")).toBe(200);
+    await trusting.close();
+
+    // Not trusted: the header is anyone's to write, so it is ignored — every caller is the proxy's address.
+    const plain = await serveWith();
+    for (let i = 0; i < 21; i++) await plain.call(`203.0.113.${i}`, `bad-${i}`);
+    expect(await plain.call("198.51.100.2", "bad")).toBe(429);
+    expect(await plain.call("198.51.100.2", "proxy-token")).toBe(200);
+    await plain.close();
   });
 });

@@ -7,7 +7,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { activity, workflow } from "../../src/index.ts";
 import { createPostgresJsDatabase } from "../../src/storage/drivers/postgres-js.ts";
-import type { Database } from "../../src/storage/database.ts";
+import { queryRows, type Database } from "../../src/storage/database.ts";
 import { freshPostgres, makeTestApp, type TestApp } from "../support/engine.ts";
 
 const step = activity("hz_step", async (_ctx, v: number) => v + 1);
@@ -73,6 +73,7 @@ describe("health and readiness", () => {
       });
     });
     await locked;
+    await new Promise((r) => setTimeout(r, 1100)); // past the cached outcome of the call above
     const t0 = Date.now();
     expect(await get(ok, "/readyz")).toEqual({ status: 503, body: { status: "not_ready", database: "timeout" } });
     expect(Date.now() - t0).toBeLessThan(10_000);
@@ -83,5 +84,21 @@ describe("health and readiness", () => {
     // and work flows
     await ok.edda.start(inc, 41, { instanceId: "hz-1" });
     expect((await ok.waitFor("hz-1")).output).toBe(42);
+  });
+
+  it("a flood of unauthenticated /readyz calls writes at most once a second (issue 42)", async () => {
+    const t = makeTestApp(ok.database, { workflows: [inc], apiToken: "hz-token" });
+    // Seen where the write lands: every write of the readiness row leaves a new row version (a new xmin).
+    const stamp = async () => (await queryRows<{ v: string }>(locker.db, sql`SELECT xmin::text AS v FROM system_locks WHERE lock_name = 'edda:readyz'`))[0]?.v ?? null;
+    await new Promise((r) => setTimeout(r, 1100));
+    expect((await get(t, "/readyz")).status).toBe(200);
+    const first = await stamp();
+    const answers = await Promise.all(Array.from({ length: 200 }, () => get(t, "/readyz")));
+    expect(answers.every((a) => a.status === 200 && a.body.database === "writable")).toBe(true);
+    expect(await stamp()).toBe(first);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect((await get(t, "/readyz")).status).toBe(200);
+    expect(await stamp()).not.toBe(first); // a second later the write is checked again
+    await t.edda.close();
   });
 });

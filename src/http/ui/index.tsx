@@ -28,7 +28,7 @@ import { ListPage } from "./list.tsx";
 import { OutboxPage } from "./outbox.tsx";
 import { EVENTS_PAGE, EventsPage, eventsCursor, parseEventsCursor } from "./events.tsx";
 import { historyExport } from "../history-export.ts";
-import { lastEventId, streamResponse } from "../stream.ts";
+import { lastEventId, streamResponse, type StreamGate } from "../stream.ts";
 import { SchedulesPage } from "./schedules.tsx";
 import { bulkRoutes } from "./bulk.tsx";
 import { authRequired, endSession, hasSession, matchToken, sameOriginOnly, securityHeaders, startSession, type SessionKeys, type SessionStore, type ViewerEnv } from "./session.ts";
@@ -36,6 +36,10 @@ import { authRequired, endSession, hasSession, matchToken, sameOriginOnly, secur
 export interface ViewerOptions extends SessionKeys {
   engine: (c: Context) => Promise<Engine>;
   scope: (c: Context) => DispatchScope | undefined;
+  /** Who counts as the client for the login throttle (guards.ts; the app's trusted proxies). */
+  clientKey?: (c: Context) => string | undefined;
+  /** The app's cap on open event streams (stream.ts). */
+  streams?: StreamGate;
 }
 
 type C = Context<ViewerEnv>;
@@ -156,12 +160,12 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
   const logins = new FailureThrottle();
   ui.post("/login", async (c) => {
     if (!auth()) return c.redirect("/ui", 303);
-    const wait = logins.blockedFor(clientKey(c));
-    if (wait > 0) return loginPage(c, 429, `Too many failed attempts: try again in ${Math.ceil(wait / 1000)} s.`);
     const token = (await formValues(c)).token ?? "";
     const matched = token ? await matchToken(opts, token) : null;
     if (!matched) {
-      logins.fail(clientKey(c));
+      // Compared first: others' failed logins from the same address never refuse the right token.
+      const wait = logins.fail((opts.clientKey ?? clientKey)(c));
+      if (wait > 0) return loginPage(c, 429, `Too many failed attempts: try again in ${Math.ceil(wait / 1000)} s.`);
       return loginPage(c, 401, "That token is not valid.");
     }
     await startSession(c, opts, matched);
@@ -244,7 +248,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
 
   ui.get("/instances/:id", (c) => instancePage(c, c.req.param("id")));
   // The instance's live stream for the page's EventSource (the API's route wants a bearer token; this one the session).
-  ui.get("/instances/:id/stream", async (c) => streamResponse(c, await opts.engine(c), c.req.param("id"), lastEventId(c) ?? 0, opts.scope(c)));
+  ui.get("/instances/:id/stream", async (c) => streamResponse(c, await opts.engine(c), c.req.param("id"), lastEventId(c) ?? 0, opts.scope(c), undefined, opts.streams));
   // All of a stored value, as the JSON it is stored as (the page shows a bounded part of it).
   ui.get("/instances/:id/raw/:part{input|output|error|cancellation}", async (c) => {
     const inst = await (await opts.engine(c)).instanceRecord(c.req.param("id"));

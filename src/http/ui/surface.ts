@@ -14,7 +14,7 @@ export function viewer(): ApiSurface {
     check: () => undefined,
     place: "app",
     mount: (app, h) => {
-      app.route("/ui", viewerPages({ engine: h.engine, scope: h.scope, tokens: h.apiTokens, secret: h.secret, ...(h.hosts ? { hosts: h.hosts } : {}) }));
+      app.route("/ui", viewerPages({ engine: h.engine, scope: h.scope, tokens: h.apiTokens, secret: h.secret, ...(h.hosts ? { hosts: h.hosts } : {}), clientKey: h.clientKey, ...(h.streams ? { streams: h.streams } : {}) }));
     },
   });
 }
