@@ -16,6 +16,7 @@ import { workflows } from "../../functions/workflows/index.ts";
 import { startWrangler } from "../runtime/processes.ts";
 import { serveTestApp, type Listening } from "../support/listen.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+import { chromiumLaunch } from "../support/chromium.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const TOKEN = "runtime-token";
@@ -62,7 +63,7 @@ it("runs in a Worker in real workerd: start a pipeline and wait for its result",
 it("runs in Chromium: the browser bundle starts a pipeline and waits for its result", { timeout: 120_000 }, async () => {
   const profile = mkdtempSync(join(tmpdir(), "edda-client-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
-    executablePath: "/usr/bin/chromium",
+    ...(await chromiumLaunch()),
     headless: true,
     chromiumSandbox: false,
     args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],

