@@ -31,7 +31,8 @@ export interface ForkedInstance extends RepairedInstance {
 /** The list filters a bulk action matches instances by. */
 export interface BulkFilter<N extends string = string> {
   workflow?: N;
-  status?: InstanceStatus[];
+  /** One status or several (any of which matches), as the list takes them. */
+  status?: InstanceStatus | InstanceStatus[];
   startedAfter?: Date | string;
   startedBefore?: Date | string;
   /** Literal text in the instance id or the input JSON. */

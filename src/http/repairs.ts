@@ -37,20 +37,32 @@ const forked = repaired.extend({
     .describe("the per-wait webhooks the copied prefix created, under the fork's URLs"),
 });
 
-export const bulkFilter = z
+const statuses = z.array(z.enum(INSTANCE_STATUSES)).min(1).max(INSTANCE_STATUSES.length);
+
+/** A bulk operation's filter as stored and shown: `status` always a list. */
+const bulkFilterView = z
   .object({
     workflow: z.string().min(1).max(255).optional(),
-    status: z.array(z.enum(INSTANCE_STATUSES)).min(1).max(INSTANCE_STATUSES.length).optional(),
+    status: statuses.optional(),
     startedAfter: z.iso.datetime({ offset: true }).optional(),
     startedBefore: z.iso.datetime({ offset: true }).optional(),
     search: z.string().min(1).max(200).optional().describe("literal text in the instance id or the input JSON"),
   })
   .strict();
 
+/** The filter a request sends: `status` one value or several, as the list's `?status=` takes it. */
+export const bulkFilter = bulkFilterView.extend({
+  status: z
+    .union([z.enum(INSTANCE_STATUSES), statuses])
+    .transform((s) => (typeof s === "string" ? [s] : s))
+    .optional()
+    .describe("one status or a list of them (any of which matches)"),
+});
+
 const operationView = z.object({
   operationId: z.string(),
   action: z.enum(["cancel", "resume", "rerun"]),
-  filter: bulkFilter,
+  filter: bulkFilterView,
   status: z.enum(["running", "completed"]),
   total: z.number().int().describe("instances the filter matched when the operation was created"),
   done: z.number().int().describe("instances the action was applied to"),

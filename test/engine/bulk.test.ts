@@ -15,6 +15,8 @@ import { freshPostgres, makeTestApp, type TestApp } from "../support/engine.ts";
 
 const gated = workflow("bk_gated", { input: z.object({ n: z.number() }), concurrency: { key: () => "all", limit: 1 }, }, async (ctx) => waitMessage(ctx, "bk-go"));
 
+const waiter = workflow("bk_waiter", { input: z.object({ n: z.number() }) }, async (ctx) => waitMessage(ctx, "bk-go"));
+
 const json = { "content-type": "application/json" };
 const post = async (a: TestApp, path: string, body: unknown): Promise<Response> => a.edda.app.request(path, { method: "POST", headers: json, body: JSON.stringify(body) });
 
@@ -36,8 +38,8 @@ describe("bulk operations on real Postgres", () => {
     url = pg.url;
     const hooks = { onWorkflowCancelled: (w: { instanceId: string }) => void cancelled.push(w.instanceId) };
     // The first engine's connections carry a name, so the test can terminate them.
-    apps.push(makeTestApp(createPostgresJsDatabase({ url: `${url}${url.includes("?") ? "&" : "?"}application_name=bk_doomed`, max: 4 }), { workflows: [gated], hooks }));
-    for (let i = 0; i < 2; i++) apps.push(makeTestApp(pg.open(), { workflows: [gated], hooks }));
+    apps.push(makeTestApp(createPostgresJsDatabase({ url: `${url}${url.includes("?") ? "&" : "?"}application_name=bk_doomed`, max: 4 }), { workflows: [gated, waiter], hooks }));
+    for (let i = 0; i < 2; i++) apps.push(makeTestApp(pg.open(), { workflows: [gated, waiter], hooks }));
   });
   afterAll(async () => {
     for (const a of apps.slice(1)) {
@@ -123,5 +125,35 @@ describe("bulk operations on real Postgres", () => {
     expect(await engine.bulkOperation(op.operationId)).toMatchObject({ done: 1, failed: 0 });
     const reruns = await queryRows<{ n: number }>(db(), sql`SELECT count(*)::int AS n FROM workflow_instances WHERE origin_kind = 'rerun'`);
     expect(reruns[0]!.n).toBe(1);
+  });
+
+  // Regression: `"status": "waiting_for_message"` (one value, as `?status=` takes it) was refused with a union error.
+  it("a filter's status is one value or several, as the list's ?status= takes it", async () => {
+    const a = apps[1]!;
+    const ids: string[] = [];
+    for (const n of [1, 2]) {
+      const r = await post(a, "/workflows/bk_waiter/instances", { input: { n } });
+      ids.push(((await r.json()) as { instanceId: string }).instanceId);
+    }
+    for (const id of ids) await a.waitFor(id, ["waiting_for_message"]);
+    const count = async (status: unknown) => {
+      const r = await post(a, "/instances/bulk", { filter: { workflow: "bk_waiter", status }, action: "cancel", dryRun: true });
+      expect(r.status).toBe(200);
+      return ((await r.json()) as { count: number }).count;
+    };
+    const listed = (await (await a.edda.app.request("/instances?workflow=bk_waiter&status=waiting_for_message")).json()) as { instances: unknown[] };
+    expect(await count("waiting_for_message")).toBe(listed.instances.length);
+    expect(await count("waiting_for_message")).toBe(2);
+    expect(await count(["waiting_for_message", "completed"])).toBe(2);
+    expect(await count("completed")).toBe(0);
+    const bad = await post(a, "/instances/bulk", { filter: { status: "waiting" }, action: "cancel", dryRun: true });
+    expect(bad.status).toBe(422);
+
+    const r = await post(a, "/instances/bulk", { filter: { workflow: "bk_waiter", status: "waiting_for_message" }, action: "cancel" });
+    const op = (await r.json()) as OperationView & { filter: unknown };
+    expect(op).toMatchObject({ total: 2, filter: { workflow: "bk_waiter", status: ["waiting_for_message"] } });
+    const engine = await engineOf(a.edda);
+    while ((await engine.bulkOperation(op.operationId))!.status === "running") await engine.driveBulk(op.operationId);
+    for (const id of ids) expect((await a.edda.getInstance(id))!.status).toBe("cancelled");
   });
 });
