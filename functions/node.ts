@@ -1,13 +1,15 @@
 /**
  * Node entry point: `npm start`. Embedded PGlite in ./.data when DATABASE_URL
- * is unset; Postgres otherwise. PORT defaults to 8787.
+ * is unset; Postgres otherwise. PORT defaults to 8787. Serves GET /metrics
+ * (Prometheus text) unless EDDA_METRICS=off, like the rest of the dev server on
+ * loopback unless a token is set.
  */
 import { serveNode } from "../src/platform/node.ts";
 import { webhooks, workflows } from "./workflows/index.ts";
 import { mcp } from "../src/mcp.ts";
 import { ConfigurationError } from "../src/core/errors.ts";
 
-const node = await serveNode({ workflows, webhooks, mcp: mcp() }).catch((err: unknown) => {
+const node = await serveNode({ workflows, webhooks, mcp: mcp(), prometheus: "unless-off" }).catch((err: unknown) => {
   // A setting to fix (a taken port, an unauthenticated public bind) is one line, not a stack.
   if (!(err instanceof ConfigurationError)) throw err;
   console.error(`edda-edge: ${err.message}`);

@@ -83,8 +83,8 @@ export interface EddaConfig {
   /** Lease of a running step (default 300 s) and of a handed-off follow-up (default 30 s): how soon a crashed step is resumed. */
   leaseSeconds: number | undefined;
   handoffLeaseSeconds: number | undefined;
-  /** EDDA_METRICS=prometheus (Node): OpenTelemetry metrics served at GET /metrics. */
-  metrics: "prometheus" | undefined;
+  /** EDDA_METRICS=prometheus (Node): OpenTelemetry metrics served at GET /metrics; "off" refuses an app's default of on. */
+  metrics: "prometheus" | "off" | undefined;
   /** EDDA_RETENTION_DAYS: how long finished instances, channel messages and CloudEvent dedupe rows are kept (default 7). */
   retention: { finishedInstancesSeconds: number; channelMessagesSeconds: number; cloudEventDedupeSeconds: number } | undefined;
   /** EDDA_WEBHOOK_<NAME>_SECRET, by webhook name (`stripe`), each a comma-separated list (rotation: all are accepted). */
@@ -215,9 +215,9 @@ export function readConfig(env: EddaEnv): EddaConfig {
   };
 }
 
-function metricsSetting(env: EddaEnv): "prometheus" | undefined {
+function metricsSetting(env: EddaEnv): "prometheus" | "off" | undefined {
   const v = str(env.EDDA_METRICS);
-  if (v === undefined || v === "off") return undefined;
+  if (v === undefined || v === "off") return v;
   if (v !== "prometheus") throw new ConfigurationError(`EDDA_METRICS must be "prometheus" or "off", got "${v}"`, "EDDA_METRICS");
   return v;
 }

@@ -31,11 +31,12 @@ export interface NodeServeOptions extends Omit<EddaOptions, "database"> {
   autoMigrate?: boolean;
   /**
    * Serve OpenTelemetry metrics at GET /metrics in the Prometheus text format
-   * (default: EDDA_METRICS=prometheus). Needs @opentelemetry/sdk-metrics and
+   * (default: EDDA_METRICS=prometheus). `"unless-off"`: on unless EDDA_METRICS=off
+   * (`npm start`'s dev server). Needs @opentelemetry/sdk-metrics and
    * @opentelemetry/exporter-prometheus; records to a provider of its own, so
    * leave `metrics` unset.
    */
-  prometheus?: boolean;
+  prometheus?: boolean | "unless-off";
   env?: Record<string, string | undefined>;
 }
 
@@ -87,7 +88,8 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
   }
   // The Host values served (guards.ts): the configured ones and, on a loopback interface once the port is bound, its loopback addresses.
   const hosts = [...(options.allowedHosts ?? [])];
-  const prometheus = (opts.prometheus ?? config.metrics === "prometheus") ? await prometheusMetrics() : null;
+  const metricsOn = opts.prometheus === "unless-off" ? config.metrics !== "off" : (opts.prometheus ?? config.metrics === "prometheus");
+  const prometheus = metricsOn ? await prometheusMetrics() : null;
   if (prometheus && opts.metrics) throw new ConfigurationError("pass either metrics (your own MeterProvider) or prometheus (GET /metrics), not both", "EDDA_METRICS");
   const edda = createEdda({
     ...options,

@@ -23,7 +23,7 @@ describe("secure defaults", () => {
     expect(() => readConfig({ EDDA_ALLOW_UNAUTHENTICATED: "maybe" })).toThrow(ConfigurationError);
     expect(() => readConfig({ EDDA_METRICS: "statsd" })).toThrow(/EDDA_METRICS must be "prometheus" or "off"/);
     expect(readConfig({ EDDA_METRICS: "prometheus" }).metrics).toBe("prometheus");
-    expect(readConfig({ EDDA_METRICS: "off" }).metrics).toBeUndefined();
+    expect(readConfig({ EDDA_METRICS: "off" }).metrics).toBe("off");
     expect(readConfig({ EDDA_API_TOKEN: " t " }).apiToken).toBe("t");
     expect(unauthenticatedRefusal(readConfig({}))?.variable).toBe("EDDA_API_TOKEN");
     expect(unauthenticatedRefusal(readConfig({ EDDA_ALLOW_UNAUTHENTICATED: "1" }))).toBeNull();
