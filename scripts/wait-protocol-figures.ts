@@ -33,7 +33,7 @@ const sources = walk(join(root, "src"), (p) => /\.tsx?$/.test(p) && !generated(p
 const filesWith = (pattern: RegExp) => sources.filter((s) => pattern.test(s.text)).map((s) => s.path);
 
 const waitStatuses = INSTANCE_STATUSES.filter((s) => s.startsWith("waiting_for_"));
-const statusFiles = Object.fromEntries(waitStatuses.map((s) => [s, filesWith(new RegExp(`\\b${s}\\b`))]));
+const statusFiles: Record<string, string[]> = Object.fromEntries(waitStatuses.map((s) => [s, filesWith(new RegExp(`\\b${s}\\b`))]));
 const runningFiles = filesWith(/status\s*=\s*'running'/);
 const historyInsertFiles = filesWith(/INSERT INTO workflow_history\b(?!_)/);
 

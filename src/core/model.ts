@@ -1,18 +1,143 @@
 /**
  * The shared model: what the replay core and the storage layer both speak
- * about — instance statuses, history event types, payloads and history rows.
+ * about — history event types, wait kinds, instance statuses, payloads and
+ * history rows.
  * A leaf module (it imports nothing), so storage depends on this file and not
  * on the rest of `core`, and each name is defined exactly once.
  */
 
+/** History event types (`workflow_history.event_type`). */
+export const EV = {
+  ActivityCompleted: "ActivityCompleted",
+  ActivityFailed: "ActivityFailed",
+  /** A failed attempt that will be retried, at `{id}#{attempt}`. */
+  ActivityAttemptFailed: "ActivityAttemptFailed",
+  TimerExpired: "TimerExpired",
+  MessageReceived: "MessageReceived",
+  MessageTimeout: "MessageTimeout",
+  /** A deterministic value (`ctx.now()`, `ctx.random()`, `ctx.uuid()`) recorded once. */
+  ValueRecorded: "ValueRecorded",
+  /** An `emit(ctx, data)` of the workflow: `{ topic, data }`, appended to the stream once. */
+  StreamEmitted: "StreamEmitted",
+  /** A child workflow's outcome at the parent's `invoke` operation: completed, or failed/cancelled. */
+  ChildCompleted: "ChildCompleted",
+  ChildFailed: "ChildFailed",
+  /** A per-wait webhook URL was called (`hook.wait()` returns the request), or it expired first (throws WebhookExpiredError). */
+  WebhookReceived: "WebhookReceived",
+  WebhookExpired: "WebhookExpired",
+  CompensationExecuted: "CompensationExecuted",
+  CompensationFailed: "CompensationFailed",
+} as const;
+
+export type HistoryEventType = (typeof EV)[keyof typeof EV];
+
+/**
+ * Every kind of wait an operation can open (the `kind` of core/replay.ts's
+ * `WaitRequest`), declared once. Each list that names the kinds is derived
+ * from this table: the waiting statuses (and so the instance table's CHECK,
+ * schema.ts), the records that settle a wait (replay's primary events), the
+ * sweep's expiry tasks with their failure task and report counter, the
+ * viewer's and MCP's words for an instance in the wait, and the kinds a race's
+ * webhook branch can stand beside. What the engine does with a kind
+ * (prepare, conclude, expire) is engine/wait-kinds.ts's table, a mapped type
+ * over these keys; the SQL of a kind is its storage module's. So a new kind is
+ * one entry here, one variant of `WaitRequest`, one row there, its SQL and its
+ * operation: whatever is missing fails to compile (docs/design.md, "A new wait kind").
+ */
+const DECLARED_WAIT_KINDS = [
+  {
+    kind: "timer",
+    status: "waiting_for_timer",
+    events: [EV.TimerExpired],
+    expiry: { task: "timers", counter: "timersFired", priority: true },
+    hookBranch: false,
+    view: { says: "sleeping until a timer fires", pollIntervalMs: 5000, span: true },
+  },
+  {
+    kind: "message",
+    status: "waiting_for_message",
+    events: [EV.MessageReceived, EV.MessageTimeout],
+    expiry: { task: "message_timeouts", counter: "messageWaitsExpired", priority: true },
+    hookBranch: true,
+    view: { says: "waiting for a message", pollIntervalMs: 30_000, span: true },
+  },
+  /** Waiting for a child workflow's outcome (`invoke`): it never comes due by itself, the child's end records it. */
+  {
+    kind: "child",
+    status: "waiting_for_child",
+    events: [EV.ChildCompleted, EV.ChildFailed],
+    expiry: null,
+    hookBranch: false,
+    view: { says: "waiting for a child workflow", pollIntervalMs: 5000, span: false },
+  },
+  /** Waiting for a POST to a per-wait URL (`createWebhook` … `hook.wait()`), or its expiry. */
+  {
+    kind: "webhook",
+    status: "waiting_for_webhook",
+    events: [EV.WebhookReceived, EV.WebhookExpired],
+    // A webhook's expiry rotates with the other sweep tasks: it ends a wait of minutes or days, where a
+    // sweep or so of lag is harmless, and the first tick that fires a timer must stay inside a Free budget.
+    expiry: { task: "webhook_expiry", counter: "webhookWaitsExpired", priority: false },
+    hookBranch: true,
+    view: { says: "waiting for a POST to its webhook URL", pollIntervalMs: 30_000, span: true },
+  },
+] as const satisfies readonly WaitKindDeclaration[];
+
+/** What a wait kind declares (see WAIT_KINDS). */
+export interface WaitKindDeclaration {
+  /** The `kind` of its `WaitRequest` (core/replay.ts) and its key in WAIT_KINDS. */
+  kind: string;
+  /** The instance's status while it waits. */
+  status: `waiting_for_${string}`;
+  /** The history records that settle the wait. */
+  events: readonly HistoryEventType[];
+  /**
+   * How the wait comes due by itself, or null (it ends only when something else records its outcome):
+   * the sweep task that expires it (also the failure task of a poison row), the sweep report's counter,
+   * and whether the task runs first in a sweep with a CPU budget.
+   */
+  expiry: { task: string; counter: string; priority: boolean } | null;
+  /** Whether a race's webhook branch can stand beside this wait (the instance then listens for the hook's POST too). */
+  hookBranch: boolean;
+  view: {
+    /** What an operator is told the instance does (MCP task status). */
+    says: string;
+    /** How long a client should wait before asking again (MCP). */
+    pollIntervalMs: number;
+    /** Whether a step that concludes in this wait gets an `edda.wait {kind}` span. */
+    span: boolean;
+  };
+}
+
+export type WaitKind = (typeof DECLARED_WAIT_KINDS)[number]["kind"];
+type Declared = (typeof DECLARED_WAIT_KINDS)[number];
+/** Each wait kind's declaration by its kind. */
+export const WAIT_KINDS = Object.fromEntries(DECLARED_WAIT_KINDS.map((d) => [d.kind, d])) as { [K in WaitKind]: Extract<Declared, { kind: K }> };
+export type WaitStatus = Declared["status"];
+type ExpiryOf<D> = D extends { expiry: infer E } ? Exclude<E, null> : never;
+/** A sweep task that expires one wait kind's due waits. */
+export type ExpiryTask = ExpiryOf<Declared>["task"];
+/** The sweep report's counter of an expiry task. */
+export type ExpiryCounter = ExpiryOf<Declared>["counter"];
+
+const DECLARED: readonly WaitKindDeclaration[] = DECLARED_WAIT_KINDS;
+/** The waiting statuses, in table order (a tuple, so INSTANCE_STATUSES stays one). */
+export const WAIT_STATUSES = DECLARED_WAIT_KINDS.map((d) => d.status) as unknown as StatusesOf<typeof DECLARED_WAIT_KINDS>;
+type StatusesOf<T extends readonly { status: string }[]> = { [I in keyof T]: T[I]["status"] };
+/** The records that settle a wait, of every kind. */
+export const WAIT_EVENTS: readonly HistoryEventType[] = DECLARED.flatMap((d) => d.events);
+/** The statuses in which an instance can be listening for a webhook branch's POST (its own wait, or a race's). */
+export const HOOK_LISTENING_STATUSES = DECLARED.filter((d) => d.hookBranch).map((d) => d.status) as WaitStatus[];
+
+/** The kind whose waiting status this is, with its declaration, if any. */
+export function waitKindOf(status: string): (WaitKindDeclaration & { kind: WaitKind }) | undefined {
+  return DECLARED_WAIT_KINDS.find((d) => d.status === status);
+}
+
+/** Every status an instance can have; the waiting ones come from WAIT_KINDS, one per kind. */
 export const INSTANCE_STATUSES = [
   "running",
-  "waiting_for_timer",
-  "waiting_for_message",
-  /** Waiting for a child workflow's outcome (`invoke`). */
-  "waiting_for_child",
-  /** Waiting for a POST to a per-wait URL (`createWebhook` … `hook.wait()`), or its expiry. */
-  "waiting_for_webhook",
+  ...WAIT_STATUSES,
   "compensating",
   "completed",
   "failed",
@@ -41,7 +166,7 @@ export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
 /** Statuses a step may run in. */
 export const RUNNABLE_STATUSES: readonly InstanceStatus[] = ["running", "compensating"];
 /** Statuses from which cancellation is allowed. */
-export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", "waiting_for_timer", "waiting_for_message", "waiting_for_child", "waiting_for_webhook", "parked", "quarantined", "queued"];
+export const CANCELLABLE_STATUSES: readonly InstanceStatus[] = ["running", ...WAIT_STATUSES, "parked", "quarantined", "queued"];
 export const TERMINAL_STATUSES: readonly InstanceStatus[] = ["completed", "failed", "cancelled"];
 
 /**
@@ -49,31 +174,6 @@ export const TERMINAL_STATUSES: readonly InstanceStatus[] = ["completed", "faile
  * attempts `…#n` and retry timers `…#retryn`. Such a record in history means the body is over (engine/decide.ts `phase`).
  */
 export const COMPENSATION_PREFIX = "compensate:";
-
-/** History event types (`workflow_history.event_type`). */
-export const EV = {
-  ActivityCompleted: "ActivityCompleted",
-  ActivityFailed: "ActivityFailed",
-  /** A failed attempt that will be retried, at `{id}#{attempt}`. */
-  ActivityAttemptFailed: "ActivityAttemptFailed",
-  TimerExpired: "TimerExpired",
-  MessageReceived: "MessageReceived",
-  MessageTimeout: "MessageTimeout",
-  /** A deterministic value (`ctx.now()`, `ctx.random()`, `ctx.uuid()`) recorded once. */
-  ValueRecorded: "ValueRecorded",
-  /** An `emit(ctx, data)` of the workflow: `{ topic, data }`, appended to the stream once. */
-  StreamEmitted: "StreamEmitted",
-  /** A child workflow's outcome at the parent's `invoke` operation: completed, or failed/cancelled. */
-  ChildCompleted: "ChildCompleted",
-  ChildFailed: "ChildFailed",
-  /** A per-wait webhook URL was called (`hook.wait()` returns the request), or it expired first (throws WebhookExpiredError). */
-  WebhookReceived: "WebhookReceived",
-  WebhookExpired: "WebhookExpired",
-  CompensationExecuted: "CompensationExecuted",
-  CompensationFailed: "CompensationFailed",
-} as const;
-
-export type HistoryEventType = (typeof EV)[keyof typeof EV];
 
 export type ChannelMode = "broadcast" | "competing" | "direct";
 

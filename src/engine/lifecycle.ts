@@ -75,7 +75,7 @@ export function childOutcomeEvent(
 /**
  * In the parent's step transaction: lock the parent's own row, then read the
  * child. A finished child's outcome is recorded now; otherwise the parent
- * waits (`waiting_for_child`) and the child's conclusion will record it.
+ * waits (the child kind's status) and the child's conclusion will record it.
  */
 export async function prepareChildWait(tx: TxStorage, instanceId: string, w: ChildWait): Promise<{ kind: "ready"; event: NewHistoryEvent } | { kind: "waiting" }> {
   await tx.lockInstanceRow(instanceId);

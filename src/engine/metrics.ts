@@ -6,7 +6,7 @@
  * Instruments (names as OpenTelemetry sees them; a Prometheus exporter writes
  * dots as underscores and adds `_total` to counters and the unit to histograms):
  *
- *   edda.steps                      counter    {workflow, outcome}  outcome: the status a step left (completed, waiting_for_timer…), or skipped, lease_lost, error
+ *   edda.steps                      counter    {workflow, outcome}  outcome: the status a step left (completed, a wait kind's status…), or skipped, lease_lost, error
  *   edda.step.duration              histogram  {workflow, outcome}  seconds
  *   edda.instances.started          counter    {workflow}
  *   edda.instances.failed           counter    {workflow}

@@ -25,6 +25,7 @@
  *   instance found by two tasks of one sweep is dispatched once, and one found
  *   again by a later sweep while its step is in flight is skipped by the step.
  */
+import type { ExpiryCounter } from "../core/model.ts";
 import { deliverToWaitingSubscribers } from "./channels.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Uses } from "./deps.ts";
@@ -34,15 +35,8 @@ import { promoteAllQueued, startTimedStarts } from "./flow-control.ts";
 import { emptyRelayReport, relayOutbox, type RelayReport } from "./outbox.ts";
 import { batchOrEach, type Isolation, type RowFailure } from "./poison.ts";
 import { mustRun, rotationTurn, sweepOrder } from "./sweep-rotation.ts";
-import { EXPIRIES, expireDue, type Expiry } from "./wait-kinds.ts";
+import { EXPIRIES, expireDue } from "./wait-kinds.ts";
 import { sweepBulk } from "./bulk.ts";
-
-/** The report's counter of each expiry task. */
-const EXPIRED_COUNTER: Record<Expiry["task"], "timersFired" | "messageWaitsExpired" | "webhookWaitsExpired"> = {
-  timers: "timersFired",
-  message_timeouts: "messageWaitsExpired",
-  webhook_expiry: "webhookWaitsExpired",
-};
 
 /** What a sweep uses: its own settings and what its tasks use. */
 export type SweepDeps = Uses<"storage" | "dispatcher" | "workerId" | "quarantineAfter" | "retention" | "metrics"> &
@@ -101,9 +95,8 @@ export interface SweepOptions {
  * time — a sleeping workflow, a receive timeout, a schedule tick (whose
  * `missed: "skip"` grace is two minutes) — never waits for the rotation.
  */
-// A per-wait webhook URL's expiry rotates with the others: it ends a wait of minutes or days, where a
-// sweep or so of lag is harmless, and the first tick that fires a timer must stay inside a Free budget.
-const PRIORITY_TASKS: ReadonlySet<SweepTask> = new Set<SweepTask>(["timers", "message_timeouts", "schedules"]);
+// The wait kinds declare which of their expiries are such (core/model.ts WAIT_KINDS).
+const PRIORITY_TASKS: ReadonlySet<SweepTask> = new Set<SweepTask>([...EXPIRIES.filter((e) => e.priority).map((e) => e.task), "schedules"]);
 
 function defaultCpuClock(): () => number {
   const usage = (globalThis as { process?: { cpuUsage?: () => { user: number; system: number } } }).process?.cpuUsage;
@@ -121,6 +114,11 @@ function defaultCpuClock(): () => number {
   return () => performance.now();
 }
 
+/**
+ * A sweep's tasks. The first three expire waits, one per wait kind that comes
+ * due by itself: spelled out for the public API, tied to the kinds' declared
+ * tasks by the compiler (`add(expiry.task, …)` below takes only a SweepTask).
+ */
 export type SweepTask =
   | "timers"
   | "message_timeouts"
@@ -139,6 +137,12 @@ export type SweepTask =
   | "concurrency"
   | "timed_starts"
   | "bulk_operations";
+
+/** What the expiry tasks did: a counter per wait kind that comes due by itself, as the kind declares it. */
+type ExpiryCounts = Record<ExpiryCounter, number>;
+
+// The expiry counters are spelled out for the public API; a wait kind that declares a counter the report lacks fails to compile here.
+const _everyExpiryCounted: SweepReport extends ExpiryCounts ? true : never = true;
 
 export interface SweepReport {
   timersFired: number;
@@ -196,9 +200,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   const holder = `${deps.workerId}/sweep-${crypto.randomUUID().slice(0, 8)}`;
   const { storage, dispatcher } = deps;
   const report: SweepReport = {
-    timersFired: 0,
-    messageWaitsExpired: 0,
-    webhookWaitsExpired: 0,
+    ...(Object.fromEntries(EXPIRIES.map((e) => [e.counter, 0])) as ExpiryCounts),
     deadlinesExpired: 0,
     staleLeasesReleased: 0,
     messagesDelivered: 0,
@@ -285,7 +287,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   for (const expiry of EXPIRIES) {
     add(expiry.task, async () => {
       const ids = await expireDue(iso, expiry, batch);
-      report[EXPIRED_COUNTER[expiry.task]] += ids.length;
+      report[expiry.counter] += ids.length;
       dispatch(ids);
       return ids.length;
     });

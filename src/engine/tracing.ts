@@ -18,8 +18,7 @@
 import type { EngineHooks, ActivityInfo } from "./hooks.ts";
 import type { Dispatcher, DispatchScope, StepRequest } from "./dispatcher.ts";
 import type { StepResult } from "./step.ts";
-import type { InstanceStatus } from "../core/model.ts";
-import { waitKindOf } from "./wait-kinds.ts";
+import { waitKindOf } from "../core/model.ts";
 
 /** The parts of `@opentelemetry/api` Edda uses, declared locally (pass the module itself: it satisfies them). */
 export interface OtelContext {
@@ -122,7 +121,7 @@ export class Tracing {
       span.setAttribute("edda.step.result", r.status);
       if (r.status === "concluded") {
         span.setAttribute("edda.instance.status", r.instanceStatus);
-        const wait = waitKindOf(r.instanceStatus as InstanceStatus);
+        const wait = waitKindOf(r.instanceStatus);
         if (wait?.view.span) {
           const { kind } = wait;
           this.tracer.startSpan(`edda.wait ${kind}`, { attributes: { "edda.instance.id": req.instanceId, "edda.wait.kind": kind } }, entry.ctx).end();

@@ -10,7 +10,7 @@
  *            history records only `{ nonce, expiresAt }`
  *   wait     a wait kind of its own (`webhook` in wait-kinds.ts): its prepare
  *            takes a request that came before the wait, else the instance
- *            waits (`waiting_for_webhook`)
+ *            waits (the webhook kind's status)
  *   POST     `deliverToWebhook`: storage fires the hook under the instance's
  *            row lock and, when the instance waits on it, records the request
  *            and makes it runnable; the step is dispatched after the commit

@@ -31,7 +31,7 @@ import { sql } from "drizzle-orm";
 import { EddaError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { availableTo, broadcastAvailable, inTransaction, lockChannel } from "./channel-rules.ts";
-import { DB_NOW, dbNowPlus, isoUtc, MESSAGE_COLUMNS, toChannelMessage, tsParam, type Row } from "./rows.ts";
+import { DB_NOW, dbNowPlus, isoUtc, MESSAGE_COLUMNS, toChannelMessage, tsParam, WAITING, type Row } from "./rows.ts";
 import type { ChannelMessageRecord, ChannelMode, MatchDocument, Payload } from "./records.ts";
 
 export interface WaitingSubscriber {
@@ -58,7 +58,7 @@ export interface ChannelDeliveryArea {
    */
   lockWaitingSubscription(instanceId: string, channel: string, activityId: string): Promise<boolean>;
   /**
-   * Clear the wait; if it was set and the instance is `waiting_for_message`,
+   * Clear the wait; if it was set and the instance is waiting for a message,
    * the instance becomes `running` in the same statement (a delivery makes it runnable).
    */
   clearWaiting(instanceId: string, channel: string): Promise<void>;
@@ -96,7 +96,7 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
             ORDER BY m.id LIMIT 1
           ) n
           WHERE s.channel = ${channel} AND s.mode = 'broadcast' AND s.activity_id IS NOT NULL
-            AND i.status = 'waiting_for_message'
+            AND i.status = ${WAITING.message}
             AND NOT EXISTS (
               SELECT 1 FROM channel_messages t
               WHERE t.target_instance_id = s.instance_id AND t.channel = s.channel
@@ -150,7 +150,7 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
             FROM d JOIN p ON p.seq = d.seq ORDER BY d.ord
           )
           UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-          WHERE instance_id IN (SELECT instance_id FROM d) AND status = 'waiting_for_message'`);
+          WHERE instance_id IN (SELECT instance_id FROM d) AND status = ${WAITING.message}`);
         return picked.map((p) => ({ instanceId: p.instance_id, activityId: p.activity_id, seq: Number(p.seq) }));
       });
     },
@@ -168,7 +168,7 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
     },
 
     /**
-     * Clear the wait; when it was set and the instance is `waiting_for_message`,
+     * Clear the wait; when it was set and the instance is waiting for a message,
      * the instance becomes `running` in the same statement (a delivered message
      * makes it runnable, like a fired timer or an expired wait).
      */
@@ -182,7 +182,7 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
           UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM w WHERE s.id = w.id
         )
         UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-        WHERE instance_id IN (SELECT instance_id FROM w) AND status = 'waiting_for_message'`);
+        WHERE instance_id IN (SELECT instance_id FROM w) AND status = ${WAITING.message}`);
     },
 
     /**
@@ -191,7 +191,7 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
      * instead of deadlocking. Runs in the caller's transaction.
      */
     async lockWaitingSubscription(instanceId, channel, activityId) {
-      const inst = await queryRows(ex, sql`SELECT 1 AS ok FROM workflow_instances WHERE instance_id = ${instanceId} AND status = 'waiting_for_message' FOR UPDATE`);
+      const inst = await queryRows(ex, sql`SELECT 1 AS ok FROM workflow_instances WHERE instance_id = ${instanceId} AND status = ${WAITING.message} FOR UPDATE`);
       if (inst.length === 0) return false;
       await lockChannel(ex, channel);
       const rows = await queryRows(
@@ -209,7 +209,7 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
         ex,
         sql`SELECT s.instance_id, s.channel, s.mode, s.activity_id
             FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
-            WHERE s.activity_id IS NOT NULL AND i.status = 'waiting_for_message' ${channelFilter}
+            WHERE s.activity_id IS NOT NULL AND i.status = ${WAITING.message} ${channelFilter}
               AND EXISTS (SELECT 1 FROM channel_messages m WHERE ${availableTo("m", "s")})
             ORDER BY s.id LIMIT ${limit}::int`,
       );
@@ -246,7 +246,7 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
           ON CONFLICT (instance_id, activity_id) DO NOTHING
         ), upd AS (
           UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-          WHERE instance_id IN (SELECT instance_id FROM due) AND status = 'waiting_for_message'
+          WHERE instance_id IN (SELECT instance_id FROM due) AND status = ${WAITING.message}
         )
         SELECT DISTINCT instance_id FROM due`,
       );

@@ -19,6 +19,7 @@ import {
   toHistoryEvent,
   toNullableDate,
   tsParam,
+  WAITING,
   type Row,
 } from "./rows.ts";
 import type {
@@ -64,7 +65,7 @@ export interface HistoryArea {
   /**
    * Fire expired timers (bounded, SKIP LOCKED), in one transaction: record
    * `TimerExpired` for the timer's activity id, delete the timer, make the
-   * instance `running` if it was `waiting_for_timer`. Returns the instance ids.
+   * instance `running` if it was waiting for that timer. Returns the instance ids.
    * Timers of quarantined instances wait (they fire once it is resumed).
    */
   fireExpiredTimers(limit: number, onlyInstanceId?: string): Promise<string[]>;
@@ -221,7 +222,7 @@ export function historyArea(ex: Executor): HistoryArea {
           -- A race of a webhook and a timer waits for the webhook with its timer registered at the race's id.
           UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
           WHERE i.instance_id IN (SELECT instance_id FROM due)
-            AND (i.status = 'waiting_for_timer' OR (i.status = 'waiting_for_webhook' AND i.current_activity_id IN (SELECT activity_id FROM due WHERE due.instance_id = i.instance_id)))
+            AND (i.status = ${WAITING.timer} OR (i.status = ${WAITING.webhook} AND i.current_activity_id IN (SELECT activity_id FROM due WHERE due.instance_id = i.instance_id)))
         )
         SELECT DISTINCT instance_id FROM due`,
       );

@@ -12,7 +12,7 @@
 import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
 import { historyValues } from "./history.ts";
-import { DB_NOW, inBody } from "./rows.ts";
+import { DB_NOW, inBody, WAITING } from "./rows.ts";
 import { CANCELLABLE_STATUSES, type InstanceStatus, type NewHistoryEvent } from "./records.ts";
 
 export interface ChildSummary {
@@ -54,7 +54,7 @@ export function lifecycleArea(ex: Executor): LifecycleArea {
 
     /**
      * Record a child's outcome in its parent when the parent waits for exactly
-     * that child (`waiting_for_child` at `activityId`): the history row and
+     * that child (a child wait at `activityId`): the history row and
      * `running` in one statement. False when the parent does not wait for it
      * (its own wait registration will read the child's row instead).
      */
@@ -64,7 +64,7 @@ export function lifecycleArea(ex: Executor): LifecycleArea {
         sql`
         WITH upd AS (
           UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-          WHERE instance_id = ${parentId} AND status = 'waiting_for_child' AND current_activity_id = ${activityId}
+          WHERE instance_id = ${parentId} AND status = ${WAITING.child} AND current_activity_id = ${activityId}
           RETURNING instance_id
         ), hist AS (
           INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)

@@ -12,8 +12,8 @@
  * objects through unserialized), bytes as a Uint8Array with `::bytea`.
  */
 import { getTableColumns, sql, type SQL } from "drizzle-orm";
+import { COMPENSATION_PREFIX, HOOK_LISTENING_STATUSES, WAIT_KINDS, type WaitKind } from "../core/model.ts";
 import { channelMessages, channelSubscriptions, workflowInstances } from "./schema.ts";
-import { COMPENSATION_PREFIX } from "../core/model.ts";
 import type {
   ArchivedHistoryEvent,
   ChannelMessageRecord,
@@ -48,6 +48,15 @@ export function inBody(alias: string): SQL {
     `(${alias}.cancel_data IS NULL AND NOT EXISTS (SELECT 1 FROM workflow_history ch WHERE ch.instance_id = ${alias}.instance_id AND starts_with(ch.activity_id, '${COMPENSATION_PREFIX}')))`,
   );
 }
+
+/** Names of the model as a SQL literal (constants, never user input): text of the statement, so no plan or prepared shape depends on them. */
+const literal = (value: string): SQL => sql.raw(`'${value}'`);
+
+/** Each wait kind's waiting status as a SQL literal, from its one declaration (core/model.ts WAIT_KINDS). */
+export const WAITING = Object.fromEntries(Object.entries(WAIT_KINDS).map(([kind, d]) => [kind, literal(d.status)])) as Record<WaitKind, SQL>;
+
+/** `(…)`: the statuses of an instance that may be listening for a webhook's POST (its own wait, or a race's message wait beside a webhook branch). */
+export const HOOK_LISTENING: SQL = sql.raw(`(${HOOK_LISTENING_STATUSES.map((s) => `'${s}'`).join(", ")})`);
 
 /** `DB_NOW + seconds` (fractional seconds allowed). */
 export function dbNowPlus(seconds: number): SQL {

@@ -22,12 +22,9 @@
  */
 import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
-import { DB_NOW, dbNowPlus, isoUtc, toNullableDate } from "./rows.ts";
+import { DB_NOW, dbNowPlus, HOOK_LISTENING, isoUtc, toNullableDate } from "./rows.ts";
 
 export type WaitWebhookStatus = "open" | "fired" | "expired" | "cancelled";
-
-/** Listening on instances in these statuses: a hook's own wait, or a race whose message branch makes it a message wait. */
-const LISTENING = sql`('waiting_for_webhook', 'waiting_for_message')`;
 
 export interface WaitWebhookRecord {
   hookId: string;
@@ -158,7 +155,7 @@ export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
           ), woken AS (
             UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
             FROM fire, h
-            WHERE i.instance_id = fire.instance_id AND h.instance_status IN ${LISTENING} AND h.current_activity_id = h.wait_id
+            WHERE i.instance_id = fire.instance_id AND h.instance_status IN ${HOOK_LISTENING} AND h.current_activity_id = h.wait_id
             RETURNING i.instance_id, h.wait_id
           ), hist AS (
             INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
@@ -196,7 +193,7 @@ export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
             RETURNING instance_id, run, hook_id, ${waitIdOf("h")} AS wait_id, expires_at
           ), woken AS (
             UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
-            FROM exp WHERE i.instance_id = exp.instance_id AND i.run = exp.run AND i.status IN ${LISTENING} AND i.current_activity_id = exp.wait_id
+            FROM exp WHERE i.instance_id = exp.instance_id AND i.run = exp.run AND i.status IN ${HOOK_LISTENING} AND i.current_activity_id = exp.wait_id
             RETURNING i.instance_id, exp.hook_id, exp.wait_id, exp.expires_at
           ), hist AS (
             INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)

@@ -21,7 +21,8 @@ import { childWorkflow, type ChildInput } from "./programs.ts";
 import { ActivityRegistry } from "../../src/core/registry.ts";
 import type { ActivityContext } from "../../src/core/context.ts";
 import type { ActivityOutcome } from "../../src/engine/execute.ts";
-import { compensationRows, continueWith, decide, waitingPlan, type AfterCommit } from "../../src/engine/decide.ts";
+import { compensationRows, continueWith, decide, waitingPlan, type AfterCommit, type StepHistory } from "../../src/engine/decide.ts";
+import type { WaitKind, WaitOf } from "../../src/engine/wait-kinds.ts";
 import type { StepConclusion } from "../../src/storage/types.ts";
 
 export type Mode = "warm" | "cold" | "crash";
@@ -195,7 +196,7 @@ function describeOutcome(o: ReplayOutcome): string {
  * simulated queue and children.
  */
 async function conclude(next: ReplayResult, world: World): Promise<Conclusion> {
-  const { messages, consumed, now, children } = world;
+  const { messages, now, children } = world;
   const { outcome } = next;
   const history = { records: [...next.newEvents], compensations: compensationRows(next.newCompensations) };
   const base = { events: history.records, compensations: next.newCompensations };
@@ -246,32 +247,51 @@ async function conclude(next: ReplayResult, world: World): Promise<Conclusion> {
       const c = fromConclusion(settled.conclusion, settled.after, base, now);
       return c.timer ? c : { ...c, settled: plan.activities };
     }
-    case "wait": {
-      const w = plan.wait;
-      if (w.kind === "timer") throw new Error("a timer wait has nothing to prepare: decide concludes it");
-      if (w.kind === "webhook") {
-        // A POST that came before the wait is taken at once (the engine's prepare); else the instance waits for one,
-        // with a race's timer registered as the engine's conclusion registers it.
-        const ready = prepareHook(world, w.hookId, w.activityId);
-        if (ready) return { ...base, ...ready, events: continueWith(w.activityId, history, ready.event, { handoffLeaseSeconds: 30 }).conclusion.history! };
-        const plan = waitingPlan(w, history, { kind: "waiting", wakeInSeconds: null }, now * 1000);
-        return { ...fromConclusion(plan.conclusion, plan.after, base, now), wait: { activityId: w.activityId, channel: null, timeoutAt: null, hook: w.hookId } };
-      }
-      if (w.kind === "child") {
-        const child = children.get(w.childInstanceId)!;
-        if (child.at <= now) return { ...base, events: continueWith(w.activityId, history, childEvent(w.activityId, child), { handoffLeaseSeconds: 30 }).conclusion.history! };
-        return { ...base, wait: { activityId: w.activityId, channel: "", timeoutAt: null, child: child.id } };
-      }
-      // A race's webhook branch is looked at first, as the engine's prepare does.
-      const ready = w.hook ? prepareHook(world, w.hook.hookId, w.activityId) : null;
-      if (ready) return { ...base, ...ready, events: continueWith(w.activityId, history, ready.event, { handoffLeaseSeconds: 30 }).conclusion.history! };
-      const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === w.channel && m.at <= now);
-      if (i >= 0) return { ...base, takes: i, ...(w.hook ? { spends: w.hook.hookId } : {}), events: continueWith(w.activityId, history, received(w.activityId, messages[i]!, i), { handoffLeaseSeconds: 30 }).conclusion.history! };
-      const timeoutAt = w.timeoutAt ? w.timeoutAt.getTime() / 1000 : w.timeoutSeconds === undefined ? null : now + w.timeoutSeconds;
-      return { ...base, wait: { activityId: w.activityId, channel: w.channel, timeoutAt, ...(w.hook ? { hook: w.hook.hookId } : {}) } };
-    }
+    case "wait":
+      return (PREPARE_IN_WORLD[plan.wait.kind] as PrepareInWorld<WaitKind>)(plan.wait, { world, history, base });
   }
 }
+
+/** What a kind's simulated prepare works with: the store, the step's rows, and the conclusion's base. */
+interface PrepareScope {
+  world: World;
+  history: StepHistory;
+  base: Pick<Conclusion, "events" | "compensations">;
+}
+type PrepareInWorld<K extends WaitKind> = (w: WaitOf<K>, scope: PrepareScope) => Conclusion;
+
+/**
+ * The engine's prepare of each wait kind (engine/wait-kinds.ts), over the simulated store: a table over the
+ * declared kinds (core/model.ts WAIT_KINDS), so a new kind fails to compile until the stepper handles it.
+ */
+const PREPARE_IN_WORLD: { [K in WaitKind]: PrepareInWorld<K> } = {
+  timer: () => {
+    throw new Error("a timer wait has nothing to prepare: decide concludes it");
+  },
+  webhook: (w, { world, history, base }) => {
+    // A POST that came before the wait is taken at once (the engine's prepare); else the instance waits for one,
+    // with a race's timer registered as the engine's conclusion registers it.
+    const ready = prepareHook(world, w.hookId, w.activityId);
+    if (ready) return { ...base, ...ready, events: continueWith(w.activityId, history, ready.event, { handoffLeaseSeconds: 30 }).conclusion.history! };
+    const plan = waitingPlan(w, history, { kind: "waiting", wakeInSeconds: null }, world.now * 1000);
+    return { ...fromConclusion(plan.conclusion, plan.after, base, world.now), wait: { activityId: w.activityId, channel: null, timeoutAt: null, hook: w.hookId } };
+  },
+  child: (w, { world, history, base }) => {
+    const child = world.children.get(w.childInstanceId)!;
+    if (child.at <= world.now) return { ...base, events: continueWith(w.activityId, history, childEvent(w.activityId, child), { handoffLeaseSeconds: 30 }).conclusion.history! };
+    return { ...base, wait: { activityId: w.activityId, channel: "", timeoutAt: null, child: child.id } };
+  },
+  message: (w, { world, history, base }) => {
+    const { messages, consumed, now } = world;
+    // A race's webhook branch is looked at first, as the engine's prepare does.
+    const ready = w.hook ? prepareHook(world, w.hook.hookId, w.activityId) : null;
+    if (ready) return { ...base, ...ready, events: continueWith(w.activityId, history, ready.event, { handoffLeaseSeconds: 30 }).conclusion.history! };
+    const i = messages.findIndex((m, idx) => !consumed.has(idx) && m.channel === w.channel && m.at <= now);
+    if (i >= 0) return { ...base, takes: i, ...(w.hook ? { spends: w.hook.hookId } : {}), events: continueWith(w.activityId, history, received(w.activityId, messages[i]!, i), { handoffLeaseSeconds: 30 }).conclusion.history! };
+    const timeoutAt = w.timeoutAt ? w.timeoutAt.getTime() / 1000 : w.timeoutSeconds === undefined ? null : now + w.timeoutSeconds;
+    return { ...base, wait: { activityId: w.activityId, channel: w.channel, timeoutAt, ...(w.hook ? { hook: w.hook.hookId } : {}) } };
+  },
+};
 
 /** A concluding plan in the simulation's terms: its records, its timer (due at virtual time), or the end it reached. */
 function fromConclusion(c: StepConclusion, after: AfterCommit, base: Pick<Conclusion, "compensations">, now: number): Conclusion {

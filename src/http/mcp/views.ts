@@ -5,10 +5,9 @@
  * task status. Keys are snake_case, as Edda's MCP tools have them.
  */
 import type { CallToolResult, Task } from "@modelcontextprotocol/sdk/types.js";
-import { EV } from "../../core/model.ts";
+import { EV, waitKindOf } from "../../core/model.ts";
 import type { Engine, InstanceView } from "../../engine/engine.ts";
 import type { InstanceStatus } from "../../core/model.ts";
-import { waitKindOf } from "../../engine/wait-kinds.ts";
 
 /** The engine's rule for instance ids; anything else names no instance (and never reaches a query). */
 export function isInstanceId(id: string): boolean {
@@ -32,7 +31,7 @@ export function pollIntervalMs(status: InstanceStatus): number | undefined {
     case "compensating":
       return 1000;
     default:
-      // A waiting instance: as its wait kind says (wait-kinds.ts).
+      // A waiting instance: as its wait kind says (core/model.ts WAIT_KINDS).
       return waitKindOf(status)?.view.pollIntervalMs ?? (isFinished(status) ? undefined : 5000);
   }
 }

@@ -8,7 +8,7 @@
 import type { Child } from "hono/jsx";
 import type { InstanceView } from "../../engine/engine.ts";
 import type { SerializedError } from "../../core/serialization.ts";
-import { CANCELLABLE_STATUSES, TERMINAL_STATUSES, type HistoryEvent } from "../../core/model.ts";
+import { CANCELLABLE_STATUSES, HOOK_LISTENING_STATUSES, TERMINAL_STATUSES, type HistoryEvent, type WaitStatus } from "../../core/model.ts";
 import type { ArchivedRunSummary, ChildSummary, CompensationRecord, GroupMembership, SubscriptionRecord, TimerRecord, WaitWebhookRecord } from "../../engine/records.ts";
 import { MessageForm } from "./channels.tsx";
 import { clip, formatDuration, formatTime, parseStored, prettyJson, preview, relative } from "./format.ts";
@@ -167,7 +167,7 @@ function WaitingNow(p: { view: InstanceView; timers: TimerRecord[]; subscription
   const items: Child[] = [];
   for (const h of p.webhooks.filter((w) => w.status === "open" && w.run === p.view.run).slice(0, LIST_MAX)) {
     // Its own wait, or a race's (beside a message branch the race is a message wait).
-    const waiting = (p.view.status === "waiting_for_webhook" || p.view.status === "waiting_for_message") && p.view.currentActivityId === (h.waitId ?? `${h.hookId}:wait`);
+    const waiting = HOOK_LISTENING_STATUSES.includes(p.view.status as WaitStatus) && p.view.currentActivityId === (h.waitId ?? `${h.hookId}:wait`);
     items.push(
       <li>
         {waiting ? "a POST to its webhook URL" : "webhook URL open"} <span class="muted">(createWebhook at {h.hookId})</span>
@@ -217,7 +217,7 @@ function WaitingNow(p: { view: InstanceView; timers: TimerRecord[]; subscription
       <div class="small mono">now</div>
       <div class="small muted">{formatDuration(p.now.getTime() - new Date(p.view.updatedAt).getTime())}</div>
       <div>
-        <span class="badge s-waiting_for_timer">waiting</span>
+        <span class="badge s-waiting">waiting</span>
         <ul class="small" id="waiting-now">
           {items}
         </ul>

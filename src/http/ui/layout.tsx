@@ -13,12 +13,10 @@
  */
 import type { Child } from "hono/jsx";
 import { raw } from "hono/html";
-import { WAIT_KINDS } from "../../engine/wait-kinds.ts";
+import { WAIT_STATUSES } from "../../core/model.ts";
 
-/** Every waiting status is drawn alike (one per wait kind, wait-kinds.ts). */
-const WAITING_CLASSES = Object.values(WAIT_KINDS)
-  .map((k) => `.s-${k.status}`)
-  .join(",");
+/** Every waiting status is drawn alike (one per wait kind, core/model.ts), and so is the "waiting" badge (`s-waiting`). */
+const WAITING_CLASSES = ["waiting", ...WAIT_STATUSES].map((s) => `.s-${s}`).join(",");
 
 const CSS = `
 :root{color-scheme:light dark;--bg:#fafafa;--fg:#1d2125;--muted:#65707b;--card:#fff;--line:#e2e5e9;--accent:#2f5fd0;--ok:#1d7a3e;--bad:#c0362c;--warn:#a05a00;--wait:#6b4fbb;--code:#f3f4f6}
