@@ -47,6 +47,8 @@ export interface MetricsApi {
 
 /** Most queue keys a sample reports (the deepest): a gauge's label set stays bounded. */
 export const QUEUE_KEYS_SAMPLED = 100;
+/** A sweep task takes milliseconds to seconds (a big batch, a slow broker): buckets in seconds, its unit. */
+const SWEEP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 /** Seconds: from a fast in-process step to a slow external activity. */
 const STEP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -77,7 +79,7 @@ export class Metrics implements MetricsSink {
     this.failed = meter.createCounter("edda.instances.failed", { description: "Instances that ended failed" });
     this.quarantines = meter.createCounter("edda.instances.quarantined", { description: "Instances set aside after repeated failures, by the task that failed" });
     this.takeovers = meter.createCounter("edda.leases.taken_over", { description: "Expired leases released by the sweep (their worker died or stalled)" });
-    this.sweepDuration = meter.createHistogram("edda.sweep.task.duration", { unit: "s", description: "Sweep task duration, by task and result" });
+    this.sweepDuration = meter.createHistogram("edda.sweep.task.duration", { unit: "s", description: "Sweep task duration, by task and result", advice: { explicitBucketBoundaries: SWEEP_BUCKETS } });
 
     const gauge = (name: string, description: string, unit?: string) => meter.createObservableGauge(name, { description, ...(unit ? { unit } : {}) });
     const queueDepth = gauge("edda.queue.depth", "Queued instances per flow-control key");

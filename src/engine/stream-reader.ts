@@ -132,7 +132,9 @@ async function* events(storage: Storage, hub: StreamHub | null, instanceId: stri
       }
       const full = read.items.length >= STREAM_PAGE;
       if (!full && read.status !== null && isTerminal(read.status) && subscribedRead) {
-        yield { type: "end", status: read.status, lastSeq: cursor };
+        // The stream's own last item, not the reader's cursor: a reader that resumed past the end (or
+        // read one topic) is told where the stream ends, so resuming from `lastSeq` yields nothing new.
+        yield { type: "end", status: read.status, lastSeq: read.lastSeq };
         return;
       }
       if (read.status === null) return; // purged under the reader

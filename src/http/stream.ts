@@ -5,7 +5,11 @@
  *   event: chunk | emit | retry      id: the item's sequence number
  *   data: {"seq","kind","source","attempt","topic","data"} (binary items:
  *         "data" is base64 and "encoding":"base64")
- *   event: end                       data: {"status","lastSeq"} — the instance finished
+ *   event: end                       data: {"status","lastSeq"} — the instance finished:
+ *                                    status is its final status, lastSeq the seq of the
+ *                                    stream's last item (0: the stream is empty), whatever
+ *                                    the reader resumed from or filtered: resuming after it
+ *                                    yields nothing
  *   : heartbeat                      a comment every 15 s while nothing happens
  *
  * `Last-Event-ID` (or `?after=`) resumes after that sequence number: nothing

@@ -69,6 +69,8 @@ export interface StreamRead {
   items: StreamItem[];
   /** The instance's status in the same snapshot; null when it does not exist. */
   status: InstanceStatus | null;
+  /** The seq of the stream's last item in the same snapshot (0: nothing appended yet), whatever `afterSeq` and `topics` were. */
+  lastSeq: number;
 }
 
 export interface StreamsArea {
@@ -165,17 +167,20 @@ export function streamsArea(ex: Executor): StreamsArea {
           FROM (SELECT * FROM workflow_stream_chunks c WHERE c.instance_id = ${instanceId} AND c.seq > ${afterSeq}::bigint ${topics}
                 ORDER BY c.seq LIMIT ${opts.limit}::int) c
           UNION ALL
-          SELECT 'status', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, i.status
-          FROM workflow_instances i WHERE i.instance_id = ${instanceId}`,
+          SELECT 'status', coalesce(s.last_seq, 0), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, i.status
+          FROM workflow_instances i LEFT JOIN workflow_streams s ON s.instance_id = i.instance_id WHERE i.instance_id = ${instanceId}`,
       );
       let status: InstanceStatus | null = null;
+      let lastSeq = 0;
       const items: StreamItem[] = [];
       for (const r of rows) {
-        if (r.row_kind === "status") status = r.status as InstanceStatus;
-        else items.push(toStreamItem(r));
+        if (r.row_kind === "status") {
+          status = r.status as InstanceStatus;
+          lastSeq = toNumber(r.seq);
+        } else items.push(toStreamItem(r));
       }
       items.sort((a, b) => a.seq - b.seq);
-      return { items, status };
+      return { items, status, lastSeq };
     },
   };
 }

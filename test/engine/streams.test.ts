@@ -149,6 +149,12 @@ describe.each<DriverKind>(["pglite", "postgres-js"])("streams on %s", (kind) => 
     const first = items[0]!.type === "item" ? items[0]!.item.seq : 0;
     const rest = await collect(engine, instanceId, first);
     expect(rest.filter((e) => e.type === "item").map((e) => e.type === "item" && e.item.source)).toEqual(["emit:2", "emit:3"]);
+    // The end event names the stream's last item, not the reader's cursor (regression: a reader that resumed
+    // beyond the end, or read one topic, was told its own cursor back).
+    const last = items.at(-1)!.type === "item" ? (items.at(-1) as { item: { seq: number } }).item.seq : 0;
+    expect(rest.at(-1)).toEqual({ type: "end", status: "completed", lastSeq: last });
+    expect(progress.at(-1)).toEqual({ type: "end", status: "completed", lastSeq: last });
+    expect(await collect(engine, instanceId, last + 1000)).toEqual([{ type: "end", status: "completed", lastSeq: last }]);
   });
 
   it("a stream spans the runs of ctx.recur: an emit just before recur is kept, and a new run's activity is no retry", async () => {
@@ -219,7 +225,7 @@ describe.each<DriverKind>(["pglite", "postgres-js"])("streams on %s", (kind) => 
     const { instanceId } = await t.edda.start("summarize", { tokens: 3 });
     await t.waitFor(instanceId);
     expect(await engine.storage.purgeFinishedInstances(0, 100, { onlyInstanceId: instanceId })).toEqual([instanceId]);
-    expect(await engine.storage.readStream(instanceId, 0, { limit: 10 })).toEqual({ items: [], status: null });
+    expect(await engine.storage.readStream(instanceId, 0, { limit: 10 })).toEqual({ items: [], status: null, lastSeq: 0 });
     const left = await queryRows<{ n: number }>(database.db, sql`SELECT count(*)::int AS n FROM workflow_stream_chunks WHERE instance_id = ${instanceId}`);
     expect(left[0]!.n).toBe(0);
   });

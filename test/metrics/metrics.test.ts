@@ -125,7 +125,12 @@ describe("with the OpenTelemetry SDK", () => {
     expect(valueOf(ms, "edda.leases.taken_over")).toBe(before + 1);
     const tasks = new Set(points(ms, "edda.sweep.task.duration").map((p) => p.attributes.task));
     for (const task of ["timers", "stale_leases", "outbox", "resumable", "instance_retention"]) expect(tasks).toContain(task);
-    expect((valueOf(ms, "edda.sweep.task.duration", { task: "stale_leases", result: "ok" }) as { count: number }).count).toBeGreaterThanOrEqual(1);
+    const timed = valueOf(ms, "edda.sweep.task.duration", { task: "stale_leases", result: "ok" }) as { count: number; buckets: { boundaries: number[] } };
+    expect(timed.count).toBeGreaterThanOrEqual(1);
+    // Buckets in the histogram's unit, seconds (regression: the SDK's default buckets, 0, 5, 10, 25 …, are
+    // millisecond-scale, so a 15 ms task landed in le="5").
+    expect(timed.buckets.boundaries.slice(0, 4)).toEqual([0.001, 0.0025, 0.005, 0.01]);
+    expect(Math.max(...timed.buckets.boundaries)).toBeLessThanOrEqual(60);
     await t.waitFor("m-nap-dead", ["waiting_for_timer"]);
   });
 
