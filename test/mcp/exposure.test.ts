@@ -1,6 +1,7 @@
-// Which workflows the MCP endpoint serves, and how their inputs become tool
-// arguments: the official client in process, its transport's fetch wired to
-// app.fetch (no server), on PGlite.
+// Which workflows the MCP endpoint serves, which tools it lists (a fixed set by
+// default, per-workflow ones by opt-in), and how inputs become tool arguments:
+// the official client in process, its transport's fetch wired to app.fetch (no
+// server), on PGlite.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
@@ -21,6 +22,10 @@ const noSchema = workflow("no_schema", async (_ctx, input: unknown) => ({ got: i
 let database: Database;
 let exposed: TestApp;
 let hidden: TestApp;
+let many: TestApp;
+
+/** 40 workflows: the default tool list does not grow with them. */
+const manyWorkflows = Array.from({ length: 40 }, (_, i) => workflow(`many_${i}`, { input: z.object({ n: z.number() }) }, async (_ctx, { n }) => n + i));
 
 function client(t: TestApp): Promise<Client> {
   const c = new Client({ name: "exposure-test", version: "1.0.0" });
@@ -32,21 +37,42 @@ const structured = (r: unknown) => (r as CallToolResult).structuredContent as Re
 
 beforeAll(async () => {
   database = await openTestDatabase("pglite", "mcp_exposure");
-  exposed = makeTestApp(database, { workflows: [orderSaga, pipeline, echoText, noSchema], mcp: mcp(["order_saga", "echo_text", "no_schema"]), allowedHosts: ["edda.test"] });
+  exposed = makeTestApp(database, { workflows: [orderSaga, pipeline, echoText, noSchema], mcp: mcp({ workflows: ["order_saga", "echo_text", "no_schema"], tools: "per-workflow" }), allowedHosts: ["edda.test"] });
   hidden = makeTestApp(database, { workflows: [orderSaga] });
+  many = makeTestApp(database, { workflows: manyWorkflows, mcp: mcp(), allowedHosts: ["edda.test"] });
 });
 afterAll(async () => {
   await exposed.edda.close();
   await hidden.edda.close();
+  await many.edda.close();
   await database.close();
 });
 
-describe("mcp: a list of workflows", () => {
+describe("mcp: the default tools", () => {
+  it("are the same 11 whatever the number of workflows; start_workflow names them all and starts any", async () => {
+    const c = await client(many);
+    const { tools } = await c.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(
+      ["bulk_instances", "cancel_instance", "control_schedule", "instance_result", "instance_status", "list_instances", "list_workflows", "operation_status", "rerun_instance", "send_message", "start_workflow"].sort(),
+    );
+    const start = tools.find((t) => t.name === "start_workflow")!;
+    expect((start.inputSchema.properties as Record<string, { enum?: string[] }>).workflow!.enum).toHaveLength(40);
+    const started = structured(await c.callTool({ name: "start_workflow", arguments: { workflow: "many_39", input: { n: 3 } } }));
+    expect((await many.waitFor(started.instance_id as string)).output).toBe(42);
+    const listed = structured(await c.callTool({ name: "list_workflows", arguments: {} })).workflows as { name: string; input_schema: unknown }[];
+    expect(listed).toHaveLength(40);
+    expect(listed[0]!.input_schema).toMatchObject({ type: "object", properties: { n: { type: "number" } }, required: ["n"] });
+    await c.close();
+  });
+});
+
+describe("mcp: a list of workflows, with per-workflow tools", () => {
   it("serves only the listed workflows' tools; instances of the others do not exist for MCP clients", async () => {
     const c = await client(exposed);
     const names = (await c.listTools()).tools.map((t) => t.name);
-    expect(names).toEqual(expect.arrayContaining(["order_saga", "order_saga_status", "echo_text_cancel", "no_schema_result", "list_instances"]));
+    expect(names).toEqual(expect.arrayContaining(["order_saga", "order_saga_status", "echo_text_cancel", "no_schema_result", "list_instances", "start_workflow"]));
     expect(names.filter((n) => n.startsWith("pipeline"))).toEqual([]);
+    expect(names).toHaveLength(11 + 3 * 4);
 
     const { instanceId } = await exposed.edda.start(pipeline, { steps: 1 });
     await exposed.waitFor(instanceId);
@@ -60,6 +86,22 @@ describe("mcp: a list of workflows", () => {
     await expect(c.experimental.tasks.getTask(instanceId)).rejects.toThrow(/not found/i);
     await expect(c.readResource({ uri: `edda://instances/${instanceId}` })).rejects.toMatchObject({ code: -32002 });
     await expect(c.callTool({ name: "send_message", arguments: { instance_id: instanceId, channel: "x" } })).resolves.toMatchObject({ isError: true });
+    await expect(c.callTool({ name: "instance_status", arguments: { instance_id: instanceId } })).resolves.toMatchObject({ isError: true });
+    await expect(c.callTool({ name: "start_workflow", arguments: { workflow: "pipeline", input: { steps: 1 } } })).resolves.toMatchObject({ isError: true });
+    await c.close();
+  });
+
+  it("a workflow's own tools answer only for its instances; the generic ones for any served instance", async () => {
+    const c = await client(exposed);
+    const echo = structured(await c.callTool({ name: "echo_text", arguments: { input: "hello" } }));
+    const id = echo.instance_id as string;
+    await exposed.waitFor(id);
+    const foreign = (await c.callTool({ name: "order_saga_status", arguments: { instance_id: id } })) as CallToolResult;
+    expect(foreign.isError).toBe(true);
+    expect(JSON.stringify(foreign.content)).toContain("is a echo_text instance, not order_saga");
+    expect(structured(await c.callTool({ name: "instance_status", arguments: { instance_id: id } }))).toMatchObject({ workflow: "echo_text", status: "completed" });
+    const listed = structured(await c.callTool({ name: "list_workflows", arguments: {} })).workflows as { name: string; tools: string[] }[];
+    expect(listed.find((w) => w.name === "echo_text")?.tools).toEqual(["echo_text", "echo_text_status", "echo_text_result", "echo_text_cancel"]);
     await c.close();
   });
 
@@ -95,7 +137,7 @@ describe("the start tool and the HTTP API", () => {
     );
     await fc.assert(
       fc.asyncProperty(input, async (args) => {
-        const viaMcp = (await c.callTool({ name: "order_saga", arguments: args as Record<string, unknown> })) as CallToolResult;
+        const viaMcp = (await c.callTool({ name: "start_workflow", arguments: { workflow: "order_saga", input: args } })) as CallToolResult;
         const viaApi = await exposed.edda.app.request("/workflows/order_saga/instances", {
           method: "POST",
           headers: { "content-type": "application/json" },
@@ -122,11 +164,15 @@ describe("mcp option", () => {
     expect(res.status).toBe(404);
   });
 
-  it("unknown workflow names and clashing tool names are refused when the app is built", () => {
+  it("unknown workflow names and clashing tool names are refused when the app is built", async () => {
     const clash = workflow("order_saga_status", async () => null);
     expect(() => createEdda({ workflows: [orderSaga], database, mcp: mcp(["order_sagas"]) })).toThrow(/unknown workflow "order_sagas"/);
-    expect(() => createEdda({ workflows: [orderSaga, clash], database, mcp: mcp() })).toThrow(/tool name "order_saga_status" .* already taken/);
-    expect(() => createEdda({ workflows: [workflow("publish", async () => null)], database, mcp: mcp() })).toThrow(/tool name "publish"/);
+    expect(() => createEdda({ workflows: [orderSaga, clash], database, mcp: mcp({ tools: "per-workflow" }) })).toThrow(/tool name "order_saga_status" .* already taken/);
+    expect(() => createEdda({ workflows: [workflow("list_workflows", async () => null)], database, mcp: mcp({ tools: "per-workflow" }) })).toThrow(/tool name "list_workflows"/);
+    expect(() => createEdda({ workflows: [orderSaga], database, mcp: mcp({ tools: ["order_sagas"] }) })).toThrow(/"order_sagas" in tools is not a workflow MCP serves/);
+    // With the default tools a workflow's name is an argument, never a tool name: nothing to clash.
+    const fine = createEdda({ workflows: [orderSaga, clash, workflow("list_workflows", async () => null)], database, mcp: mcp() });
+    await fine.close();
   });
 
   it("the option it replaced (`mcp: true`, a list) is refused with how to write it now, and builds no app", () => {

@@ -32,17 +32,18 @@ async function call(client: Client, name: string, args: Record<string, unknown>)
   return { ...r, structuredContent: (r.structuredContent ?? {}) as Structured };
 }
 
-async function start(client: Client, workflow: string, args: Record<string, unknown>): Promise<string> {
-  const r = await call(client, workflow, args);
+async function start(client: Client, workflow: string, input: unknown): Promise<string> {
+  const r = await call(client, "start_workflow", { workflow, input });
   expect(r.isError, JSON.stringify(r.content)).toBeFalsy();
   return r.structuredContent.instance_id as string;
 }
 
-/** Poll `{workflow}_status` as an assistant would, until the instance has one of `statuses`. */
+/** Poll `instance_status` as an assistant would, until the instance (of `workflow`) has one of `statuses`. */
 async function pollStatus(client: Client, workflow: string, id: string, statuses: string[], timeoutMs = 20_000): Promise<Structured> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const s = (await call(client, `${workflow}_status`, { instance_id: id })).structuredContent;
+    const s = (await call(client, "instance_status", { instance_id: id })).structuredContent;
+    expect(s.workflow).toBe(workflow);
     if (statuses.includes(s.status as string)) return s;
     if (Date.now() > deadline) throw new Error(`${workflow} ${id} did not reach ${statuses.join("/")} (now ${String(s.status)})`);
     // Honour the server's hint, but keep the test brisk.
@@ -88,19 +89,26 @@ export function mcpFlowsOnRuntime(title: string, name: string, start: (env: Reco
 }
 
 export function mcpFlows(t: McpTarget) {
-  it("lists four tools per workflow with input schemas generated from the zod schemas, plus the app tools", async () => {
+  it("lists at most 12 generic tools whatever the number of workflows; each workflow's input schema is in list_workflows and edda://workflows", async () => {
     const client = await connect(t);
     const { tools } = await client.listTools();
+    const names = tools.map((tool) => tool.name);
+    expect(names.length).toBeLessThanOrEqual(12);
+    expect(names.sort()).toEqual(
+      ["bulk_instances", "cancel_instance", "control_schedule", "instance_result", "instance_status", "list_instances", "list_workflows", "operation_status", "rerun_instance", "send_message", "start_workflow"].sort(),
+    );
     const byName = new Map(tools.map((tool) => [tool.name, tool]));
-    for (const wf of ["order_saga", "approval", "pipeline", "reminder", "notifier"]) {
-      for (const suffix of ["", "_status", "_result", "_cancel"]) expect(byName.has(wf + suffix), wf + suffix).toBe(true);
+    const startTool = byName.get("start_workflow")!;
+    expect(startTool.execution?.taskSupport).toBe("optional");
+    const workflowEnum = (startTool.inputSchema.properties as Record<string, { enum?: string[] }>).workflow!.enum!;
+    expect(workflowEnum.length).toBeGreaterThan(12); // the example app's workflows, all behind one tool
+    expect(workflowEnum).toEqual(expect.arrayContaining(["order_saga", "approval", "pipeline", "reminder", "notifier"]));
+    for (const name of ["instance_status", "instance_result", "cancel_instance"]) {
+      expect(byName.get(name)!.inputSchema).toMatchObject({ type: "object", properties: { instance_id: { type: "string" } }, required: ["instance_id"] });
     }
-    for (const name of ["list_instances", "send_message", "publish"]) expect(byName.has(name), name).toBe(true);
+    expect(byName.get("cancel_instance")!.annotations?.destructiveHint).toBe(true);
 
-    const saga = byName.get("order_saga")!;
-    expect(saga.description).toContain("Order saga: reserves stock");
-    expect(saga.execution?.taskSupport).toBe("optional");
-    expect(saga.inputSchema).toMatchObject({
+    const sagaSchema = {
       type: "object",
       properties: {
         orderId: { type: "string", minLength: 1, description: "The order to fulfil" },
@@ -108,17 +116,21 @@ export function mcpFlows(t: McpTarget) {
         failAt: { type: "string", enum: ["payment", "shipping"] },
       },
       required: ["orderId", "amount"],
-    });
-    for (const suffix of ["_status", "_result", "_cancel"]) {
-      expect(byName.get(`order_saga${suffix}`)!.inputSchema).toMatchObject({ type: "object", properties: { instance_id: { type: "string" } }, required: ["instance_id"] });
-    }
-    expect(byName.get("order_saga_cancel")!.annotations?.destructiveHint).toBe(true);
+    };
+    const listed = (await call(client, "list_workflows", {})).structuredContent.workflows as { name: string; description: string | null; input_schema: unknown; tools: string[] }[];
+    expect(listed.map((w) => w.name).sort()).toEqual([...workflowEnum].sort());
+    const saga = listed.find((w) => w.name === "order_saga")!;
+    expect(saga.description).toContain("Order saga: reserves stock");
+    expect(saga.input_schema).toMatchObject(sagaSchema);
+    expect(saga.tools).toEqual([]);
+    const resource = JSON.parse(((await client.readResource({ uri: "edda://workflows" })).contents[0] as { text: string }).text) as { workflows: typeof listed };
+    expect(resource.workflows).toEqual(listed);
     await client.close();
   });
 
-  it("starts order_saga through its tool, polls order_saga_status to completion and reads order_saga_result", async () => {
+  it("starts order_saga through start_workflow, polls instance_status to completion and reads instance_result", async () => {
     const client = await connect(t);
-    const started = await call(client, "order_saga", { orderId: "mcp-o1", amount: 25 });
+    const started = await call(client, "start_workflow", { workflow: "order_saga", input: { orderId: "mcp-o1", amount: 25 } });
     expect(started.isError).toBeFalsy();
     expect(started.structuredContent).toMatchObject({ workflow: "order_saga" });
     const id = started.structuredContent.instance_id as string;
@@ -128,35 +140,39 @@ export function mcpFlows(t: McpTarget) {
     expect(done).toMatchObject({ instance_id: id, status: "completed", finished: true, completed_activities: 3 });
     expect(done.suggested_poll_interval_ms).toBeUndefined();
 
-    const result = await call(client, "order_saga_result", { instance_id: id });
+    const result = await call(client, "instance_result", { instance_id: id });
     expect(result.isError).toBeFalsy();
     expect(result.structuredContent).toMatchObject({ status: "completed", output: { orderId: "mcp-o1", status: "shipped" } });
-    // Another workflow's tools do not answer for this instance.
-    const foreign = await call(client, "approval_status", { instance_id: id });
-    expect(foreign.isError).toBe(true);
-    expect(JSON.stringify(foreign.content)).toContain("is a order_saga instance, not approval");
+    const unknown = await call(client, "start_workflow", { workflow: "no_such_workflow", input: {} });
+    expect(unknown.isError).toBe(true);
     await client.close();
   });
 
-  it("repair tools: rerun and fork a finished pipeline, a bulk dry run and operation, schedule pause/trigger/resume; refusals are tool errors", async () => {
+  it("repair tools: rerun and fork a finished pipeline, a bulk dry run (one status or several) and operation, schedule pause/trigger/resume; refusals are tool errors", async () => {
     const client = await connect(t);
     const id = await start(client, "pipeline", { steps: 2 });
     await pollStatus(client, "pipeline", id, ["completed"]);
     const rerun = await call(client, "rerun_instance", { instance_id: id, request_id: "mcp-r1" });
     expect(rerun.structuredContent).toMatchObject({ created: true, rerun_of: id });
     expect((await call(client, "rerun_instance", { instance_id: id, request_id: "mcp-r1" })).structuredContent).toMatchObject({ created: false, instance_id: rerun.structuredContent.instance_id });
-    const badFork = await call(client, "fork_instance", { instance_id: id, from_activity_id: "no_such:1" });
+    const badFork = await call(client, "rerun_instance", { instance_id: id, from_activity_id: "no_such:1" });
     expect(badFork.isError).toBe(true);
     const dry = await call(client, "bulk_instances", { workflow: "pipeline", search: id, action: "cancel", dry_run: true });
     expect(dry.structuredContent).toEqual({ dry_run: true, count: 1 });
+    const dryOne = await call(client, "bulk_instances", { workflow: "pipeline", status: "completed", search: id, action: "rerun", dry_run: true });
+    expect(dryOne.structuredContent).toEqual({ dry_run: true, count: 1 });
     const op = await call(client, "bulk_instances", { workflow: "pipeline", search: "mcp-no-such-text", action: "cancel", request_id: `mcp-b-${id}` });
     expect(op.structuredContent).toMatchObject({ operationId: `bulk-mcp-b-${id}`, total: 0 });
     expect((await call(client, "operation_status", { operation_id: `bulk-mcp-b-${id}` })).isError).toBeFalsy();
     expect((await call(client, "bulk_instances", { workflow: "not_exposed", action: "cancel" })).isError).toBe(true);
-    expect((await call(client, "pause_schedule", { workflow: "daily_report" })).structuredContent.paused_at).not.toBeNull();
-    const trig = await call(client, "trigger_schedule", { workflow: "daily_report", request_id: `mcp-t-${id}` });
+    // After the counts: the fork is one more instance the search by id matches.
+    const fork = await call(client, "rerun_instance", { instance_id: id, from_activity_id: "pipeline_step:2", request_id: `mcp-f-${id}` });
+    expect(fork.isError, JSON.stringify(fork.content)).toBeFalsy();
+    expect(fork.structuredContent).toMatchObject({ created: true, fork_of: id });
+    expect((await call(client, "control_schedule", { workflow: "daily_report", action: "pause" })).structuredContent.paused_at).not.toBeNull();
+    const trig = await call(client, "control_schedule", { workflow: "daily_report", action: "trigger", request_id: `mcp-t-${id}` });
     expect(trig.structuredContent).toMatchObject({ created: true });
-    expect((await call(client, "resume_schedule", { workflow: "daily_report" })).structuredContent.paused_at).toBeNull();
+    expect((await call(client, "control_schedule", { workflow: "daily_report", action: "resume" })).structuredContent.paused_at).toBeNull();
     await client.close();
   });
 
@@ -165,7 +181,7 @@ export function mcpFlows(t: McpTarget) {
     const id = await start(client, "order_saga", { orderId: "mcp-o2", amount: 5, failAt: "shipping" });
     const failed = await pollStatus(client, "order_saga", id, ["failed", "completed"]);
     expect(failed.status).toBe("failed");
-    const result = await call(client, "order_saga_result", { instance_id: id });
+    const result = await call(client, "instance_result", { instance_id: id });
     expect(result.structuredContent).toMatchObject({ status: "failed", error: { error_message: "no carrier available for mcp-o2" } });
     const resource = await client.readResource({ uri: `edda://instances/${id}` });
     const body = JSON.parse((resource.contents[0] as { text: string }).text) as { history: { event_type: string }[] };
@@ -173,45 +189,45 @@ export function mcpFlows(t: McpTarget) {
     await client.close();
   });
 
-  it("starts an approval and cancels it through approval_cancel; a second cancel is a tool error", async () => {
+  it("starts an approval and cancels it through cancel_instance; a second cancel is a tool error", async () => {
     const client = await connect(t);
     const id = await start(client, "approval", { requestId: "mcp-r1", timeoutSeconds: 3600 });
     await pollStatus(client, "approval", id, ["waiting_for_message"]);
-    const cancelled = await call(client, "approval_cancel", { instance_id: id });
+    const cancelled = await call(client, "cancel_instance", { instance_id: id });
     expect(cancelled.isError).toBeFalsy();
     expect(["cancelled", "compensating"]).toContain(cancelled.structuredContent.status);
     const status = await pollStatus(client, "approval", id, ["cancelled"]);
     expect(status.finished).toBe(true);
-    const result = await call(client, "approval_result", { instance_id: id });
+    const result = await call(client, "instance_result", { instance_id: id });
     expect(result.structuredContent).toMatchObject({ status: "cancelled", cancellation: { cancelled_by: "mcp", previous_status: "waiting_for_message" } });
-    const again = await call(client, "approval_cancel", { instance_id: id });
+    const again = await call(client, "cancel_instance", { instance_id: id });
     expect(again.isError).toBe(true);
     expect(JSON.stringify(again.content)).toContain("cannot be cancelled");
     await client.close();
   });
 
-  it("send_message delivers an approval decision; publish reaches a broadcast subscriber", async () => {
+  it("send_message delivers an approval decision to one instance, and without instance_id publishes to a broadcast subscriber", async () => {
     const client = await connect(t);
     const approvalId = await start(client, "approval", { requestId: "mcp-r2", timeoutSeconds: 3600 });
     await pollStatus(client, "approval", approvalId, ["waiting_for_message"]);
     const sent = await call(client, "send_message", { instance_id: approvalId, channel: "approval", data: { approved: true, approver: "ada" } });
     expect(sent.isError).toBeFalsy();
     await pollStatus(client, "approval", approvalId, ["completed"]);
-    expect((await call(client, "approval_result", { instance_id: approvalId })).structuredContent.output).toEqual({ status: "approved", approver: "ada" });
+    expect((await call(client, "instance_result", { instance_id: approvalId })).structuredContent.output).toEqual({ status: "approved", approver: "ada" });
 
     const notifierId = await start(client, "notifier", { count: 1 });
     await pollStatus(client, "notifier", notifierId, ["waiting_for_message"]);
-    const published = await call(client, "publish", { channel: "notifications", data: { hello: "mcp" } });
+    const published = await call(client, "send_message", { channel: "notifications", data: { hello: "mcp" } });
     expect(published.isError).toBeFalsy();
     await pollStatus(client, "notifier", notifierId, ["completed"]);
-    expect((await call(client, "notifier_result", { instance_id: notifierId })).structuredContent.output).toEqual({ received: [{ hello: "mcp" }] });
+    expect((await call(client, "instance_result", { instance_id: notifierId })).structuredContent.output).toEqual({ received: [{ hello: "mcp" }] });
     await client.close();
   });
 
   it("invalid input is a tool error listing the zod issues, and starts nothing", async () => {
     const client = await connect(t);
     const before = await countInstances(client);
-    const bad = await call(client, "order_saga", { amount: -3, failAt: "weather" });
+    const bad = await call(client, "start_workflow", { workflow: "order_saga", input: { amount: -3, failAt: "weather" } });
     expect(bad.isError).toBe(true);
     const text = (bad.content[0] as { text: string }).text;
     expect(text).toContain('input for workflow "order_saga" is invalid');
@@ -219,14 +235,16 @@ export function mcpFlows(t: McpTarget) {
     expect(text).toMatch(/- amount: Too small/);
     expect(text).toMatch(/- failAt: Invalid option/);
     expect((bad.structuredContent.issues as unknown[]).length).toBe(3);
+    // The schema it missed comes with the issues, for a client that has not read list_workflows.
+    expect(bad.structuredContent.input_schema).toMatchObject({ type: "object", required: ["orderId", "amount"] });
 
-    const badId = await call(client, "order_saga_status", { instance_id: "no such\u0000id" });
+    const badId = await call(client, "instance_status", { instance_id: "no such\u0000id" });
     expect(badId.isError).toBe(true);
     expect((badId.content[0] as { text: string }).text).toContain("instance_id");
-    const missing = await call(client, "order_saga_result", { instance_id: "missing-instance" });
+    const missing = await call(client, "instance_result", { instance_id: "missing-instance" });
     expect(missing.isError).toBe(true);
     expect((missing.content[0] as { text: string }).text).toContain('instance "missing-instance" not found');
-    const extra = await call(client, "publish", { channel: "x", data: 1, surprise: true });
+    const extra = await call(client, "send_message", { channel: "x", data: 1, surprise: true });
     expect(extra.isError).toBe(true);
     expect((extra.content[0] as { text: string }).text).toContain("surprise");
     await expect(client.callTool({ name: "no_such_tool", arguments: {} })).rejects.toThrow(/unknown tool "no_such_tool"/);
@@ -234,12 +252,12 @@ export function mcpFlows(t: McpTarget) {
     await client.close();
   });
 
-  it("task flow: a workflow tool called as a task; the task id is the instance id, readable and cancellable from any connection", async () => {
+  it("task flow: start_workflow called as a task; the task id is the instance id, readable and cancellable from any connection", async () => {
     const client = await connect(t);
     const seen: string[] = [];
     let taskId = "";
     let result: CallToolResult | undefined;
-    for await (const m of client.experimental.tasks.callToolStream({ name: "order_saga", arguments: { orderId: "mcp-task", amount: 7 } }, undefined, { task: { ttl: 60_000 } })) {
+    for await (const m of client.experimental.tasks.callToolStream({ name: "start_workflow", arguments: { workflow: "order_saga", input: { orderId: "mcp-task", amount: 7 } } }, undefined, { task: { ttl: 60_000 } })) {
       seen.push(m.type);
       if (m.type === "taskCreated") taskId = m.task.taskId;
       if (m.type === "result") result = m.result as CallToolResult;
@@ -256,11 +274,11 @@ export function mcpFlows(t: McpTarget) {
     expect(task).toMatchObject({ taskId, status: "completed", ttl: null });
     const again = (await other.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)) as CallToolResult;
     expect(again.structuredContent).toMatchObject({ output: { orderId: "mcp-task", status: "shipped" } });
-    expect((await call(other, "order_saga_status", { instance_id: taskId })).structuredContent.status).toBe("completed");
+    expect((await call(other, "instance_status", { instance_id: taskId })).structuredContent.status).toBe("completed");
 
     // A long approval as a task: created, still working, cancelled through tasks/cancel.
     const created = await other.request(
-      { method: "tools/call", params: { name: "approval", arguments: { requestId: "mcp-task-r", timeoutSeconds: 3600 }, task: { ttl: 60_000 } } },
+      { method: "tools/call", params: { name: "start_workflow", arguments: { workflow: "approval", input: { requestId: "mcp-task-r", timeoutSeconds: 3600 } }, task: { ttl: 60_000 } } },
       CreateTaskResultSchema,
     );
     const approvalTask = created.task.taskId;
@@ -280,7 +298,7 @@ export function mcpFlows(t: McpTarget) {
     await expect(third.experimental.tasks.getTask("not-a-task")).rejects.toThrow(/not found/i);
     // Invalid input on a task-augmented call is a JSON-RPC error listing the issues (a task client cannot read a tool error).
     const invalid = third.request(
-      { method: "tools/call", params: { name: "order_saga", arguments: { orderId: "" }, task: {} } },
+      { method: "tools/call", params: { name: "start_workflow", arguments: { workflow: "order_saga", input: { orderId: "" } }, task: {} } },
       CreateTaskResultSchema,
     );
     await expect(invalid).rejects.toThrow(/- orderId: Too small[\s\S]*- amount:/);
@@ -292,7 +310,7 @@ export function mcpFlows(t: McpTarget) {
     const client = await connect(t);
     const tokens = (n: number) => [...Array.from({ length: n }, (_, i) => summaryToken(i)), "done"];
     // tasks/result asked right after the task was created: the stream is read as it is written (LISTEN or a bounded poll).
-    const created = await client.request({ method: "tools/call", params: { name: "summarize", arguments: { tokens: 40 }, task: {} } }, CreateTaskResultSchema);
+    const created = await client.request({ method: "tools/call", params: { name: "start_workflow", arguments: { workflow: "summarize", input: { tokens: 40 } }, task: {} } }, CreateTaskResultSchema);
     const taskId = created.task.taskId;
     const order: string[] = [];
     const progress: Progress[] = [];
@@ -319,7 +337,7 @@ export function mcpFlows(t: McpTarget) {
     // The SDK's own flow (tasks/get until terminal, then tasks/result), from a new connection: the whole stream, then the result.
     const other = await connect(t);
     const seen: string[] = [];
-    for await (const m of other.experimental.tasks.callToolStream({ name: "summarize", arguments: { tokens: 12 } }, undefined, { task: {}, onprogress: (p) => seen.push(`progress ${p.progress}: ${p.message ?? ""}`) })) {
+    for await (const m of other.experimental.tasks.callToolStream({ name: "start_workflow", arguments: { workflow: "summarize", input: { tokens: 12 } } }, undefined, { task: {}, onprogress: (p) => seen.push(`progress ${p.progress}: ${p.message ?? ""}`) })) {
       if (m.type === "error") throw m.error;
       if (m.type === "result") seen.push(`result ${JSON.stringify((m.result as CallToolResult).structuredContent?.output)}`);
     }
@@ -340,7 +358,7 @@ export function mcpFlows(t: McpTarget) {
     await new Promise((r) => setTimeout(r, 500));
     gone.abort();
     await expect(held).rejects.toThrow(/abort/i);
-    expect((await call(other, "approval_cancel", { instance_id: approvalId })).isError).toBeFalsy();
+    expect((await call(other, "cancel_instance", { instance_id: approvalId })).isError).toBeFalsy();
     const cancelled = (await other.experimental.tasks.getTaskResult(approvalId, CallToolResultSchema, { onprogress: () => undefined })) as CallToolResult;
     expect(cancelled.isError).toBe(true);
     expect(cancelled.structuredContent).toMatchObject({ instance_id: approvalId, status: "cancelled" });
@@ -359,12 +377,12 @@ export function mcpFlows(t: McpTarget) {
     const read = await client.readResource({ uri: `edda://instances/${id}` });
     const body = JSON.parse((read.contents[0] as { text: string }).text) as Structured;
     expect(body).toMatchObject({ instance_id: id, workflow: "reminder", status: "waiting_for_timer", input: { seconds: 3600 }, history_length: 0, suggested_poll_interval_ms: 5000 });
-    const wfs = JSON.parse(((await client.readResource({ uri: "edda://workflows" })).contents[0] as { text: string }).text) as { workflows: { name: string; tools: string[] }[] };
-    expect(wfs.workflows.find((w) => w.name === "reminder")?.tools).toEqual(["reminder", "reminder_status", "reminder_result", "reminder_cancel"]);
+    const wfs = JSON.parse(((await client.readResource({ uri: "edda://workflows" })).contents[0] as { text: string }).text) as { workflows: { name: string; input_schema: unknown }[] };
+    expect(wfs.workflows.find((w) => w.name === "reminder")?.input_schema).toMatchObject({ type: "object", properties: { seconds: { type: "number" } } });
     const unknown = client.readResource({ uri: "edda://instances/nope" });
     await expect(unknown).rejects.toBeInstanceOf(McpError);
     await expect(client.readResource({ uri: "edda://instances/%E0%A4%A" })).rejects.toMatchObject({ code: -32002 });
-    await call(client, "reminder_cancel", { instance_id: id });
+    await call(client, "cancel_instance", { instance_id: id });
     await client.close();
   });
 
@@ -374,7 +392,7 @@ export function mcpFlows(t: McpTarget) {
     const res = await fetch(new URL("/mcp", t.base()), {
       method: "POST",
       headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "order_saga", arguments: { orderId: "sneaky", amount: 1 } } }),
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "start_workflow", arguments: { workflow: "order_saga", input: { orderId: "sneaky", amount: 1 } } } }),
     });
     expect(res.status).toBe(401);
     await res.text();
@@ -388,7 +406,7 @@ export function mcpFlows(t: McpTarget) {
   it("hostile requests to /mcp get clear errors and leave the server working, with nothing started", async () => {
     const client = await connect(t);
     const before = await countInstances(client);
-    const init = { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "order_saga", arguments: { orderId: "h", amount: 1 } } };
+    const init = { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "start_workflow", arguments: { workflow: "order_saga", input: { orderId: "h", amount: 1 } } } };
     const cases: [string, Promise<{ status: number; text: string }>, number][] = [
       ["not JSON", rawMcp(t, "{ nope"), 400],
       ["deep nesting", rawMcp(t, "[".repeat(5000) + "]".repeat(5000)), 400],
@@ -406,7 +424,7 @@ export function mcpFlows(t: McpTarget) {
       expect(r.text, what).not.toMatch(/at .*\.(ts|js):\d+/); // never a stack
     }
     // Valid JSON-RPC with hostile parameters: protocol or tool errors, never a crash.
-    const odd = await rawMcp(t, JSON.stringify([{ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "order_saga_status", arguments: { instance_id: ["x"] } } }, { jsonrpc: "2.0", id: 3, method: "tasks/get", params: { taskId: "\u0000" } }, { jsonrpc: "2.0", id: 4, method: "resources/read", params: { uri: "edda://instances/a%00b" } }, { jsonrpc: "2.0", id: 5, method: "no/such/method" }]));
+    const odd = await rawMcp(t, JSON.stringify([{ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "instance_status", arguments: { instance_id: ["x"] } } }, { jsonrpc: "2.0", id: 3, method: "tasks/get", params: { taskId: "\u0000" } }, { jsonrpc: "2.0", id: 4, method: "resources/read", params: { uri: "edda://instances/a%00b" } }, { jsonrpc: "2.0", id: 5, method: "no/such/method" }]));
     expect(odd.status).toBe(200);
     const replies = JSON.parse(odd.text) as { id: number; result?: { isError?: boolean }; error?: { code: number; message: string } }[];
     expect(replies.find((r) => r.id === 2)?.result?.isError).toBe(true);

@@ -21,10 +21,23 @@ import type { DispatchScope } from "../../engine/dispatcher.ts";
 import { defineSurface, type ApiSurface, type RouteHelpers } from "../routes.ts";
 import { originAllowed } from "../guards.ts";
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../body.ts";
-import { buildToolTable } from "./tools.ts";
+import { buildToolTable, type ToolEntry } from "./tools.ts";
 
-/** `true`: every workflow is a tool; a list: only these (unknown names are refused). */
+/** Which workflows MCP serves: `true` every one, a list only these (unknown names are refused). */
 export type McpExposure = boolean | readonly string[];
+
+export interface McpOptions {
+  /** The workflows MCP serves (default: every one); instances of the others do not exist for its clients. */
+  workflows?: McpExposure;
+  /**
+   * `"generic"` (the default): a fixed set of tools whatever the number of workflows —
+   * start_workflow, instance_status, instance_result, cancel_instance, list_instances,
+   * list_workflows, send_message and the repair tools. `"per-workflow"`: also `{name}`,
+   * `{name}_status`, `{name}_result` and `{name}_cancel` for every served workflow; a list of
+   * names: those four for the listed workflows only.
+   */
+  tools?: "generic" | "per-workflow" | readonly string[];
+}
 
 const SERVER_VERSION = "0.1.0";
 
@@ -39,9 +52,33 @@ function exposedWorkflows(all: ReadonlyMap<string, Workflow>, exposure: McpExpos
   return exposed;
 }
 
-/** Refuses, when the app is built, an exposure naming unknown workflows or producing clashing tool names. */
-export function checkMcpExposure(workflows: readonly Workflow[], exposure: McpExposure): void {
-  buildToolTable(exposedWorkflows(new Map(workflows.map((wf) => [wf.workflowName, wf])), exposure).values());
+function perWorkflowTools(exposed: ReadonlyMap<string, Workflow>, tools: McpOptions["tools"]): Set<string> {
+  if (tools === undefined || tools === "generic") return new Set();
+  if (tools === "per-workflow") return new Set(exposed.keys());
+  for (const name of tools) if (!exposed.has(name)) throw new TypeError(`mcp: "${name}" in tools is not a workflow MCP serves`);
+  return new Set(tools);
+}
+
+interface Served {
+  exposed: Map<string, Workflow>;
+  perWorkflow: Set<string>;
+  tools: Map<string, ToolEntry>;
+}
+
+/** What MCP serves for an app's workflows: built once per workflow set (a Worker builds an MCP server per request). */
+function servedFor(all: ReadonlyMap<string, Workflow>, opts: McpOptions, cache?: WeakMap<ReadonlyMap<string, Workflow>, Served>): Served {
+  const hit = cache?.get(all);
+  if (hit) return hit;
+  const exposed = exposedWorkflows(all, opts.workflows ?? true);
+  const perWorkflow = perWorkflowTools(exposed, opts.tools);
+  const served = { exposed, perWorkflow, tools: buildToolTable(exposed.values(), perWorkflow) };
+  cache?.set(all, served);
+  return served;
+}
+
+/** Refuses, when the app is built, options naming unknown workflows or producing clashing tool names. */
+export function checkMcpExposure(workflows: readonly Workflow[], opts: McpOptions): void {
+  servedFor(new Map(workflows.map((wf) => [wf.workflowName, wf])), opts);
 }
 
 /**
@@ -96,7 +133,8 @@ function closingAfterBody(res: Response, close: () => Promise<void>, scope: Disp
   return new Response(body, { status: res.status, headers: res.headers });
 }
 
-export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): void {
+export function mcpRoutes(app: Hono, h: RouteHelpers, opts: McpOptions): void {
+  const cache = new WeakMap<ReadonlyMap<string, Workflow>, Served>();
   app.post("/mcp", async (c: Context) => {
     // A browser's request from another origin is refused: the origins are the configured hosts (guards.ts), never the request's Host alone.
     const origin = c.req.header("origin");
@@ -112,7 +150,8 @@ export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): vo
     }
     const engine = await h.engine(c);
     const [{ WebStandardStreamableHTTPServerTransport }, { createMcpServer }] = await loadSdk();
-    const server = createMcpServer({ engine, exposed: exposedWorkflows(engine.workflows, exposure), scope: h.scope(c) }, { name: engine.serviceName, version: SERVER_VERSION });
+    const { exposed, perWorkflow, tools } = servedFor(engine.workflows, opts, cache);
+    const server = createMcpServer({ engine, exposed, perWorkflow, scope: h.scope(c) }, tools, { name: engine.serviceName, version: SERVER_VERSION });
     // Plain JSON, except for a tasks/result that asked for progress: its notifications need an SSE response.
     const streams = asksForProgress(body);
     const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: !streams });
@@ -137,12 +176,15 @@ export function mcpRoutes(app: Hono, h: RouteHelpers, exposure: McpExposure): vo
 
 /**
  * The `mcp` option of `createEdda` / `serveNode` / `createWorker` /
- * `serveDeno`: every workflow as MCP tools (`mcp()`), or only those named.
+ * `serveDeno`: MCP at /mcp with the generic tools for every workflow
+ * (`mcp()`), for only those named (`mcp(["a", "b"])` or `{ workflows }`), and
+ * per-workflow tools by opt-in (`mcp({ tools: "per-workflow" })`).
  */
-export function mcp(exposure: McpExposure = true): ApiSurface {
+export function mcp(options: McpExposure | McpOptions = {}): ApiSurface {
+  const opts: McpOptions = typeof options === "boolean" || Array.isArray(options) ? { workflows: options as McpExposure } : (options as McpOptions);
   return defineSurface("mcp", {
-    check: (workflows) => checkMcpExposure(workflows, exposure),
+    check: (workflows) => checkMcpExposure(workflows, opts),
     place: "api",
-    mount: (api, helpers) => mcpRoutes(api, helpers, exposure),
+    mount: (api, helpers) => mcpRoutes(api, helpers, opts),
   });
 }

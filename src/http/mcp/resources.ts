@@ -1,13 +1,12 @@
 /**
  * MCP resources: `edda://workflows` (the exposed workflows, their input
- * schemas and tool names) and one resource per instance,
+ * schemas — start_workflow's `input` — and their own tools' names, if any) and one resource per instance,
  * `edda://instances/{instance_id}` (a resource template), with its status,
  * input, outcome and a history summary (event kinds, no payloads).
  * resources/list pages through the instances newest first.
  */
 import { McpError, type ListResourcesResult, type ReadResourceResult, type Resource, type ResourceTemplate } from "@modelcontextprotocol/sdk/types.js";
-import type { McpCallContext } from "./tools.ts";
-import { toolInputSchema } from "./schema.ts";
+import { workflowListing, type McpCallContext } from "./tools.ts";
 import { isInstanceId, loadInstance, summarize } from "./views.ts";
 
 /** The code the MCP specification gives an unknown resource. */
@@ -28,7 +27,7 @@ const workflowsResource: Resource = {
   uri: WORKFLOWS_URI,
   name: "workflows",
   title: "Workflows",
-  description: "The workflows this server exposes as tools, with their input schemas.",
+  description: "The workflows start_workflow starts, with their input schemas.",
   mimeType: "application/json",
 };
 
@@ -42,13 +41,7 @@ export async function listResources(ctx: McpCallContext, cursor: string | undefi
 
 export async function readResource(ctx: McpCallContext, uri: string): Promise<ReadResourceResult> {
   if (uri === WORKFLOWS_URI) {
-    const workflows = [...ctx.exposed.values()].map((wf) => ({
-      name: wf.workflowName,
-      description: wf.options.description ?? null,
-      input_schema: toolInputSchema(wf),
-      tools: [wf.workflowName, `${wf.workflowName}_status`, `${wf.workflowName}_result`, `${wf.workflowName}_cancel`],
-    }));
-    return json(uri, { workflows });
+    return json(uri, { workflows: workflowListing(ctx) });
   }
   if (uri.startsWith(INSTANCE_PREFIX)) {
     const id = safeDecode(uri.slice(INSTANCE_PREFIX.length));

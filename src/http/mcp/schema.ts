@@ -13,9 +13,9 @@ import type { Workflow } from "../../core/definitions.ts";
 
 export type JsonSchemaObject = { type: "object"; properties?: Record<string, object>; required?: string[]; [key: string]: unknown };
 
-const schemas = new WeakMap<Workflow, { schema: JsonSchemaObject; wrapped: boolean }>();
+const schemas = new WeakMap<Workflow, { input: Record<string, unknown>; schema: JsonSchemaObject; wrapped: boolean }>();
 
-function describe(wf: Workflow): { schema: JsonSchemaObject; wrapped: boolean } {
+function describe(wf: Workflow): { input: Record<string, unknown>; schema: JsonSchemaObject; wrapped: boolean } {
   let entry = schemas.get(wf);
   if (!entry) {
     const zod = wf.options.input;
@@ -23,10 +23,11 @@ function describe(wf: Workflow): { schema: JsonSchemaObject; wrapped: boolean } 
     const generated = zod ? (z.toJSONSchema(zod, { io: "input", unrepresentable: "any" }) as Record<string, unknown>) : {};
     delete generated.$schema;
     if (generated.type === "object") {
-      entry = { schema: generated as JsonSchemaObject, wrapped: false };
+      entry = { input: generated, schema: generated as JsonSchemaObject, wrapped: false };
     } else {
       const optional = !zod || zod.safeParse(undefined).success;
       entry = {
+        input: generated,
         schema: { type: "object", properties: { input: generated }, ...(optional ? {} : { required: ["input"] }) },
         wrapped: true,
       };
@@ -36,7 +37,12 @@ function describe(wf: Workflow): { schema: JsonSchemaObject; wrapped: boolean } 
   return entry;
 }
 
-/** The tool's `inputSchema`. */
+/** The JSON Schema of the workflow's input itself (start_workflow's `input`, the HTTP start's `input`); `{}`: any. */
+export function inputJsonSchema(wf: Workflow): Record<string, unknown> {
+  return describe(wf).input;
+}
+
+/** The per-workflow start tool's `inputSchema`: the input's schema when it is an object, else `{ input }` around it. */
 export function toolInputSchema(wf: Workflow): JsonSchemaObject {
   return describe(wf).schema;
 }

@@ -25,24 +25,24 @@ import { EddaError, ValidationError } from "../../core/errors.ts";
 import { isDataException } from "../problem.ts";
 import { taskResult } from "./progress.ts";
 import { InstanceTaskStore } from "./tasks.ts";
-import { buildToolTable, toToolError, type McpCallContext } from "./tools.ts";
+import { toToolError, type McpCallContext, type ToolEntry } from "./tools.ts";
 import { instanceTemplate, listResources, readResource } from "./resources.ts";
 import { formatIssues } from "./schema.ts";
 
 const INSTRUCTIONS =
-  "Each workflow tool starts a durable workflow and returns its instance_id at once; the run continues on the server " +
-  "and may wait for timers or messages for a long time. Follow it with {workflow}_status (mind suggested_poll_interval_ms), " +
-  "read the outcome with {workflow}_result, stop it with {workflow}_cancel (its compensations run). " +
-  "Workflow tools may also be called as MCP tasks: the task id is the instance id; tasks/result with a progressToken " +
+  "start_workflow starts a durable workflow by name with its input (list_workflows gives each one's input schema) and " +
+  "returns its instance_id at once; the run continues on the server and may wait for timers or messages for a long time. " +
+  "Follow it with instance_status (mind suggested_poll_interval_ms), read the outcome with instance_result, stop it with " +
+  "cancel_instance (its compensations run); send_message delivers what a waiting instance waits for. " +
+  "start_workflow may also be called as an MCP task: the task id is the instance id; tasks/result with a progressToken " +
   "sends the instance's stream (tokens, progress) as progress notifications before the result. " +
-  "Instances are readable as resources at edda://instances/{instance_id}.";
+  "Instances are readable as resources at edda://instances/{instance_id}, the workflows at edda://workflows.";
 
 // The SDK's validator only serves elicitation, which these tools never use; one instance, not one per request.
 let validator: AjvJsonSchemaValidator | undefined;
 
-export function createMcpServer(ctx: McpCallContext, info: { name: string; version: string }): Server {
-  const tools = buildToolTable(ctx.exposed.values());
-  const store = guarded(new InstanceTaskStore(ctx));
+export function createMcpServer(ctx: McpCallContext, tools: ReadonlyMap<string, ToolEntry>, info: { name: string; version: string }): Server {
+  const store = guarded(new InstanceTaskStore(ctx, tools));
   const server = new Server(info, {
     capabilities: {
       tools: {},

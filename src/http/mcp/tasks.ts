@@ -1,5 +1,6 @@
 /**
- * MCP tasks over workflow instances. A task-augmented call of a workflow tool
+ * MCP tasks over workflow instances. A task-augmented call of a start tool
+ * (start_workflow, or a workflow's own)
  * starts an instance, and the task *is* the instance: the task id is the
  * instance id, tasks/get reads the instance's status, tasks/result its
  * outcome, tasks/cancel cancels it (running its compensations). Nothing is
@@ -10,19 +11,22 @@
 import type { CreateTaskOptions, TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks";
 import { ErrorCode, McpError, type Request, type RequestId, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
 import { NotFoundError } from "../../core/errors.ts";
-import type { McpCallContext } from "./tools.ts";
-import { inputFromArguments } from "./schema.ts";
+import type { McpCallContext, ToolEntry } from "./tools.ts";
 import { isFinished, isInstanceId, outcome, toTask } from "./views.ts";
 
 export class InstanceTaskStore implements TaskStore {
-  constructor(private readonly ctx: McpCallContext) {}
+  constructor(
+    private readonly ctx: McpCallContext,
+    private readonly tools: ReadonlyMap<string, ToolEntry>,
+  ) {}
 
-  /** Called for a task-augmented `tools/call` of a workflow tool: start the instance, answer with it as a task. */
+  /** Called for a task-augmented `tools/call` of a start tool: start the instance, answer with it as a task. */
   async createTask(_params: CreateTaskOptions, _requestId: RequestId, request: Request): Promise<Task> {
     const params = (request.params ?? {}) as { name?: unknown; arguments?: Record<string, unknown> };
-    const wf = typeof params.name === "string" ? this.ctx.exposed.get(params.name) : undefined;
-    if (!wf) throw new McpError(ErrorCode.MethodNotFound, `tool "${String(params.name)}" cannot run as a task`);
-    const r = await this.ctx.engine.start(wf, inputFromArguments(wf, params.arguments), {}, this.ctx.scope);
+    const starts = typeof params.name === "string" ? this.tools.get(params.name)?.starts : undefined;
+    if (!starts) throw new McpError(ErrorCode.MethodNotFound, `tool "${String(params.name)}" cannot run as a task`);
+    const { wf, input } = starts(params.arguments, this.ctx);
+    const r = await this.ctx.engine.start(wf, input, {}, this.ctx.scope);
     const view = await this.ctx.engine.getInstance(r.instanceId);
     if (!view) throw new NotFoundError(`instance "${r.instanceId}" not found`);
     return toTask(view);

@@ -15,14 +15,33 @@ export interface McpCallContext {
   engine: Engine;
   /** Exposed workflows by name: instances of any other workflow do not exist for MCP clients. */
   exposed: ReadonlyMap<string, Workflow>;
+  /** The exposed workflows that also have tools of their own (`mcp({ tools })`): `{name}`, `{name}_status`, … */
+  perWorkflow: ReadonlySet<string>;
   scope: DispatchScope | undefined;
 }
 
 export interface ToolEntry {
   tool: Tool;
   call(args: Record<string, unknown> | undefined, ctx: McpCallContext): Promise<CallToolResult>;
-  /** Set on the start tool: what a task-augmented call starts. */
-  starts?: Workflow;
+  /** Set on a start tool: the workflow and input a task-augmented call with these arguments starts (ValidationError when they name none). */
+  starts?: (args: Record<string, unknown> | undefined, ctx: McpCallContext) => { wf: Workflow; input: unknown };
+}
+
+export const instanceId = z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, "an instance id is 1–200 characters of A-Z a-z 0-9 _ . : -");
+
+type Hints = { readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean };
+
+/** One tool from its name, title, description, zod arguments and call: the arguments are checked (ValidationError) before `call` runs. */
+export function tool<S extends z.ZodType>(name: string, title: string, description: string, schema: S, hints: Hints, call: (a: z.output<S>, ctx: McpCallContext) => Promise<CallToolResult>, extra: Partial<Pick<ToolEntry, "starts">> & Pick<Tool, "execution"> = {}): [string, ToolEntry] {
+  const { starts, execution } = extra;
+  return [
+    name,
+    {
+      tool: { name, description, inputSchema: jsonSchemaOf(schema), ...(execution ? { execution } : {}), annotations: { title, openWorldHint: false, ...hints } },
+      call: (args, ctx) => call(parseArgs(schema, args, name), ctx),
+      ...(starts ? { starts } : {}),
+    },
+  ];
 }
 
 export function jsonSchemaOf(schema: z.ZodType): Tool["inputSchema"] {

@@ -1,7 +1,7 @@
 /**
  * What the MCP surface says about an instance, in one place: the status
- * summary (`{name}_status`, tasks/get, the instance resource), the outcome
- * (`{name}_result`, tasks/result) and how an instance status reads as an MCP
+ * summary (`instance_status`, `{name}_status`, tasks/get, the instance resource), the outcome
+ * (`instance_result`, `{name}_result`, tasks/result) and how an instance status reads as an MCP
  * task status. Keys are snake_case, as Edda's MCP tools have them.
  */
 import type { CallToolResult, Task } from "@modelcontextprotocol/sdk/types.js";
