@@ -17,7 +17,7 @@ import type { RetryPolicy } from "./core/retry.ts";
 import type { ErrorClass } from "./core/serialization.ts";
 import { checkScheduledInputs } from "./engine/schedules.ts";
 import { Engine, type InstanceDetail, type InstanceView, type RetentionOptions, type StartOptions } from "./engine/engine.ts";
-import { LocalDispatcher, SubrequestBudget, type Dispatcher, type DispatchScope } from "./engine/dispatcher.ts";
+import { LocalDispatcher, SubrequestBudget, type Dispatcher, type DispatchScope, type LocalDispatcherOptions } from "./engine/dispatcher.ts";
 import { HttpDispatcher } from "./engine/http-dispatcher.ts";
 import type { PublishOptions } from "./engine/messaging.ts";
 import type { OutboxOptions } from "./engine/outbox.ts";
@@ -36,7 +36,11 @@ export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
 }
 
-export type DispatcherOption = "local" | { http: { baseUrl: string; fetch?: typeof fetch; maxHops?: number; maxWakeSeconds?: number } } | Dispatcher;
+export type DispatcherOption =
+  | "local"
+  | { local: LocalDispatcherOptions }
+  | { http: { baseUrl: string; fetch?: typeof fetch; maxHops?: number; maxWakeSeconds?: number; continueWith?: Dispatcher } }
+  | Dispatcher;
 
 export interface EddaOptions {
   workflows: Workflow[];
@@ -56,6 +60,11 @@ export interface EddaOptions {
   brokerUrl?: string;
   /** Outbox relay tuning (retries, backoff, max age, fetch). */
   outbox?: OutboxOptions;
+  /**
+   * How follow-up steps are triggered: `"local"` (in-process, the default; `{ local: { concurrency } }`
+   * sets how many steps run at once, default 8 — a step waiting on a non-transactional activity holds
+   * none), `{ http: … }` (signed fetches to the app itself), or a Dispatcher.
+   */
   dispatcher?: DispatcherOption;
   retryPolicy?: RetryPolicy;
   hooks?: EngineHooks;
@@ -229,10 +238,10 @@ export function runInvocation<T>(edda: Edda, fn: (engine: Engine, scope: Dispatc
 
 function makeDispatcher(opt: DispatcherOption | undefined, secret: string | undefined): Dispatcher {
   if (!opt || opt === "local") return new LocalDispatcher();
+  if ("local" in opt) return new LocalDispatcher(opt.local);
   if ("http" in opt) {
     if (!secret) throw new TypeError("the http dispatcher needs a secret (EDDA_SECRET) to sign follow-up requests");
-    const { baseUrl, fetch, maxHops, maxWakeSeconds } = opt.http;
-    return new HttpDispatcher({ baseUrl, secret, ...(fetch ? { fetch } : {}), ...(maxHops !== undefined ? { maxHops } : {}), ...(maxWakeSeconds !== undefined ? { maxWakeSeconds } : {}) });
+    return new HttpDispatcher({ ...opt.http, secret });
   }
   return opt;
 }
@@ -295,8 +304,8 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.quarantineAfterFailures !== undefined ? { quarantineAfterFailures: opts.quarantineAfterFailures } : {}),
       // A database opened per request cannot keep a LISTEN for later readers: they poll (bounded).
       streams: { ...opts.streams, ...(perRequest ? { wake: "poll" as const } : {}) },
-      // A database opened per request has no other step to group with.
-      ...(perRequest ? { groupCommit: false as const } : opts.groupCommit !== undefined ? { groupCommit: opts.groupCommit } : {}),
+      // A database opened per request groups too: the steps of one follow-up request or one queue batch run side by side on it.
+      ...(opts.groupCommit !== undefined ? { groupCommit: opts.groupCommit } : {}),
       ...(opts.secret ? { webhookLinks: { key: opts.secret, ...(opts.publicUrl ? { baseUrl: opts.publicUrl } : {}) } } : {}),
       outbox,
     });

@@ -63,7 +63,7 @@ export type { RetentionOptions, StartOptions } from "./engine/engine.ts";
 export type { FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError, WaitWebhookView } from "./engine/views.ts";
 export type { RowFailure } from "./engine/poison.ts";
 export type { EngineHooks, WorkflowInfo, ActivityInfo } from "./engine/hooks.ts";
-export type { Dispatcher, DispatchScope, StepRequest, StepRunner } from "./engine/dispatcher.ts";
+export type { Dispatcher, DispatchScope, LocalDispatcherOptions, StepRequest, StepRunner } from "./engine/dispatcher.ts";
 export type { SubrequestBudget } from "./engine/budget.ts";
 export type { TracingApi, OtelContext, OtelSpan, OtelSpanContext, OtelTracer } from "./engine/tracing.ts";
 export type { MetricAttributes, MetricsApi, OtelMeter } from "./engine/metrics.ts";

@@ -5,6 +5,7 @@
  * event loop), so the figure is comparable with the local dispatcher's.
  */
 import type { BenchPostgres } from "../lib/postgres.ts";
+import { cpuMeter } from "../lib/cpu.ts";
 import { completionTracker, migrateDatabase } from "../lib/engine.ts";
 import { startServerRing, startViaHttp } from "../lib/servers.ts";
 import { nowMs } from "../lib/stats.ts";
@@ -20,6 +21,9 @@ export interface EngineHttpOptions {
 export interface EngineHttpResult {
   http_steps_per_s: number;
   http_statements_per_step: number;
+  /** This process's CPU per step (both servers and the starting client run in it), as node_cpu_ms_per_step is measured. */
+  http_cpu_ms_per_step: number;
+  http_pg_cpu_ms_per_step: number | null;
   servers: number;
   steps: number;
   seconds: number;
@@ -40,6 +44,7 @@ export async function runEngineHttp(pg: BenchPostgres, opts: EngineHttpOptions):
   };
   try {
     await round(Math.min(20, opts.workflows)); // warm-up
+    const cpu = cpuMeter("bench_engine_http");
     let seconds = 0;
     let statements = 0;
     for (let r = 0; r < opts.rounds; r++) {
@@ -48,7 +53,9 @@ export async function runEngineHttp(pg: BenchPostgres, opts: EngineHttpOptions):
       statements += res.statements;
     }
     const steps = opts.workflows * opts.steps * opts.rounds;
-    return { http_steps_per_s: steps / seconds, http_statements_per_step: statements / steps, servers: opts.servers, steps, seconds };
+    const usage = cpu.perUnit(steps);
+    console.error('POSTS', (globalThis as any).__posts, 'STEPS', (globalThis as any).__psteps);
+    return { http_steps_per_s: steps / seconds, http_statements_per_step: statements / steps, http_cpu_ms_per_step: usage.node_ms, http_pg_cpu_ms_per_step: usage.pg_ms, servers: opts.servers, steps, seconds };
   } finally {
     await ring.close();
   }

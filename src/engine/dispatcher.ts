@@ -37,6 +37,12 @@ export interface DispatchScope {
   hop?: number;
   /** The engine dispatching; its steps run on it (and its database). */
   runner?: StepRunner;
+  /**
+   * Set by a dispatcher that bounds the steps it runs at once (local): the step runs `io` — its
+   * non-transactional activities, which wait on the outside world (an LLM, a partner API) and hold no
+   * connection — without holding a slot, and takes one back, ahead of the queued steps, to conclude.
+   */
+  outsideSlot?<T>(io: () => Promise<T>): Promise<T>;
 }
 
 export interface StepRunner {
@@ -69,8 +75,15 @@ export function deferStep(req: StepRequest, scope: DispatchScope | undefined, wh
   scope.waitUntil?.(p);
 }
 
+/** LocalDispatcherOptions.concurrency by default. */
+export const DEFAULT_LOCAL_CONCURRENCY = 8;
+
 export interface LocalDispatcherOptions {
-  /** Steps run at once (default 8). */
+  /**
+   * Steps run at once (default 8): replaying, waiting on the database, running transactional
+   * activities. A step waiting on its non-transactional activities holds no slot meanwhile, so slow
+   * external calls never keep short steps waiting.
+   */
   concurrency?: number;
   /** Timers further out than this are left to the sweeper (default 300 s). */
   maxWakeSeconds?: number;
@@ -86,7 +99,12 @@ interface Queued {
 export class LocalDispatcher implements Dispatcher {
   private runner: StepRunner | null = null;
   private readonly queue: Queued[] = [];
+  /** Slots taken: steps and timer firings running, less the steps waiting outside their slot. */
   private running = 0;
+  /** Steps and timer firings started and not finished (what `idle()` waits for). */
+  private inFlight = 0;
+  /** Steps whose outside work is done, waiting for a slot back (served before the queue). */
+  private readonly resuming: (() => void)[] = [];
   private closed = false;
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
   private readonly wakeSlots = new Map<number, Set<StepRunner>>();
@@ -95,7 +113,7 @@ export class LocalDispatcher implements Dispatcher {
   private readonly maxWakeSeconds: number;
 
   constructor(opts: LocalDispatcherOptions = {}) {
-    this.concurrency = opts.concurrency ?? 8;
+    this.concurrency = Math.max(1, Math.trunc(opts.concurrency ?? DEFAULT_LOCAL_CONCURRENCY));
     this.maxWakeSeconds = opts.maxWakeSeconds ?? 300;
   }
 
@@ -136,7 +154,7 @@ export class LocalDispatcher implements Dispatcher {
 
   /** Resolves when no step is queued or running (tests, graceful shutdown). */
   idle(): Promise<void> {
-    if (this.running === 0 && this.queue.length === 0) return Promise.resolve();
+    if (this.inFlight === 0 && this.queue.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -154,20 +172,40 @@ export class LocalDispatcher implements Dispatcher {
     return runner.runStep(req, scope);
   }
 
+  /** DispatchScope.outsideSlot: give the slot up while `io` runs, take one back (before the queue) after. */
+  private readonly outsideSlot = async <T>(io: () => Promise<T>): Promise<T> => {
+    this.running--;
+    this.pump();
+    try {
+      return await io();
+    } finally {
+      await new Promise<void>((resolve) => {
+        this.resuming.push(resolve);
+        this.pump();
+      });
+    }
+  };
+
   private pump(): void {
+    while (this.running < this.concurrency && this.resuming.length) {
+      this.running++;
+      this.resuming.shift()!();
+    }
     while (this.running < this.concurrency && this.queue.length) {
       const q = this.queue.shift()!;
-      this.track(this.runOne(q.runner, q.req, q.scope), q.done, q.req.instanceId);
+      this.track(this.runOne(q.runner, q.req, { ...q.scope, outsideSlot: this.outsideSlot }), q.done, q.req.instanceId);
     }
   }
 
   private track(p: Promise<unknown>, done?: () => void, instanceId?: string): void {
     this.running++;
+    this.inFlight++;
     p.catch((err: unknown) => logError("edda: step failed", err, { instance_id: instanceId })).finally(() => {
       this.running--;
+      this.inFlight--;
       done?.();
       this.pump();
-      if (this.running === 0 && this.queue.length === 0) {
+      if (this.inFlight === 0 && this.queue.length === 0) {
         const waiters = this.idleWaiters;
         this.idleWaiters = [];
         for (const w of waiters) w();

@@ -50,7 +50,8 @@ export interface GroupCommitStats {
   fallbacks: number;
 }
 
-const nextTurn: (fn: () => void) => void =
+/** After the current turn's I/O callbacks: setImmediate, else a zero timeout (workerd). */
+export const nextTurn: (fn: () => void) => void =
   typeof globalThis.setImmediate === "function" ? (fn) => void globalThis.setImmediate(fn) : (fn) => void setTimeout(fn, 0);
 
 /** The database answered (an SQLSTATE outside connection failures): a failed statement wrote nothing. */

@@ -4,22 +4,30 @@
  * Node servers). The receiver acknowledges at once and runs the step in its
  * own background work, so no invocation waits for the chain behind it.
  *
+ * Steps dispatched in the same turn of the event loop by one invocation (a
+ * group commit concludes many at once) travel together: one request with
+ * every step, which the receiver runs side by side, so their conclusions
+ * meet in its group commit too.
+ *
  * Two platform limits shape it:
- * - Hops. Each request carries (in its signed body) how many follow-ups led
- *   to it. Workers refuse a chain of Workers invoking themselves past 16
- *   (error 1019); past `maxHops` (default 8) the chain is not extended: the
- *   handed lease is released and the instance waits, runnable, for the next
- *   sweep (or a queue).
- * - Subrequests. Every request takes from the invocation's budget; one is kept
- *   for a continuation request carrying every step beyond it (the receiver
- *   runs them and fans out further with its own budget). With nothing left,
- *   steps are deferred to the sweep.
+ * - Hops, where the platform bounds them. Each request carries (in its signed
+ *   body) how many follow-ups led to it. Workers refuse a chain of Workers
+ *   invoking themselves past 16 (error 1019, "loop limit",
+ *   developers.cloudflare.com/workers/observability/errors/), so the Workers
+ *   adapter sets `maxHops` (8 by default); Node and Deno servers have no such
+ *   limit and set none. At the bound the chain goes on through `continueWith`
+ *   (the platform's queue: a consumer invocation is top level, hop 0) where
+ *   there is one; else the handed lease is released and the instance waits,
+ *   runnable, for the next sweep.
+ * - Subrequests. Every request takes one from the invocation's budget; with
+ *   nothing left, steps are deferred to the sweep.
  *
  * No invocation sleeps to fire a timer: short timers are the sweep's, except
  * on long-lived servers that opt in with `maxWakeSeconds`.
  */
 import { sign } from "../core/signature.ts";
 import { deferStep, type Dispatcher, type DispatchScope, type StepRequest, type StepRunner } from "./dispatcher.ts";
+import { nextTurn } from "./group-commit.ts";
 
 export interface HttpDispatcherOptions {
   /** The app's public base URL (EDDA_PUBLIC_URL). */
@@ -27,8 +35,14 @@ export interface HttpDispatcherOptions {
   secret: string;
   /** Defaults to the global fetch (a service binding's fetch on Workers). */
   fetch?: typeof fetch;
-  /** Follow-ups a chain may take before it is left to the sweep (default 8, Workers refuse past 16). */
+  /**
+   * Follow-ups a chain may take before it goes on through `continueWith` (or
+   * is left to the sweep). Default: no bound — set it where the platform
+   * imposes one (the Workers adapter: 8, Workers refuse past 16).
+   */
   maxHops?: number;
+  /** Where a chain at `maxHops` goes on (a queue dispatcher: a fresh top-level invocation); default: the sweep. */
+  continueWith?: Dispatcher;
   /**
    * Long-lived servers only (Node): timers due within this many seconds are
    * fired by an in-process timer. Default 0: every timer is the sweep's.
@@ -36,7 +50,7 @@ export interface HttpDispatcherOptions {
   maxWakeSeconds?: number;
 }
 
-/** Largest batch one continuation request carries (the route accepts 500). */
+/** Largest batch one request carries (the route accepts 500). */
 const MAX_STEPS_PER_REQUEST = 500;
 
 export class HttpDispatcher implements Dispatcher {
@@ -45,18 +59,22 @@ export class HttpDispatcher implements Dispatcher {
   private readonly url: string;
   readonly maxHops: number;
   private readonly maxWakeSeconds: number;
-  private readonly overflow = new WeakMap<object, StepRequest[]>();
+  /** Steps dispatched this turn, per invocation (its budget), sent together at the turn's end. */
+  private readonly pending = new WeakMap<object, StepRequest[]>();
+  /** Key for dispatches outside any invocation scope. */
+  private readonly unscoped = {};
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
 
   constructor(private readonly opts: HttpDispatcherOptions) {
     this.fetchFn = opts.fetch ?? ((input, init) => fetch(input, init));
     this.url = new URL("/_edda/step", opts.baseUrl).toString();
-    this.maxHops = opts.maxHops ?? 8;
+    this.maxHops = opts.maxHops ?? Infinity;
     this.maxWakeSeconds = opts.maxWakeSeconds ?? 0;
   }
 
   attach(runner: StepRunner): void {
     this.runner ??= runner;
+    this.opts.continueWith?.attach(runner);
   }
 
   dispatch(req: StepRequest, scope?: DispatchScope): void {
@@ -80,40 +98,57 @@ export class HttpDispatcher implements Dispatcher {
   }
 
   /**
-   * Send steps as follow-ups of the invocation `scope` describes: bounded by
-   * its hop count and its subrequest budget (one slot kept for the
-   * continuation request that carries every step beyond it).
+   * Send steps as follow-ups of the invocation `scope` describes. What it
+   * dispatches in one turn goes as one request (up to the route's 500 steps
+   * each), bounded by its hop count and its subrequest budget.
    */
   send(steps: StepRequest[], scope?: DispatchScope): void {
+    const key = this.keyOf(scope);
+    const batch = this.pending.get(key);
+    if (batch) {
+      batch.push(...steps);
+      return;
+    }
+    const all = [...steps];
+    this.pending.set(key, all);
+    // After this turn's I/O callbacks: the steps a group commit concluded together are all dispatched by then.
+    const p = new Promise<void>((resolve) => nextTurn(resolve)).then(() => {
+      this.pending.delete(key);
+      this.flush(all, scope);
+    });
+    scope?.waitUntil?.(p);
+  }
+
+  /**
+   * Whose steps may travel together. Invocations of a long-lived server (Node, Deno) share nothing that
+   * bounds them — no subrequest budget, no hop bound, no `waitUntil` — so every step this process
+   * dispatches in a turn goes in one request, whichever request concluded it; elsewhere, one
+   * invocation's own (its budget, its hops, its I/O).
+   */
+  private keyOf(scope: DispatchScope | undefined): object {
+    if (!scope) return this.unscoped;
+    const bounded = scope.waitUntil !== undefined || Number.isFinite(this.maxHops) || (scope.budget !== undefined && Number.isFinite(scope.budget.remaining));
+    return bounded ? (scope.budget ?? scope) : this.unscoped;
+  }
+
+  private flush(steps: StepRequest[], scope: DispatchScope | undefined): void {
     const hop = (scope?.hop ?? 0) + 1;
     if (hop > this.maxHops) {
-      for (const s of steps) deferStep(s, scope, `hop ${hop} > ${this.maxHops}`);
+      const next = this.opts.continueWith;
+      for (const s of steps) {
+        if (next) next.dispatch(s, scope);
+        else deferStep(s, scope, `hop ${hop} > ${this.maxHops}`);
+      }
       return;
     }
     const budget = scope?.budget;
-    if (!budget || budget.remaining > 1) {
-      budget?.take();
-      return this.post(steps, hop, scope);
-    }
-    const key = budget;
-    let overflow = this.overflow.get(key);
-    if (!overflow) {
-      if (!budget.take()) {
-        for (const s of steps) deferStep(s, scope, "subrequest budget spent");
+    for (let i = 0; i < steps.length; i += MAX_STEPS_PER_REQUEST) {
+      if (budget && !budget.take()) {
+        for (const s of steps.slice(i)) deferStep(s, scope, "subrequest budget spent");
         return;
       }
-      overflow = [];
-      this.overflow.set(key, overflow);
-      const batch = overflow;
-      // Collect what this tick dispatches, then send it as one continuation.
-      const p = new Promise<void>((resolve) => setTimeout(resolve, 0)).then(() => {
-        const sent = batch.slice(0, MAX_STEPS_PER_REQUEST);
-        for (const s of batch.slice(MAX_STEPS_PER_REQUEST)) deferStep(s, scope, "continuation full");
-        this.post(sent, hop, scope);
-      });
-      scope?.waitUntil?.(p);
+      this.post(steps.slice(i, i + MAX_STEPS_PER_REQUEST), hop, scope);
     }
-    overflow.push(...steps);
   }
 
   private post(steps: StepRequest[], hop: number, scope?: DispatchScope): void {

@@ -434,9 +434,11 @@ class Step {
     const results = new Map<string, ActivityOutcome>();
     const outside = pending.filter((p) => !isTransactional(p));
     const inside = pending.filter(isTransactional);
-    await Promise.all(
-      outside.map(async (p) => results.set(p.activityId, await this.invoke(p, storage, null))),
-    );
+    if (outside.length > 0) {
+      const runOutside = () => Promise.all(outside.map(async (p) => results.set(p.activityId, await this.invoke(p, storage, null))));
+      // They wait on the outside world: a dispatcher that bounds steps at once lends this step's slot meanwhile.
+      await (this.scope?.outsideSlot ? this.scope.outsideSlot(runOutside) : runOutside());
+    }
 
     const buildConclusion = async () => {
       this.renewal.check();

@@ -136,6 +136,18 @@ function mountSurface(surface: ApiSurface, option: string, place: "api" | "app",
   parts.mount(target, helpers);
 }
 
+/** Steps of one follow-up request run at once at most: a group commit's batch (group-commit.ts DEFAULT_MAX_BATCH). */
+const STEPS_AT_ONCE = 64;
+
+/** Run `fn` over `items`, at most STEPS_AT_ONCE at a time; never rejects (`fn` handles its own failures). */
+async function runSideBySide<T>(items: readonly T[], fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(STEPS_AT_ONCE, items.length) }, worker));
+}
+
 export function createApp(opts: AppOptions): Hono {
   const app = new Hono();
   const engine = async (c: Context) => opts.engine(c);
@@ -225,9 +237,13 @@ export function createApp(opts: AppOptions): Hono {
       if (s) s.hop = body.hop ?? 0;
       // Acknowledge at once and run the steps in this invocation's own background
       // work: the sender's invocation does not stay open for the chain behind it.
-      const work = (async () => {
-        for (const step of steps) await e.runStep(step, s);
-      })().catch((err: unknown) => logError("edda: follow-up step failed (the sweeper will resume it)", err));
+      // The steps of one request run side by side (STEPS_AT_ONCE at a time), so their conclusions share a group commit.
+      const work = runSideBySide(steps, (step) =>
+        e.runStep(step, s).then(
+          () => undefined,
+          (err: unknown) => logError("edda: follow-up step failed (the sweeper will resume it)", err, { instance_id: step.instanceId }),
+        ),
+      );
       s?.waitUntil?.(work);
       return c.json({ accepted: steps.length }, 202);
     },

@@ -21,8 +21,11 @@
  *    short timers are delayed messages.
  * 2. A signed request to this same worker, acknowledged at once, through a
  *    `SELF` service binding, EDDA_PUBLIC_URL, the `ctx.exports` loopback or
- *    the request's own origin — bounded by EDDA_MAX_HOPS (Workers refuse a
- *    chain of 16) and left to the cron sweep beyond it.
+ *    the request's own origin — bounded by EDDA_MAX_HOPS (default
+ *    WORKERS_MAX_HOPS: Workers refuse a chain of 16) and left to the cron
+ *    sweep beyond it. With EDDA_DISPATCHER=http and `EDDA_QUEUE` both set,
+ *    follow-ups are fetches (no queue batching delay) and a chain at the
+ *    bound goes on through the queue (a top-level invocation) instead.
  * Every invocation has one subrequest budget (EDDA_SUBREQUEST_LIMIT, 40 by
  * default: the Free plan allows 50).
  */
@@ -98,11 +101,22 @@ export const WORKERS_FREE_SWEEP_CPU_MS = 10;
  * engine CPU over its statements, measured by bench/sweep-cost.ts.
  */
 export const SWEEP_STATEMENT_CPU_MS = 0.6;
+/**
+ * Fetch follow-ups a chain may take on Workers: "A Worker cannot call itself or another Worker more
+ * than 16 times" (error 1019, developers.cloudflare.com/workers/observability/errors/#loop-limit);
+ * half of it leaves room for the Workers in front of this one.
+ */
+export const WORKERS_MAX_HOPS = 8;
+
 /** Queues limits: 100 messages per sendBatch, delaySeconds up to 24 h. */
 const QUEUES_MAX_BATCH = 100;
 const QUEUES_MAX_DELAY_SECONDS = 24 * 3600;
-/** Messages of one batch run at once (the database pool holds 5 connections). */
-const BATCH_CONCURRENCY = 5;
+/**
+ * Messages of one batch run at once: all of them (Queues hand at most 100 to one invocation). Their
+ * statements queue on the invocation's 5 connections, and the steps that conclude in the same turn
+ * go as one group-commit statement (group-commit.ts).
+ */
+const BATCH_CONCURRENCY = QUEUES_MAX_BATCH;
 
 export type WorkerOptions = Omit<EddaOptions, "database" | "dispatcher" | "secret" | "apiToken" | "brokerUrl"> & {
   /**
@@ -281,7 +295,8 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
 }
 
 function dispatcherFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, config: EddaConfig, secret: string, count: () => void): Dispatcher {
-  if (env.EDDA_QUEUE) return new QueueDispatcher(cloudflareQueue(env.EDDA_QUEUE, count));
+  const queue = env.EDDA_QUEUE ? new QueueDispatcher(cloudflareQueue(env.EDDA_QUEUE, count)) : null;
+  if (queue && !config.fetchDispatcher) return queue;
   const self = env.SELF ?? (config.publicUrl ? undefined : ctx.exports?.default);
   const baseUrl = config.publicUrl ?? origin ?? "https://edda.internal";
   if (!self && !config.publicUrl && !origin) console.warn("edda: no EDDA_QUEUE, EDDA_PUBLIC_URL, SELF binding or ctx.exports loopback: cron follow-ups cannot be sent");
@@ -292,7 +307,8 @@ function dispatcherFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | n
       count();
       return self ? self.fetch(input, init) : fetch(input, init);
     },
-    ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}),
+    maxHops: config.maxHops ?? WORKERS_MAX_HOPS,
+    ...(queue ? { continueWith: queue } : {}),
   });
 }
 

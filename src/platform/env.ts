@@ -39,6 +39,8 @@ export interface EddaEnv {
   EDDA_MAX_WAKE_SECONDS?: string;
   EDDA_SUBREQUEST_LIMIT?: string;
   EDDA_MAX_HOPS?: string;
+  EDDA_DISPATCHER?: string;
+  EDDA_STEP_CONCURRENCY?: string;
   EDDA_LEASE_SECONDS?: string;
   EDDA_HANDOFF_LEASE_SECONDS?: string;
   EDDA_METRICS?: string;
@@ -78,8 +80,12 @@ export interface EddaConfig {
   maxWakeSeconds: number | undefined;
   /** Outgoing fetches per invocation (unset → the platform's default: 40 on Workers, none elsewhere). */
   subrequestLimit: number | undefined;
-  /** Follow-up hops a fetch chain may take before it is left to the sweep (default 8). */
+  /** Follow-up hops a fetch chain may take (unset → the platform's bound: 8 on Workers, none elsewhere). */
   maxHops: number | undefined;
+  /** EDDA_DISPATCHER=http: follow-ups as signed fetches (Node: instead of in-process; Workers: before the queue, which continues a chain at the hop bound). */
+  fetchDispatcher: boolean;
+  /** Steps the in-process dispatcher runs at once (Node; unset → 8). A step waiting on a non-transactional activity holds none. */
+  stepConcurrency: number | undefined;
   /** Lease of a running step (default 300 s) and of a handed-off follow-up (default 30 s): how soon a crashed step is resumed. */
   leaseSeconds: number | undefined;
   handoffLeaseSeconds: number | undefined;
@@ -206,6 +212,8 @@ export function readConfig(env: EddaEnv): EddaConfig {
     maxWakeSeconds: num(env, "EDDA_MAX_WAKE_SECONDS"),
     subrequestLimit: num(env, "EDDA_SUBREQUEST_LIMIT"),
     maxHops: num(env, "EDDA_MAX_HOPS"),
+    fetchDispatcher: str(env.EDDA_DISPATCHER) === "http",
+    stepConcurrency: num(env, "EDDA_STEP_CONCURRENCY"),
     leaseSeconds: num(env, "EDDA_LEASE_SECONDS"),
     handoffLeaseSeconds: num(env, "EDDA_HANDOFF_LEASE_SECONDS"),
     metrics: metricsSetting(env),

@@ -100,7 +100,13 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
     // The viewer is on where a developer runs the app (npm start, edda-edge dev, a Node server); a Worker opts in.
     viewer: opts.viewer ?? viewer(),
     database,
-    dispatcher: opts.dispatcher ?? (env.EDDA_DISPATCHER === "http" ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } } : "local"),
+    dispatcher:
+      opts.dispatcher ??
+      (config.fetchDispatcher
+        ? { http: { baseUrl: publicUrl, ...(config.maxHops !== undefined ? { maxHops: config.maxHops } : {}), ...(config.maxWakeSeconds !== undefined ? { maxWakeSeconds: config.maxWakeSeconds } : {}) } }
+        : config.stepConcurrency !== undefined
+          ? { local: { concurrency: config.stepConcurrency } }
+          : "local"),
   });
   // A request whose headers and body have not arrived within this bound is answered 408 and closed, so
   // connections that drip a byte a second cannot pile up for Node's default 300 s (EDDA_BODY_TIMEOUT_SECONDS).
