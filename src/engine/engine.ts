@@ -266,7 +266,9 @@ export class Engine implements StepRunner, EngineParts {
   async deferStep(req: StepRequest): Promise<void> {
     if (!req.lease) return;
     this.warmRuns.take(req.instanceId, req.lease);
-    await this.storage.releaseLease({ instanceId: req.instanceId, ...req.lease });
+    const handed = { instanceId: req.instanceId, ...req.lease };
+    // A cancel or deadline since the hand-off kept the lock for this step (storage endInstance): give that back.
+    if (!(await this.storage.releaseLease(handed))) await this.storage.releaseFencedOut(handed);
   }
 
   /** Cancel an instance and its non-detached unfinished children (lifecycle.ts), in one transaction. */

@@ -92,7 +92,13 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
   const warm = req.lease ? deps.warmRuns.take(req.instanceId, req.lease) : null;
   if (warm) leased = { instance: warm.instance, fence: { instanceId: req.instanceId, ...req.lease! }, history: [] };
   try {
-    if (req.lease && !leased) leased = await storage.loadLeased({ instanceId: req.instanceId, ...req.lease });
+    if (req.lease && !leased) {
+      const handed = { instanceId: req.instanceId, ...req.lease };
+      leased = await storage.loadLeased(handed);
+      // A cancel or deadline landed after the hand-off and kept the lock for this step: give it back and take
+      // the instance as it is now (its compensations).
+      if (!leased) await storage.releaseFencedOut(handed);
+    }
     leased ??= await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true });
   } catch (err) {
     // The first statement met a dead connection: try again once the database answers, giving a
@@ -116,11 +122,14 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
   try {
     const step = new Step(deps, leased, leaseSeconds, scope, renewal);
     if (warm?.run) return await step.continueWarm(warm.run, warm.next!);
-    // Compensations or the body: decided in one place (decide.ts \`phase\`) for every way a step starts.
+    // Compensations or the body: decided in one place (decide.ts `phase`) for every way a step starts.
     return phase(leased.instance, leased.history) === "compensating" ? await step.compensate() : await step.advance();
   } catch (err) {
     deps.warmRuns.drop(req.instanceId);
-    if (err instanceof LeaseLostError) return { status: "lease_lost" };
+    if (err instanceof LeaseLostError) {
+      giveBackFencedOut(deps, leased.fence, scope);
+      return { status: "lease_lost" };
+    }
     // Unexpected (database down, a statement the database refuses…): the lease goes back so the
     // instance is retried soon; a failure that is not transient counts towards quarantine.
     const settled = await stepFailed(storage, leased.fence, err, deps.quarantineAfter, () => deps.metrics?.quarantined("step"));
@@ -133,9 +142,10 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
     // can hold it — the follow-up is dispatched only once the commit is acknowledged.
     const held = leased.fence;
     const handedOff: Fence = { ...held, token: held.token + 1 };
-    if (isConnectionLost(err)) {
+    if (!isConnectionLost(err)) giveBackFencedOut(deps, held, scope);
+    else {
       const giveBack = async () => {
-        if (!settled) await storage.releaseLease(held);
+        if (!settled && !(await storage.releaseLease(held))) await storage.releaseFencedOut(held);
         await storage.releaseLease(handedOff);
       };
       redispatchSoon(deps, req.instanceId, giveBack, leaseSeconds, scope);
@@ -144,6 +154,22 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
   } finally {
     renewal.stop();
   }
+}
+
+/**
+ * The step lost its lease. When a cancel or a deadline is what fenced it out, the lock was kept for it (storage
+ * `endInstance`) so that no compensation runs while this step's activities might still be doing what it
+ * undoes: now that the step is over, give the lock back and run the compensations. Not awaited by the
+ * step's caller; a give-back that fails leaves the lock to expire (the sweep's stale-lease task).
+ */
+function giveBackFencedOut(deps: StepDeps, fence: Fence, scope?: DispatchScope): void {
+  const p = deps.storage.releaseFencedOut(fence).then(
+    (freed) => {
+      if (freed) deps.dispatcher.dispatch({ instanceId: fence.instanceId }, scope);
+    },
+    () => undefined,
+  );
+  scope?.waitUntil?.(p);
 }
 
 /** A short pause first: the pool replaces the dead connection, and a server that is restarting gets a moment. */
@@ -425,6 +451,12 @@ class Step {
   private async execute(pending: PendingActivity[], kind: "activity" | "compensation", history: StepHistory): Promise<StepResult> {
     const { deps } = this;
     const { storage, hooks } = deps;
+    // Compensations registered in this step reach the database before its activities run (one statement, on
+    // such steps only): a cancel or deadline landing during a long call sees them, and runs them once the
+    // step is over. Persisted with the conclusion alone, they were lost with the fenced-out conclusion.
+    if (history.compensations.length > 0 && !(await storage.registerCompensations(this.fence, history.compensations))) {
+      throw new LeaseLostError(`lease on ${this.fence.instanceId} lost before the step's activities ran`);
+    }
     // What the code emitted before this tick reaches readers before the tick's activities stream.
     await this.appendEmits(storage, history.records);
     for (const p of pending) hooks.onActivityStart?.({ ...this.target, activityId: p.activityId, activityName: p.activity.activityName, attempt: p.attempt });

@@ -9,7 +9,7 @@ import { newestFirstPage } from "./cursor.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowDefinitions } from "./schema.ts";
 import { DB_NOW, dbNowPlus, inBody, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
-import { CANCELLABLE_STATUSES, type InstanceFilter, type InstanceRecord, type InstanceStatus } from "./records.ts";
+import { CANCELLABLE_STATUSES, LOCK_HELD_BY_END, type InstanceFilter, type InstanceRecord, type InstanceStatus } from "./records.ts";
 
 /** How an instance is ended from outside its steps: cancelled by someone, or failed by its deadline. */
 export type InstanceEnd = { kind: "cancel"; cancelledBy: string } | { kind: "timeout"; errorData: string };
@@ -211,6 +211,14 @@ export function instancesArea(ex: Executor): InstancesArea {
           : sql`error_data = ${end.errorData}::text`;
       const finalStatus = end.kind === "cancel" ? sql`'cancelled'` : sql`'failed'`;
       const guard = end.kind === "timeout" ? sql`AND w.deadline_at <= ${DB_NOW}` : sql``;
+      // A step may be in flight (the lock is held): its activity may still be doing what a compensation
+      // undoes, and it may have registered compensations this statement cannot see yet (registerCompensations
+      // runs before its activities, but it may commit after this statement's snapshot). So the instance goes
+      // `compensating` and the lock stays held, in the end's name (LOCK_HELD_BY_END, token + 1: the step's
+      // renewal fails, its ctx.signal aborts, its conclusion commits nothing) until the step gives it back
+      // (releaseFencedOut) or the lock expires. The compensation step then reads what is registered, and ends
+      // the instance at once when nothing is. An expired lock is taken by the dispatch after the commit.
+      const held = sql`w.locked_by IS NOT NULL`;
       const rows = await queryRows<{ current: string; new_status: string | null; previous: string | null }>(
         ex,
         sql`
@@ -221,11 +229,13 @@ export function instancesArea(ex: Executor): InstancesArea {
           FROM workflow_instances w WHERE w.instance_id = ${instanceId}
         ), upd AS (
           UPDATE workflow_instances w SET
-            status = CASE WHEN EXISTS (SELECT 1 FROM workflow_compensations c WHERE c.instance_id = w.instance_id)
+            status = CASE WHEN ${held} OR EXISTS (SELECT 1 FROM workflow_compensations c WHERE c.instance_id = w.instance_id)
                           THEN 'compensating' ELSE ${finalStatus} END,
             ${detail},
             lock_token = w.lock_token + 1,
-            locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
+            locked_by = CASE WHEN ${held} THEN ${sql.raw(`'${LOCK_HELD_BY_END}'`)} || w.locked_by END,
+            locked_at = CASE WHEN ${held} THEN w.locked_at END,
+            lock_expires_at = CASE WHEN ${held} THEN w.lock_expires_at END,
             updated_at = ${DB_NOW}
           WHERE w.instance_id = ${instanceId} AND w.status IN (${CANCELLABLE}) AND ${inBody("w")} ${guard}
           RETURNING w.instance_id, w.status, ${end.kind === "cancel" ? sql`(w.cancel_data::json ->> 'previous_status')` : sql`NULL::text`} AS previous

@@ -14,7 +14,7 @@ import { groupedConclusion, handsOff, singleConclusion, type ConcludeOptions, ty
 import { queryRows, queryText, type Executor } from "./database.ts";
 import { shaped } from "./shaped.ts";
 import { DB_NOW, historyJson, INSTANCE_COLUMNS, toHistoryList, toInstance, toNumber, type Row } from "./rows.ts";
-import { RUNNABLE_STATUSES, type Fence, type HistoryEvent, type InstanceRecord } from "./records.ts";
+import { LOCK_HELD_BY_END, RUNNABLE_STATUSES, type Fence, type HistoryEvent, type InstanceRecord, type NewCompensation } from "./records.ts";
 
 export interface LeasedInstance {
   instance: InstanceRecord;
@@ -37,6 +37,18 @@ export interface LeasesArea {
   loadLeased(fence: Fence): Promise<LeasedInstance | null>;
   renewLease(fence: Fence, leaseSeconds: number): Promise<boolean>;
   releaseLease(fence: Fence): Promise<boolean>;
+  /**
+   * Give back the lock a cancel or a deadline kept for `fence`'s holder (`endInstance`: the lock is held
+   * in the end's name, `LOCK_HELD_BY_END` + worker, token + 1, until the fenced-out step is over). True when
+   * it was held so: the instance is free for its compensations now.
+   */
+  releaseFencedOut(fence: Fence): Promise<boolean>;
+  /**
+   * Fenced: store compensations a step registered before its activities run, so an end that lands during
+   * them sees them (the step's conclusion writes them again, ON CONFLICT DO NOTHING). False when the fence
+   * no longer holds (nothing written).
+   */
+  registerCompensations(fence: Fence, compensations: readonly NewCompensation[]): Promise<boolean>;
   /** Clear expired leases (bounded, SKIP LOCKED); returns the ids now runnable. */
   releaseStaleLeases(limit: number): Promise<string[]>;
   /**
@@ -113,6 +125,24 @@ const RELEASE = shaped<"instanceId" | "workerId" | "token">(
             WHERE ${SHAPED_FENCE(v)} RETURNING 1 AS ok`,
 );
 
+const RELEASE_FENCED_OUT = shaped<"instanceId" | "workerId" | "token">(
+  (v) => sql`UPDATE workflow_instances SET locked_by = NULL, locked_at = NULL, lock_expires_at = NULL,
+                   lock_token = lock_token + 1, updated_at = ${DB_NOW}
+            WHERE instance_id = ${v.instanceId} AND locked_by = ${sql.raw(`'${LOCK_HELD_BY_END}'`)} || ${v.workerId}::text
+              AND lock_token = ${v.token}::bigint + 1
+            RETURNING 1 AS ok`,
+);
+const REGISTER_COMPENSATIONS = shaped<"instanceId" | "workerId" | "token" | "rows">(
+  (v) => sql`WITH f AS (SELECT instance_id FROM workflow_instances WHERE ${SHAPED_FENCE(v)}),
+            ins AS (
+              INSERT INTO workflow_compensations (instance_id, activity_id, activity_name, args)
+              SELECT f.instance_id, c.activity_id, c.activity_name, c.args
+              FROM f, json_to_recordset(${v.rows}::json) AS c(k int, activity_id text, activity_name text, args text) ORDER BY c.k
+              ON CONFLICT (instance_id, activity_id) DO NOTHING
+            )
+            SELECT instance_id FROM f`,
+);
+
 function toLeased(row: Row, withHistory: boolean): LeasedInstance {
   const instance = toInstance(row);
   return {
@@ -169,6 +199,18 @@ export function leasesArea(ex: Executor): LeasesArea {
       const { text, params } = RELEASE(fence);
       const rows = await queryText(ex, text, params);
       return rows.length > 0;
+    },
+
+    async releaseFencedOut(fence) {
+      const { text, params } = RELEASE_FENCED_OUT(fence);
+      const rows = await queryText(ex, text, params);
+      return rows.length > 0;
+    },
+
+    async registerCompensations(fence, compensations) {
+      const rows = JSON.stringify(compensations.map((c, k) => ({ k, activity_id: c.activityId, activity_name: c.activityName, args: c.args })));
+      const { text, params } = REGISTER_COMPENSATIONS({ ...fence, rows });
+      return (await queryText(ex, text, params)).length > 0;
     },
 
     /** Bounded, SKIP LOCKED; the token is bumped so the former holder is fenced off for good. */

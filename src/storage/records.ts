@@ -15,6 +15,13 @@ export type { ChannelMode, HistoryEvent, InstanceStatus, MatchDocument, NewHisto
 export { CANCELLABLE_STATUSES, RUNNABLE_STATUSES, TERMINAL_STATUSES } from "../core/model.ts";
 
 /**
+ * `locked_by` of a lock a cancel or a deadline kept for the step it fenced out (`{prefix}{worker id}`, token
+ * + 1): no acquisition or hand-off writes it, so only that step's give-back (`releaseFencedOut`), the
+ * lock's expiry or the stale-lease sweep frees it. Its compensations wait for the step to be over.
+ */
+export const LOCK_HELD_BY_END = "ended:";
+
+/**
  * One row of `workflow_instances` as storage reads it: the instance's status
  * and where it stands (`currentActivityId`), its run (a `recur` starts run
  * n+1 under the same id), its input and outcome as stored text, its lease

@@ -105,7 +105,9 @@ export function instanceCases(ctx: ContractContext): void {
 
     it("cancels directly without compensations: lock released, token bumped, timers/subscriptions/groups removed", async () => {
       const inst = await newInstance(ctx.storage);
+      // A step ran and released its lease (nothing in flight).
       const lease = (await ctx.storage.acquireLease(inst.instanceId, "w1", 30))!;
+      expect(await ctx.storage.releaseLease(lease.fence)).toBe(true);
       await ctx.storage.registerTimer(inst.instanceId, { timerId: "t", activityId: "sleep:1", delaySeconds: 3600 });
       await ctx.storage.subscribe(inst.instanceId, uid("ch"), "broadcast");
       await ctx.storage.joinGroup(inst.instanceId, uid("g"));
@@ -113,18 +115,23 @@ export function instanceCases(ctx: ContractContext): void {
       const res = await ctx.storage.cancelInstance(inst.instanceId, "alice");
       expect(res).toEqual({ ok: true, status: "cancelled", previousStatus: "running" });
       const after = (await ctx.storage.getInstance(inst.instanceId))!;
-      expect(after).toMatchObject({ status: "cancelled", lockedBy: null, lockExpiresAt: null, lockToken: lease.fence.token + 1 });
+      expect(after).toMatchObject({ status: "cancelled", lockedBy: null, lockExpiresAt: null, lockToken: lease.fence.token + 2 });
       const data = JSON.parse(after.cancelData!) as Record<string, unknown>;
       expect(data).toMatchObject({ cancelled_by: "alice", previous_status: "running" });
       expect(Number.isNaN(Date.parse(String(data.cancelled_at)))).toBe(false);
       for (const table of ["workflow_timer_subscriptions", "channel_subscriptions", "workflow_group_memberships"]) {
         expect(await count(ctx.database, sql`SELECT 1 FROM ${sql.raw(table)} WHERE instance_id = ${inst.instanceId}`)).toBe(0);
       }
-      // the step that was in flight commits nothing
+    });
+
+    it("cancels an instance whose step is in flight: compensating (it may have registered some), that step commits nothing", async () => {
+      const inst = await newInstance(ctx.storage);
+      const lease = (await ctx.storage.acquireLease(inst.instanceId, "w1", 30))!;
+      expect(await ctx.storage.cancelInstance(inst.instanceId, "alice")).toEqual({ ok: true, status: "compensating", previousStatus: "running" });
       const concluded = await ctx.storage.concludeStep(lease.fence, { status: "completed", outputData: "1", history: [{ activityId: "a:1", eventType: "ActivityCompleted", data: json(1) }] });
       expect(concluded.ok).toBe(false);
       expect(await ctx.storage.loadHistory(inst.instanceId)).toEqual([]);
-      expect((await ctx.storage.getInstance(inst.instanceId))!.status).toBe("cancelled");
+      expect((await ctx.storage.getInstance(inst.instanceId))!).toMatchObject({ status: "compensating", lockedBy: "ended:w1", lockToken: lease.fence.token + 1 });
     });
 
     it("goes to compensating when compensations exist, clearing timers and the wait but keeping the subscription", async () => {

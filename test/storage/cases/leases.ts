@@ -66,6 +66,38 @@ export function leaseCases(ctx: ContractContext): void {
       expect(again.fence.token).toBe(3);
     });
 
+    it("a cancel of a leased instance keeps the lock for the fenced-out holder until it gives it back (issue 34)", async () => {
+      const inst = await newInstance(ctx.storage);
+      const lease = (await ctx.storage.acquireLease(inst.instanceId, "w", 30))!;
+      // Registered before the step's activities run, fenced: a stale fence writes nothing.
+      const comp = { activityId: "compensation:1", activityName: "undo", args: "[]" };
+      expect(await ctx.storage.registerCompensations({ ...lease.fence, token: 99 }, [comp])).toBe(false);
+      expect(await ctx.storage.listCompensations(inst.instanceId)).toEqual([]);
+      expect(await ctx.storage.registerCompensations(lease.fence, [comp])).toBe(true);
+      expect(await ctx.storage.registerCompensations(lease.fence, [comp])).toBe(true);
+      expect((await ctx.storage.listCompensations(inst.instanceId)).map((c) => c.activityId)).toEqual(["compensation:1"]);
+      expect(await ctx.storage.cancelInstance(inst.instanceId, "t")).toMatchObject({ ok: true, status: "compensating" });
+      const held = (await ctx.storage.getInstance(inst.instanceId))!;
+      expect(held.lockedBy).toBe("ended:w");
+      expect(held.lockToken).toBe(lease.fence.token + 1);
+      // Nobody takes it while the holder may still be running; the holder's renewal fails (its signal aborts).
+      expect(await ctx.storage.acquireLease(inst.instanceId, "other", 30)).toBeNull();
+      expect(await ctx.storage.renewLease(lease.fence, 30)).toBe(false);
+      expect(await ctx.storage.findResumableInstances(1000)).not.toContain(inst.instanceId);
+      // Only the fenced-out holder gives it back, once.
+      expect(await ctx.storage.releaseFencedOut({ ...lease.fence, workerId: "other" })).toBe(false);
+      expect(await ctx.storage.releaseFencedOut({ ...lease.fence, token: lease.fence.token + 1 })).toBe(false);
+      expect(await ctx.storage.releaseFencedOut(lease.fence)).toBe(true);
+      expect(await ctx.storage.releaseFencedOut(lease.fence)).toBe(false);
+      expect(await ctx.storage.acquireLease(inst.instanceId, "other", 30)).not.toBeNull();
+    });
+
+    it("a cancel of an instance nobody holds ends it at once, lock free", async () => {
+      const inst = await newInstance(ctx.storage);
+      expect(await ctx.storage.cancelInstance(inst.instanceId, "t")).toMatchObject({ ok: true, status: "cancelled" });
+      expect((await ctx.storage.getInstance(inst.instanceId))!.lockedBy).toBeNull();
+    });
+
     it("lets another worker take an expired (fractional-second) lease and fences the old holder off", async () => {
       const inst = await newInstance(ctx.storage);
       const old = (await ctx.storage.acquireLease(inst.instanceId, "slow", 0.3))!;
