@@ -137,14 +137,14 @@ export class HttpDispatcher implements Dispatcher {
       const next = this.opts.continueWith;
       for (const s of steps) {
         if (next) next.dispatch(s, scope);
-        else deferStep(s, scope, `hop ${hop} > ${this.maxHops}`);
+        else this.giveBack([s], scope, `hop ${hop} > ${this.maxHops}`);
       }
       return;
     }
     const budget = scope?.budget;
     for (let i = 0; i < steps.length; i += MAX_STEPS_PER_REQUEST) {
       if (budget && !budget.take()) {
-        for (const s of steps.slice(i)) deferStep(s, scope, "subrequest budget spent");
+        this.giveBack(steps.slice(i), scope, "subrequest budget spent");
         return;
       }
       this.post(steps.slice(i, i + MAX_STEPS_PER_REQUEST), hop, scope);
@@ -159,7 +159,19 @@ export class HttpDispatcher implements Dispatcher {
       // Drain the body so the connection is reusable.
       await res.arrayBuffer().catch(() => undefined);
       if (!res.ok) throw new Error(`follow-up step → HTTP ${res.status}`);
-    })().catch((err: unknown) => console.error("edda: follow-up dispatch failed (the sweeper will resume it)", err));
+    })().catch((err: unknown) => {
+      console.error("edda: follow-up dispatch failed (the sweeper will resume it)", err);
+      // A handed lease the failed request carried is given back (a step's hand-off): the sweep's idle rule
+      // (2 s) resumes the instance then, not the lease's expiry (30 s). A request that did reach a step which
+      // then failed released or handed that lease on already: the release matches nothing.
+      this.giveBack(steps, scope, "follow-up dispatch failed");
+    });
     scope?.waitUntil?.(p);
+  }
+
+  /** Steps not sent go back to the database: their handed lease released (dispatcher.ts deferStep). */
+  private giveBack(steps: StepRequest[], scope: DispatchScope | undefined, why: string): void {
+    const runner = scope?.runner ?? this.runner;
+    for (const s of steps) deferStep(s, runner ? { ...scope, runner } : scope, why);
   }
 }
