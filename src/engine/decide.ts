@@ -16,7 +16,7 @@
  * look at the database first, recur, park with the deployed code's hash).
  */
 import { NonDeterminismError, UnserializableValueError } from "../core/errors.ts";
-import { COMPENSATION_PREFIX } from "../core/model.ts";
+import { COMPENSATION_PREFIX, WAIT_KINDS } from "../core/model.ts";
 import type { CompensationRegistration, PendingActivity, ReplayOutcome, ReplayResult, WaitRequest } from "../core/replay.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import { instanceErrorData, toJson, toStoredJson } from "../core/serialization.ts";
@@ -108,7 +108,7 @@ export function decide(outcome: StepOutcome, history: StepHistory, options: Deci
     case "settled": {
       const rec = recordOutcomes(outcome.results, options.retryPolicy, outcome.as);
       const conclusion: StepConclusion = {
-        status: rec.retryTimer ? "waiting_for_timer" : outcome.as === "compensation" ? "compensating" : "running",
+        status: rec.retryTimer ? WAIT_KINDS.timer.status : outcome.as === "compensation" ? "compensating" : "running",
         currentActivityId: outcome.currentActivityId,
         history: [...records, ...rec.history],
         compensations: [...compensations, ...rec.compensations],
@@ -136,7 +136,7 @@ export function decide(outcome: StepOutcome, history: StepHistory, options: Deci
  * Compensating when the status says so, or the instance was cancelled (a
  * cancel sets `cancel_data` and nothing clears it; a cancelled instance's body
  * never runs again), or history holds a compensation's record: a compensation
- * attempt that failed retryably concludes `waiting_for_timer`, and its timer
+ * attempt that failed retryably concludes waiting for a timer, and its timer
  * firing makes the instance `running` — its `compensate:…#n` record is what
  * tells it apart from a body's timer. `error_data` alone would not do: a
  * parked instance carries one too, with a body to resume.

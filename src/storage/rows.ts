@@ -40,7 +40,7 @@ export const DB_NOW = sql`statement_timestamp()`;
 /**
  * The instance row `alias` is still in its workflow body: not cancelled, and no compensation recorded
  * (engine/decide.ts `phase` is the rule; this is its SQL side, for the statements that end an instance
- * from outside). A compensation waiting out its retry backoff is `waiting_for_timer` — a cancellable
+ * from outside). A compensation waiting out its retry backoff waits for a timer — a cancellable
  * status — yet a second cancel or a deadline must not rewrite how it ends nor skip its backoff.
  */
 export function inBody(alias: string): SQL {
