@@ -72,7 +72,7 @@ export type { GroupCommitOptions } from "./engine/group-commit.ts";
 export type { SweepOptions, SweepReport, SweepTask, SweepFailure } from "./engine/sweeper.ts";
 export type { ChildSummary, FailureTask, InstanceFilter, InstanceStatus, ListInstancesQuery, WaitWebhookStatus } from "./storage/types.ts";
 export { INSTANCE_STATUSES } from "./core/model.ts";
-export type { ChannelMode } from "./core/model.ts";
+export type { ChannelMode, ExpiryCounter, ExpiryTask } from "./core/model.ts";
 export type { ApiSurface } from "./http/routes.ts";
 export type { Database, DatabaseDriver, DriverConnection, DriverName, Db, QueryStats } from "./storage/database.ts";
 export { migrate } from "./storage/migrate.ts";

@@ -96,7 +96,7 @@ export interface WaitKindDeclaration {
    * the sweep task that expires it (also the failure task of a poison row), the sweep report's counter,
    * and whether the task runs first in a sweep with a CPU budget.
    */
-  expiry: { task: string; counter: string; priority: boolean } | null;
+  expiry: { task: ExpiryTask; counter: ExpiryCounter; priority: boolean } | null;
   /** Whether a race's webhook branch can stand beside this wait (the instance then listens for the hook's POST too). */
   hookBranch: boolean;
   view: {
@@ -114,11 +114,23 @@ type Declared = (typeof DECLARED_WAIT_KINDS)[number];
 /** Each wait kind's declaration by its kind. */
 export const WAIT_KINDS = Object.fromEntries(DECLARED_WAIT_KINDS.map((d) => [d.kind, d])) as { [K in WaitKind]: Extract<Declared, { kind: K }> };
 export type WaitStatus = Declared["status"];
-type ExpiryOf<D> = D extends { expiry: infer E } ? Exclude<E, null> : never;
-/** A sweep task that expires one wait kind's due waits. */
-export type ExpiryTask = ExpiryOf<Declared>["task"];
-/** The sweep report's counter of an expiry task. */
-export type ExpiryCounter = ExpiryOf<Declared>["counter"];
+
+/**
+ * The sweep tasks that expire waits, one per wait kind that comes due by
+ * itself (also where a poison row's failure is counted: FailureTask). Spelled
+ * out here, beside the declarations, because the public API names them
+ * (SweepTask, FailureTask); the compiler holds the two together both ways.
+ */
+export type ExpiryTask = "timers" | "message_timeouts" | "webhook_expiry";
+/**
+ * The sweep report's counter of each expiry task: `timersFired`,
+ * `messageWaitsExpired` (receive timeouts), `webhookWaitsExpired` (per-wait
+ * webhook URLs that expired unused). Spelled out and checked like ExpiryTask.
+ */
+export type ExpiryCounter = "timersFired" | "messageWaitsExpired" | "webhookWaitsExpired";
+type DeclaredExpiry = Exclude<Declared["expiry"], null>;
+// Every public expiry task and counter belongs to a declared kind (the declaration's type covers the other way).
+const _everyExpiryDeclared: [ExpiryTask, ExpiryCounter] extends [DeclaredExpiry["task"], DeclaredExpiry["counter"]] ? true : never = true;
 
 const DECLARED: readonly WaitKindDeclaration[] = DECLARED_WAIT_KINDS;
 /** The waiting statuses, in table order (a tuple, so INSTANCE_STATUSES stays one). */

@@ -25,7 +25,7 @@
  *   instance found by two tasks of one sweep is dispatched once, and one found
  *   again by a later sweep while its step is in flight is skipped by the step.
  */
-import type { ExpiryCounter } from "../core/model.ts";
+import type { ExpiryCounter, ExpiryTask } from "../core/model.ts";
 import { deliverToWaitingSubscribers } from "./channels.ts";
 import type { DispatchScope } from "./dispatcher.ts";
 import type { Uses } from "./deps.ts";
@@ -114,15 +114,9 @@ function defaultCpuClock(): () => number {
   return () => performance.now();
 }
 
-/**
- * A sweep's tasks. The first three expire waits, one per wait kind that comes
- * due by itself: spelled out for the public API, tied to the kinds' declared
- * tasks by the compiler (`add(expiry.task, …)` below takes only a SweepTask).
- */
+/** A sweep's tasks: one per wait kind that comes due by itself (core/model.ts), then the others. */
 export type SweepTask =
-  | "timers"
-  | "message_timeouts"
-  | "webhook_expiry"
+  | ExpiryTask
   | "deadlines"
   | "stale_leases"
   | "channel_delivery"
@@ -138,17 +132,8 @@ export type SweepTask =
   | "timed_starts"
   | "bulk_operations";
 
-/** What the expiry tasks did: a counter per wait kind that comes due by itself, as the kind declares it. */
-type ExpiryCounts = Record<ExpiryCounter, number>;
-
-// The expiry counters are spelled out for the public API; a wait kind that declares a counter the report lacks fails to compile here.
-const _everyExpiryCounted: SweepReport extends ExpiryCounts ? true : never = true;
-
-export interface SweepReport {
-  timersFired: number;
-  messageWaitsExpired: number;
-  /** Per-wait webhook URLs (`createWebhook`) that expired unused. */
-  webhookWaitsExpired: number;
+/** A sweep's report: what each expiry task expired (a counter per wait kind that comes due by itself, core/model.ts ExpiryCounter), then the other tasks. */
+export interface SweepReport extends Record<ExpiryCounter, number> {
   /** Instances failed by their workflow `timeoutSeconds`. */
   deadlinesExpired: number;
   staleLeasesReleased: number;
@@ -200,7 +185,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   const holder = `${deps.workerId}/sweep-${crypto.randomUUID().slice(0, 8)}`;
   const { storage, dispatcher } = deps;
   const report: SweepReport = {
-    ...(Object.fromEntries(EXPIRIES.map((e) => [e.counter, 0])) as ExpiryCounts),
+    ...(Object.fromEntries(EXPIRIES.map((e) => [e.counter, 0])) as Record<ExpiryCounter, number>),
     deadlinesExpired: 0,
     staleLeasesReleased: 0,
     messagesDelivered: 0,
