@@ -1,6 +1,7 @@
 /**
  * Node entry point: `npm start`. Embedded PGlite in ./.data when DATABASE_URL
- * is unset; Postgres otherwise. PORT defaults to 8787. Serves GET /metrics
+ * is unset (scripts/start.mjs may start an embedded Postgres and set it); Postgres
+ * otherwise, migrated on start like the embedded one (a dev server). PORT defaults to 8787. Serves GET /metrics
  * (Prometheus text) unless EDDA_METRICS=off, like the rest of the dev server on
  * loopback unless a token is set.
  */
@@ -9,7 +10,7 @@ import { webhooks, workflows } from "./workflows/index.ts";
 import { mcp } from "../src/mcp.ts";
 import { ConfigurationError } from "../src/core/errors.ts";
 
-const node = await serveNode({ workflows, webhooks, mcp: mcp(), prometheus: "unless-off" }).catch((err: unknown) => {
+const node = await serveNode({ workflows, webhooks, mcp: mcp(), prometheus: "unless-off", autoMigrate: true }).catch((err: unknown) => {
   // A setting to fix (a taken port, an unauthenticated public bind) is one line, not a stack.
   if (!(err instanceof ConfigurationError)) throw err;
   console.error(`edda-edge: ${err.message}`);

