@@ -49,25 +49,30 @@ const never = <T>() => new Promise<T>(() => {});
 /** An open operation: the spec and how to settle its promise (one shape for every kind, built without a spread). */
 class Open implements OpenOperation {
   readonly id: string;
-  readonly describe: string;
   readonly request: OperationSpec["request"];
-  readonly decode: OperationSpec["decode"];
   constructor(
-    spec: OperationSpec,
+    private readonly spec: OperationSpec,
     readonly resolve: (value: unknown) => void,
     readonly reject: (error: unknown) => void,
   ) {
     this.id = spec.id;
-    this.describe = spec.describe;
     this.request = spec.request;
-    this.decode = spec.decode;
+  }
+
+  /** Only messages use it: a spec may build it on demand. */
+  get describe(): string {
+    return this.spec.describe;
+  }
+
+  decode(ev: HistoryEvent): Decoded {
+    return this.spec.decode(ev);
   }
 }
 
 /** Open an operation (see the module comment). */
 export function operation<T>(ctx: WorkflowContext, spec: OperationSpec): Promise<T> {
   const state = replayStateOf(ctx);
-  if (!state.claim(spec.id, spec.describe)) return never();
+  if (!state.claim(spec.id, spec)) return never();
   return new Promise<T>((resolve, reject) => {
     state.open.set(spec.id, new Open(spec, resolve as (v: unknown) => void, reject));
   });
@@ -84,17 +89,36 @@ export function callActivity<A extends unknown[], R>(ctx: WorkflowContext, def: 
   return callActivityAt(ctx, def, args, operationId(ctx, def.activityName, explicit));
 }
 
+/**
+ * An activity call's operation. A class, not a literal with closures: a cold replay opens one per
+ * history entry, and its description is built only for a message.
+ */
+class ActivityOperation implements OperationSpec {
+  readonly request: OperationRequest;
+  constructor(
+    readonly id: string,
+    private readonly state: ReplayState,
+    private readonly name: string,
+    def: Activity,
+    args: unknown[],
+  ) {
+    this.request = { kind: "activity", activity: def, args };
+  }
+
+  get describe(): string {
+    return `activity "${this.name}"`;
+  }
+
+  decode(ev: HistoryEvent): Decoded {
+    return decodeActivityRecord(this.state, ev, this.name);
+  }
+}
+
 /** Call an activity at an id that is already final (built-in activities build theirs from escaped user text). */
 export function callActivityAt<A extends unknown[], R>(ctx: WorkflowContext, def: Activity<A, R>, args: A, id: string): Promise<R> {
   const state = replayStateOf(ctx);
-  const name = def.activityName;
   state.uses(def as unknown as Activity);
-  return operation<R>(ctx, {
-    id,
-    describe: `activity "${name}"`,
-    request: { kind: "activity", activity: def as unknown as Activity, args },
-    decode: (ev) => decodeActivityRecord(state, ev, name),
-  });
+  return operation<R>(ctx, new ActivityOperation(id, state, def.activityName, def as unknown as Activity, args));
 }
 
 /** A value made in workflow code and recorded once (`ctx.now()`…); replays return the recorded value. */

@@ -44,7 +44,7 @@ export function registerCompensation<A extends unknown[]>(ctx: WorkflowContext, 
   } catch (err) {
     return Promise.reject(err as Error);
   }
-  if (!state.claim(id, `compensation "${compensation.activityName}"`)) return new Promise(() => {});
+  if (!state.claim(id, { describe: `compensation "${compensation.activityName}"` })) return new Promise(() => {});
   // Registrations made while replaying were persisted by an earlier step.
   if (!state.isReplaying) state.newCompensations.push({ activityId: id, activityName: compensation.activityName, args });
   return Promise.resolve();

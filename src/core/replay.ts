@@ -261,10 +261,10 @@ export class ReplayState {
     return `${prefix}:${n}`;
   }
 
-  /** Claim `id` for one operation; a second operation with the same id in one run is a bug in the code. */
-  claim(id: string, what: string): boolean {
+  /** Claim `id` for one operation (`what.describe` names it, read only for the error); a second operation with the same id in one run is a bug in the code. */
+  claim(id: string, what: { readonly describe: string }): boolean {
     if (this.used.has(id)) {
-      this.fatal ??= new NonDeterminismError(`two operations use the id ${id} (the second is ${what}); explicit ids must be unique within a run`);
+      this.fatal ??= new NonDeterminismError(`two operations use the id ${id} (the second is ${what.describe}); explicit ids must be unique within a run`);
       return false;
     }
     this.used.add(id);

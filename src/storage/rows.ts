@@ -263,19 +263,61 @@ export function toHistoryEvent(r: Row): HistoryEvent {
 
 /**
  * The current history of the instance `instanceIdExpr` as one JSON array
- * ordered by id (bytea as hex text), for loading it in the same statement as
- * a lease acquisition.
+ * ordered by id, for loading it in the same statement as a lease
+ * acquisition. Each entry is a positional array — [id, activity_id,
+ * event_type, event_data, event_data_binary as hex, created_at] — not an
+ * object: a cold step parses the whole history, and keys repeated per entry
+ * nearly double the text the driver decodes and parses. `event_data` stays a
+ * string (its exact stored text), decoded only when replay delivers it.
  */
 export function historyJson(instanceIdExpr: SQL): SQL {
-  return sql`(SELECT coalesce(json_agg(json_build_object(
-      'id', h.id, 'activity_id', h.activity_id, 'event_type', h.event_type, 'data_type', h.data_type,
-      'event_data', h.event_data, 'event_data_binary', encode(h.event_data_binary, 'hex'),
-      'created_at', h.created_at) ORDER BY h.id), '[]'::json)
+  return sql`(SELECT coalesce(json_agg(json_build_array(
+      h.id, h.activity_id, h.event_type,
+      CASE WHEN h.data_type = 'binary' THEN NULL ELSE h.event_data END,
+      CASE WHEN h.data_type = 'binary' THEN encode(h.event_data_binary, 'hex') END,
+      h.created_at) ORDER BY h.id), '[]'::json)
     FROM workflow_history h WHERE h.instance_id = ${instanceIdExpr})`;
 }
 
+/**
+ * A history entry of `historyJson`. Its time is parsed on first read: replay
+ * reads it only for failed attempts (retry timing), so a cold step over a
+ * long history parses none of the others.
+ */
+class LoadedHistoryEvent implements HistoryEvent {
+  #created: unknown;
+  #date: Date | null = null;
+  constructor(
+    readonly id: number,
+    readonly activityId: string,
+    readonly eventType: string,
+    readonly data: Payload,
+    created: unknown,
+  ) {
+    this.#created = created;
+  }
+
+  get createdAt(): Date {
+    return (this.#date ??= toDate(this.#created));
+  }
+
+  /** As a plain HistoryEvent (the getter is not an own property). */
+  toJSON(): HistoryEvent {
+    return { id: this.id, activityId: this.activityId, eventType: this.eventType, data: this.data, createdAt: this.createdAt };
+  }
+}
+
+type HistoryTuple = [number | string, string, string, string | null, string | null, string];
+
 export function toHistoryList(value: unknown): HistoryEvent[] {
-  return toJsonValue<Row[]>(value).map(toHistoryEvent);
+  const rows = toJsonValue<HistoryTuple[]>(value);
+  const out = new Array<HistoryEvent>(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i]!;
+    const data: Payload = typeof r[4] === "string" ? { type: "binary", bytes: hexToBytes(r[4]) } : { type: "json", json: str(r[3]) };
+    out[i] = new LoadedHistoryEvent(toNumber(r[0]), str(r[1]), str(r[2]), data, r[5]);
+  }
+  return out;
 }
 
 export function toArchivedEvent(r: Row): ArchivedHistoryEvent {
