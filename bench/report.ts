@@ -34,6 +34,26 @@ export function checkTargets(f: Figures): Target[] {
     t("replay_ms_h1000 ≤ 1.5 × replay_ms_h10", h10 !== null && h1000 !== null ? h1000 <= 1.5 * h10 : null, `${fmt(h1000)} ms vs ${fmt(h10 === null ? null : 1.5 * h10)} ms (ratio ${fmt(h10 && h1000 !== null ? h1000 / h10 : null)})`),
     t("statements_per_step ≤ 3", sps !== null ? sps <= 3 : null, fmt(sps)),
     ...freshTargets(f),
+    ...perRequestTargets(f),
+  ];
+}
+
+/** The per-request paths against the pinned one, and cold replay (issue 36). */
+function perRequestTargets(f: Figures): Target[] {
+  const local = n(f.local_steps_per_s);
+  const http = n(f.http_steps_per_s);
+  const queue = n(f.queue_steps_per_s);
+  const cpu = n(f.node_cpu_ms_per_step);
+  const httpCpu = n(f.http_cpu_ms_per_step);
+  const perEntry = n(f.replay_cold_cpu_us_per_entry);
+  const at5k = n(f.replay_cold_cpu_ms_h5000);
+  const ratio = (a: number | null, b: number | null) => (a !== null && b ? a / b : null);
+  return [
+    { name: "http_steps_per_s ≥ 0.5 × local_steps_per_s", met: http !== null && local ? http >= 0.5 * local : null, detail: `${fmt(http)} vs ${fmt(local)} (ratio ${fmt(ratio(http, local))})` },
+    { name: "queue_steps_per_s ≥ 0.8 × local_steps_per_s", met: queue !== null && local ? queue >= 0.8 * local : null, detail: `${fmt(queue)} vs ${fmt(local)} (ratio ${fmt(ratio(queue, local))})` },
+    { name: "http_cpu_ms_per_step ≤ 2 × node_cpu_ms_per_step", met: httpCpu !== null && cpu ? httpCpu <= 2 * cpu : null, detail: `${fmt(httpCpu)} ms vs ${fmt(cpu)} ms (ratio ${fmt(ratio(httpCpu, cpu))})` },
+    { name: "replay_cold_cpu_us_per_entry ≤ 2", met: perEntry === null ? null : perEntry <= 2, detail: `${fmt(perEntry)} µs` },
+    { name: "replay_cold_cpu_ms_h5000 ≤ 10", met: at5k === null ? null : at5k <= 10, detail: `${fmt(at5k)} ms` },
   ];
 }
 

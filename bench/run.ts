@@ -20,6 +20,7 @@ import { runCeiling } from "./scenarios/ceiling.ts";
 import { runDbos } from "./scenarios/dbos.ts";
 import { runEngineHttp } from "./scenarios/engine-http.ts";
 import { runEngineLocal } from "./scenarios/engine-local.ts";
+import { runEngineQueue } from "./scenarios/engine-queue.ts";
 import { runFanout } from "./scenarios/fanout.ts";
 import { runLatency } from "./scenarios/latency.ts";
 import { runLatencyFresh } from "./scenarios/latency-fresh.ts";
@@ -49,7 +50,9 @@ const config = {
   httpRounds: quick ? 1 : 2,
   dbosRounds: quick ? 2 : 3,
   httpServers: 2,
-  replay: { histories: [10, 100, 1000], instances: quick ? 2 : 5, probes: quick ? 10 : 20 },
+  queueRounds: quick ? 1 : 2,
+  queueConsumers: 2,
+  replay: { histories: [10, 100, 1000, 5000, 10_000], instances: quick ? 2 : 5, probes: quick ? 10 : 20 },
   sweeperTimers: 10_000,
   fanoutSubscribers: 1_000,
   // The peers on a durable Postgres (a second throwaway cluster, fsync on), loopback and 10 ms away (bench/peers.ts).
@@ -124,6 +127,7 @@ async function main(pg: BenchPostgres): Promise<void> {
       return { local_unprepared_steps_per_s: r.steps_per_s, unprepared_pg_cpu_ms_per_step: r.pg_cpu_ms_per_step };
     });
     await scenario("http", () => runEngineHttp(pg, { servers: config.httpServers, workflows: config.workflows, steps: config.steps, rounds: config.httpRounds }));
+    await scenario("queue", () => runEngineQueue(pg, { workflows: config.workflows, steps: config.steps, rounds: config.queueRounds, consumers: config.queueConsumers }));
     await scenario("dbos", () => runDbos(pg, { workflows: config.workflows, steps: config.steps, rounds: config.dbosRounds, pool: POOL }));
   }
   await scenario("replay", () => runReplay(pg, config.replay));
@@ -157,6 +161,10 @@ async function main(pg: BenchPostgres): Promise<void> {
     ["Statements per step (local)", "statements_per_step", ""],
     ["Commits per step (local)", "commits_per_step", ""],
     ["Statements per step (http)", "http_statements_per_step", ""],
+    ["CPU per step, engine process (http: both servers)", "http_cpu_ms_per_step", "ms"],
+    ["Engine behind a queue (Workers adapter, batches of ≤ 100)", "queue_steps_per_s", "steps/s"],
+    ["  CPU per step, engine process (queue)", "queue_cpu_ms_per_step", "ms"],
+    ["  messages per consumer batch", "queue_messages_per_batch", ""],
     ["DBOS commits per step", "dbos_commits_per_step", ""],
     ["CPU per step, engine process (local)", "node_cpu_ms_per_step", "ms"],
     ["CPU per step, Postgres backends (local)", "pg_cpu_ms_per_step", "ms"],
@@ -171,8 +179,11 @@ async function main(pg: BenchPostgres): Promise<void> {
     ["Cold step (lease, history read, replay), 10 entries", "replay_cold_ms_h10", "ms"],
     ["Cold step, 100 history entries", "replay_cold_ms_h100", "ms"],
     ["Cold step, 1,000 history entries", "replay_cold_ms_h1000", "ms"],
-    ["  cold step cost per history entry (slope 10 → 1,000)", "replay_cold_us_per_entry", "µs"],
-    ["  of it this process's CPU (slope 10 → 1,000)", "replay_cold_cpu_us_per_entry", "µs"],
+    ["Cold step, 5,000 history entries", "replay_cold_ms_h5000", "ms"],
+    ["Cold step, 10,000 history entries", "replay_cold_ms_h10000", "ms"],
+    ["  this process's CPU, cold step at 5,000 entries", "replay_cold_cpu_ms_h5000", "ms"],
+    ["  cold step cost per history entry (slope 10 → 10,000)", "replay_cold_us_per_entry", "µs"],
+    ["  of it this process's CPU (slope 10 → 10,000)", "replay_cold_cpu_us_per_entry", "µs"],
     ["10,000 expired timers → all resumed", "sweep_10k_timers_s", "s"],
     ["  of which sweep() firing them", "sweep_fire_s", "s"],
     ["1 broadcast → 1,000 subscribers received", "fanout_1k_s", "s"],
