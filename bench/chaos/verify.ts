@@ -50,6 +50,27 @@ export async function count(db: Database, q: ReturnType<typeof sql>): Promise<nu
   return Number((await queryRows<{ n: number }>(db.db, q))[0]?.n ?? 0);
 }
 
+/**
+ * The instances behind a loss, as a reader needs them: id, status, current activity, cancel data, and the
+ * last history rows (issue 34: the run that lost two had to be dug out by hand). At most 10.
+ */
+async function stragglers(db: Database, workflow: string, status: string): Promise<string[]> {
+  const rows = await queryRows<{ instance_id: string; status: string; current_activity_id: string | null; cancel_data: string | null; locked_by: string | null; last: string | null; timers: string | null }>(
+    db.db,
+    sql`SELECT i.instance_id, i.status, i.current_activity_id, i.cancel_data, i.locked_by,
+               (SELECT string_agg(h.activity_id || ' ' || h.event_type, ' | ' ORDER BY h.id)
+                  FROM (SELECT * FROM workflow_history h WHERE h.instance_id = i.instance_id ORDER BY h.id DESC LIMIT 6) h) AS last,
+               (SELECT string_agg(t.timer_id || ' at ' || t.expires_at::text, ', ') FROM workflow_timer_subscriptions t WHERE t.instance_id = i.instance_id) AS timers
+        FROM workflow_instances i WHERE i.workflow_name = ${workflow} AND i.status <> ${status}
+        ORDER BY i.instance_id LIMIT 10`,
+  );
+  return rows.map(
+    (r) =>
+      `  ${r.instance_id}: ${r.status} at ${r.current_activity_id ?? "-"}${r.cancel_data ? `, cancel ${r.cancel_data}` : ""}${r.locked_by ? `, locked by ${r.locked_by}` : ""}` +
+      `${r.timers ? `, timers ${r.timers}` : ""}; last history: ${r.last ?? "(none)"}`,
+  );
+}
+
 export async function verify(db: Database, n: Mix, jobIds: string[], violations: string[]): Promise<Verdict> {
   let lost = 0;
   let duplicated = 0;
@@ -59,6 +80,7 @@ export async function verify(db: Database, n: Mix, jobIds: string[], violations:
     if (got !== expected) {
       violations.push(`${workflow}: ${got}/${expected} ${status}`);
       lost += Math.max(0, expected - got);
+      if (got < expected) violations.push(...(await stragglers(db, workflow, status)));
     }
   };
   await expectStatus("chaos_steps", "completed", n.steps);

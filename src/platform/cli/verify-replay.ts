@@ -8,6 +8,7 @@
  */
 import { INSTANCE_STATUSES, TERMINAL_STATUSES, type InstanceStatus } from "../../core/model.ts";
 import { verifyReplay } from "../../engine/verify.ts";
+import { phase } from "../../engine/decide.ts";
 import { createPostgresJsDatabase } from "../../storage/drivers/postgres-js.ts";
 import { createStorage } from "../../storage/pg-storage.ts";
 
@@ -23,7 +24,7 @@ export const VERIFY_REPLAY_USAGE = `usage: edda-edge verify-replay <module> [--d
   --workflow <name>  only instances of this workflow
   --limit <n>        check at most n instances (default 10000)`;
 
-/** Statuses whose next step replays the workflow (a compensating instance runs compensations only). */
+/** Statuses whose next step may replay the workflow (a compensating instance runs compensations only; decide.ts `phase` tells the rest). */
 const REPLAYED: InstanceStatus[] = INSTANCE_STATUSES.filter((s) => !TERMINAL_STATUSES.includes(s) && s !== "compensating");
 
 interface Finding {
@@ -65,7 +66,10 @@ export async function verifyReplayCommand(argv: string[], env: Record<string, st
           findings.push({ ...base, ok: false, detail: `workflow "${inst.workflowName}" is not in ${module}` });
           continue;
         }
-        const verdict = await verifyReplay(wf, inst, await storage.loadHistory(inst.instanceId));
+        const history = await storage.loadHistory(inst.instanceId);
+        // Cancelled, or a compensation waiting out its retry backoff: its next step runs compensations, not the body.
+        if (phase(inst, history) === "compensating") continue;
+        const verdict = await verifyReplay(wf, inst, history);
         findings.push({ ...base, ok: verdict.ok, detail: verdict.ok ? verdict.next : verdict.error });
       }
       cursor = page.nextCursor;
