@@ -30,6 +30,8 @@
 import { sql } from "drizzle-orm";
 import { EddaError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
+import { expireDueWaits } from "./history.ts";
+import { EV } from "../core/model.ts";
 import { availableTo, broadcastAvailable, inTransaction, lockChannel } from "./channel-rules.ts";
 import { DB_NOW, dbNowPlus, isoUtc, MESSAGE_COLUMNS, toChannelMessage, tsParam, WAITING, type Row } from "./rows.ts";
 import type { ChannelMessageRecord, ChannelMode, MatchDocument, Payload } from "./records.ts";
@@ -228,27 +230,17 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
       const only = onlyInstanceId === undefined ? sql`` : sql`AND s.instance_id = ${onlyInstanceId}`;
       const rows = await queryRows<{ instance_id: string }>(
         ex,
-        sql`
-        WITH due AS (
-          SELECT s.id, s.instance_id, s.channel, s.activity_id, s.timeout_at
+        expireDueWaits({
+          due: sql`SELECT s.id, s.instance_id, s.channel, s.activity_id, s.timeout_at
           FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
           WHERE s.activity_id IS NOT NULL AND s.timeout_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
           ORDER BY s.timeout_at, s.id
           LIMIT ${limit}::int
-          FOR UPDATE OF i, s SKIP LOCKED
-        ), clr AS (
-          UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM due WHERE s.id = due.id
-        ), h AS (
-          INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
-          SELECT instance_id, activity_id, 'MessageTimeout', 'json',
-                 json_build_object('channel', channel, 'timeout_at', ${isoUtc(sql`timeout_at`)})::text
-          FROM due ORDER BY timeout_at, id
-          ON CONFLICT (instance_id, activity_id) DO NOTHING
-        ), upd AS (
-          UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-          WHERE instance_id IN (SELECT instance_id FROM due) AND status = ${WAITING.message}
-        )
-        SELECT DISTINCT instance_id FROM due`,
+          FOR UPDATE OF i, s SKIP LOCKED`,
+          withdraw: sql`UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM due WHERE s.id = due.id`,
+          record: { eventType: EV.MessageTimeout, data: sql`json_build_object('channel', channel, 'timeout_at', ${isoUtc(sql`timeout_at`)})::text`, order: sql`timeout_at, id` },
+          stillWaiting: sql`i.status = ${WAITING.message}`,
+        }),
       );
       return rows.map((r) => r.instance_id);
     },

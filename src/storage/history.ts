@@ -8,6 +8,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
+import { EV, type HistoryEventType } from "../core/model.ts";
 import { NOT_QUARANTINED } from "./failures.ts";
 import {
   DB_NOW,
@@ -71,6 +72,39 @@ export interface HistoryArea {
   fireExpiredTimers(limit: number, onlyInstanceId?: string): Promise<string[]>;
   /** Earliest pending timer expiry (for in-process wake-ups), or null. */
   nextTimerExpiry(): Promise<Date | null>;
+}
+
+/**
+ * The one statement of a wait that comes due as a row of its own (a timer; a
+ * receive's timeout on its subscription): `due` locks the due rows with their
+ * instances (instance row first, SKIP LOCKED: an instance a step, a delivery
+ * or a cancel holds is left for the next sweep, and the statement never waits
+ * for a row while holding another), `withdraw` removes or clears them, the
+ * expiry is recorded at each wait's id (once: a record already there wins),
+ * and an instance that `stillWaiting` says waits there is woken. Returns the
+ * due rows' instances. `fireExpiredTimers` and `expireMessageWaits` are this
+ * statement over their own rows.
+ */
+export function expireDueWaits(p: {
+  /** SELECT … instance_id, activity_id (the wait's id) and the record's columns … FOR UPDATE OF i, … SKIP LOCKED. */
+  due: SQL;
+  /** The statement that withdraws the due rows (it reads `due`). */
+  withdraw: SQL;
+  record: { eventType: HistoryEventType; data: SQL; order: SQL };
+  /** Over the instance row `i`: it still waits for this row. */
+  stillWaiting: SQL;
+}): SQL {
+  return sql`
+        WITH due AS (${p.due}), withdrawn AS (${p.withdraw}), h AS (
+          INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
+          SELECT instance_id, activity_id, ${sql.raw(`'${p.record.eventType}'`)}, 'json', ${p.record.data}
+          FROM due ORDER BY ${p.record.order}
+          ON CONFLICT (instance_id, activity_id) DO NOTHING
+        ), upd AS (
+          UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
+          WHERE i.instance_id IN (SELECT instance_id FROM due) AND ${p.stillWaiting}
+        )
+        SELECT DISTINCT instance_id FROM due`;
 }
 
 /**
@@ -202,29 +236,18 @@ export function historyArea(ex: Executor): HistoryArea {
       const only = onlyInstanceId === undefined ? sql`` : sql`AND t.instance_id = ${onlyInstanceId}`;
       const rows = await queryRows<{ instance_id: string }>(
         ex,
-        sql`
-        WITH due AS (
-          SELECT t.id, t.instance_id, t.timer_id, coalesce(t.activity_id, t.timer_id) AS activity_id, t.expires_at
+        expireDueWaits({
+          due: sql`SELECT t.id, t.instance_id, t.timer_id, coalesce(t.activity_id, t.timer_id) AS activity_id, t.expires_at
           FROM workflow_timer_subscriptions t JOIN workflow_instances i ON i.instance_id = t.instance_id
           WHERE t.expires_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
           ORDER BY t.expires_at, t.id
           LIMIT ${limit}::int
-          FOR UPDATE OF i, t SKIP LOCKED
-        ), del AS (
-          DELETE FROM workflow_timer_subscriptions t USING due WHERE t.id = due.id
-        ), h AS (
-          INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
-          SELECT instance_id, activity_id, 'TimerExpired', 'json',
-                 json_build_object('timer_id', timer_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text
-          FROM due ORDER BY expires_at, id
-          ON CONFLICT (instance_id, activity_id) DO NOTHING
-        ), upd AS (
-          -- A race of a webhook and a timer waits for the webhook with its timer registered at the race's id.
-          UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
-          WHERE i.instance_id IN (SELECT instance_id FROM due)
-            AND (i.status = ${WAITING.timer} OR (i.status = ${WAITING.webhook} AND i.current_activity_id IN (SELECT activity_id FROM due WHERE due.instance_id = i.instance_id)))
-        )
-        SELECT DISTINCT instance_id FROM due`,
+          FOR UPDATE OF i, t SKIP LOCKED`,
+          withdraw: sql`DELETE FROM workflow_timer_subscriptions t USING due WHERE t.id = due.id`,
+          record: { eventType: EV.TimerExpired, data: sql`json_build_object('timer_id', timer_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text`, order: sql`expires_at, id` },
+          // A race of a webhook and a timer waits for the webhook with its timer registered at the race's id.
+          stillWaiting: sql`(i.status = ${WAITING.timer} OR (i.status = ${WAITING.webhook} AND i.current_activity_id IN (SELECT activity_id FROM due WHERE due.instance_id = i.instance_id)))`,
+        }),
       );
       return rows.map((r) => r.instance_id);
     },
