@@ -31,23 +31,11 @@ import { NonDeterminismError } from "./errors.ts";
 import type { ActivityRegistry } from "./registry.ts";
 import { isDerivedId } from "./ids.ts";
 import type { MatchDocument } from "./match.ts";
-import { EV, type ChannelMode, type HistoryEvent, type HistoryEventType, type NewHistoryEvent } from "./model.ts";
+import { EV, WAIT_EVENTS, type ChannelMode, type HistoryEvent, type HistoryEventType, type NewHistoryEvent } from "./model.ts";
 import { deserializeError, fromPayload, toPayload, type ErrorClass, type SerializedError } from "./serialization.ts";
 
 /** History rows that settle an operation (rows at derived `id#…` ids only inform retries). */
-const PRIMARY = new Set<string>([
-  EV.ActivityCompleted,
-  EV.ActivityFailed,
-  EV.TimerExpired,
-  EV.MessageReceived,
-  EV.MessageTimeout,
-  EV.ValueRecorded,
-  EV.StreamEmitted,
-  EV.ChildCompleted,
-  EV.ChildFailed,
-  EV.WebhookReceived,
-  EV.WebhookExpired,
-]);
+const PRIMARY = new Set<string>([EV.ActivityCompleted, EV.ActivityFailed, EV.ValueRecorded, EV.StreamEmitted, ...WAIT_EVENTS]);
 
 /** The key a per-wait webhook's token is derived from (EDDA_SECRET), and the app's public URL the link starts with. */
 export interface WebhookLinks {
