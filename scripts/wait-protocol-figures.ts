@@ -9,7 +9,7 @@
  *     `INSERT INTO workflow_history`;
  *   - the unit tier's share of the test files (vitest's own list of the unit
  *     project against every test/**\/*.test.ts), and with --time how long
- *     `npm run test:unit` takes.
+ *     `npm run test:unit` takes and whether it passed.
  * Prints one JSON object, so a before and an after can be compared.
  */
 import { execFileSync } from "node:child_process";
@@ -43,9 +43,15 @@ const unitFiles = execFileSync("npx", ["vitest", "list", "--project", "unit", "-
   .filter((l) => l.startsWith("[unit] "));
 
 let unitSeconds: number | null = null;
+let unitPassed: boolean | null = null;
 if (process.argv.includes("--time")) {
   const t0 = performance.now();
-  execFileSync("npm", ["run", "--silent", "test:unit"], { cwd: root, stdio: "ignore" });
+  try {
+    execFileSync("npm", ["run", "--silent", "test:unit"], { cwd: root, stdio: "ignore" });
+    unitPassed = true;
+  } catch {
+    unitPassed = false;
+  }
   unitSeconds = Math.round((performance.now() - t0) / 100) / 10;
 }
 
@@ -61,6 +67,7 @@ console.log(
       unitTestFiles: unitFiles.length,
       unitShare: Math.round((unitFiles.length / testFiles.length) * 1000) / 10,
       unitSeconds,
+      unitPassed,
       detail: { statusFiles, runningFiles, historyInsertFiles },
     },
     null,
