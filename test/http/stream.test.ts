@@ -185,11 +185,11 @@ it("a database opened per request (Workers' mode): one response streams a live i
   }
 });
 
-it("npm start's default, the Node server on embedded PGlite: summarize read with the client iterator, woken by PGlite's LISTEN", { timeout: 120_000 }, async () => {
+it("serveNode's default without DATABASE_URL (and npm start's with EDDA_EMBEDDED=pglite), embedded PGlite: summarize read with the client iterator, woken by PGlite's LISTEN", { timeout: 120_000 }, async () => {
   const dataDir = await mkdtemp(join(tmpdir(), "edda-stream-pglite-"));
   const warn = console.warn;
   console.warn = () => {}; // the unauthenticated-loopback notice
-  // The template cache npm start uses (initdb once, then a copy), kept where later runs find it.
+  // The template cache serveNode uses (initdb once, then a copy), kept where later runs find it.
   const env = { EDDA_PGLITE_TEMPLATE_CACHE: join(tmpdir(), "edda-edge-test-pglite-template") };
   const node = await serveNode({ workflows: [summarize], port: 0, dataDir, sweepIntervalMs: 0, env }).finally(() => (console.warn = warn));
   try {
