@@ -172,9 +172,10 @@ let waves = 0;
  * empty when it resolves, which is all the replay depends on: where the waves fall never changes what a
  * run sees. A cold replay then costs no event-loop turn per history entry.
  */
+const settledPromise = Promise.resolve();
 const quiescence = () =>
   new Promise<void>((resolve) => {
-    if (nodeTick && ++waves < WAVES_PER_MACROTASK) queueMicrotask(() => nodeTick(resolve));
+    if (nodeTick && ++waves < WAVES_PER_MACROTASK) void settledPromise.then(() => nodeTick(resolve));
     else {
       waves = 0;
       nextMacrotask(resolve);
