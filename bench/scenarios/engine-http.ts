@@ -54,7 +54,6 @@ export async function runEngineHttp(pg: BenchPostgres, opts: EngineHttpOptions):
     }
     const steps = opts.workflows * opts.steps * opts.rounds;
     const usage = cpu.perUnit(steps);
-    console.error('POSTS', (globalThis as any).__posts, 'STEPS', (globalThis as any).__psteps);
     return { http_steps_per_s: steps / seconds, http_statements_per_step: statements / steps, http_cpu_ms_per_step: usage.node_ms, http_pg_cpu_ms_per_step: usage.pg_ms, servers: opts.servers, steps, seconds };
   } finally {
     await ring.close();
