@@ -10,7 +10,7 @@ import type { z } from "zod";
 import { ValidationError } from "../core/errors.ts";
 import type { DispatchScope } from "../engine/dispatcher.ts";
 import type { Engine } from "../engine/engine.ts";
-import type { StreamGate } from "./stream.ts";
+import type { StreamGate } from "./stream-gate.ts";
 
 export interface RouteHelpers {
   engine: (c: Context) => Promise<Engine>;

@@ -29,6 +29,7 @@ import type { StreamItem } from "../engine/records.ts";
 import { documented } from "./openapi.ts";
 import { instanceNotFound, problem } from "./problem.ts";
 import type { RouteHelpers } from "./routes.ts";
+import type { StreamGate } from "./stream-gate.ts";
 
 const seqText = z.string().regex(/^\d{1,15}$/, "a sequence number");
 
@@ -37,30 +38,6 @@ export function itemData(item: StreamItem): string {
   const head = `{"seq":${item.seq},"kind":"${item.kind}","source":${JSON.stringify(item.source)},"attempt":${item.attempt},"topic":${JSON.stringify(item.topic)}`;
   if (item.data.type === "binary") return `${head},"encoding":"base64","data":"${toBase64(item.data.bytes)}"}`;
   return `${head},"data":${item.data.json}}`;
-}
-
-/**
- * The cap on open event streams of one app (one process, one Worker isolate):
- * an SSE response holds a connection and a database reader for as long as the
- * client keeps it, so past `max` open ones a new stream is refused with 503
- * and Retry-After (EDDA_MAX_STREAMS, default 256) instead of piling up.
- */
-export class StreamGate {
-  private open = 0;
-  constructor(readonly max = 256) {}
-  get count(): number {
-    return this.open;
-  }
-  /** A slot (call the returned function once, when the stream ends), or null when all are taken. */
-  take(): (() => void) | null {
-    if (this.open >= this.max) return null;
-    this.open++;
-    let released = false;
-    return () => {
-      if (!released) this.open--;
-      released = true;
-    };
-  }
 }
 
 /**
