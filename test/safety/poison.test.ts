@@ -364,7 +364,7 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   ],
   "POST /_edda/sweep": ({ v1 }) => [signed("sweep", "/_edda/sweep", JSON.stringify(v1)), req("sweep unsigned", "/_edda/sweep", { body: v1 })],
   "POST /mcp": ({ v0, v1, n0 }) => [
-    req("mcp tool call", "/mcp", { body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "p_echo", arguments: { input: v0 } } }, headers: MCP }),
+    req("mcp tool call", "/mcp", { body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "start_workflow", arguments: { workflow: "p_echo", input: v0 } } }, headers: MCP }),
     req("mcp unknown tool", "/mcp", { body: { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: n0, arguments: v1 } }, headers: MCP }),
     req("mcp wrong shape", "/mcp", { body: v1, headers: MCP }),
     // A task result with a hostile progress token (answered as SSE); the prefixed id names no instance, so it never waits.
