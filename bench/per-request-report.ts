@@ -27,6 +27,11 @@ const rows = [
   `| Engine behind a queue (Workers adapter, consumer batches, ${f(num("queue_messages_per_batch"), 0)} messages per batch) | ${f(num("queue_steps_per_s"))} steps/s | — | ${f(num("queue_cpu_ms_per_step"))} ms | ${ratio(num("queue_steps_per_s"), local)} |`,
 ];
 const sizes = [10, 100, 1000, 5000, 10000];
+/** This process's CPU per entry of a cold step between two history sizes, in µs. */
+const slope = (lo: number, hi: number) => {
+  const [a, b] = [num(`replay_cold_cpu_ms_h${lo}`), num(`replay_cold_cpu_ms_h${hi}`)];
+  return a === null || b === null ? null : ((b - a) / (hi - lo)) * 1000;
+};
 const cold = sizes.map((h) => `| ${h.toLocaleString("en-US")} | ${f(num(`replay_cold_ms_h${h}`))} ms | ${f(num(`replay_cold_cpu_ms_h${h}`))} ms | ${f(num(`replay_ms_h${h}`))} ms |`);
 const mine = d.targets.filter((t) => /http_|queue_|replay_cold_cpu/.test(t.name));
 const { machine, started_at, commit, config } = d.meta;
@@ -37,7 +42,7 @@ const body = [
   "|---|---:|---:|---:|---:|",
   ...rows,
   "",
-  `Cold step (lease, history read, replay) by history size; its CPU slope 10 → 10,000 entries is **${f(num("replay_cold_cpu_us_per_entry"))} µs per entry** (latency slope ${f(num("replay_cold_us_per_entry"))} µs):`,
+  `Cold step (lease, history read, replay) by history size; its CPU slope 10 → 10,000 entries is **${f(num("replay_cold_cpu_us_per_entry"))} µs per entry** (latency slope ${f(num("replay_cold_us_per_entry"))} µs); 10 → 1,000 entries, the span earlier runs measured, **${f(slope(10, 1000))} µs**; 1,000 → 10,000, ${f(slope(1000, 10000))} µs:`,
   "",
   "| History entries | cold step latency | its CPU (this process) | warm step latency |",
   "|---:|---:|---:|---:|",
