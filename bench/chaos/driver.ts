@@ -56,8 +56,10 @@ export interface ChaosOptions {
   pgRestarts?: number;
   pgRestartEveryMs?: number;
   restartPostgres?: () => Promise<void>;
-  /** A wait fails when it saw no progress (e.g. no instance became terminal) for this long (default 60 s). */
+  /** A wait fails when it saw no progress (e.g. no instance became terminal) for this long (default 60 s × timeFactor). */
   stallMs?: number;
+  /** Every time bound the driver asserts (stall limit, a request's timeout before it is retried) is multiplied by this (default 1; `--under-load` uses 3). */
+  timeFactor?: number;
   log?: (line: string) => void;
 }
 
@@ -84,6 +86,8 @@ const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const rand = (a: number, b: number) => a + Math.floor(Math.random() * (b - a + 1));
 
 let defaultLeases = false;
+/** A driver request to a worker is abandoned and retried after this (5 s × timeFactor). */
+let requestTimeoutMs = 5000;
 
 function startWorker(w: Worker, url: string, next: string): Promise<void> {
   const debugImport = process.env.CHAOS_WORKER_IMPORT ? ["--import", process.env.CHAOS_WORKER_IMPORT] : [];
@@ -141,7 +145,7 @@ async function startInstance(workers: Worker[], name: string, input: unknown, in
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ input, instanceId }),
-        signal: AbortSignal.timeout(5000),
+        signal: AbortSignal.timeout(requestTimeoutMs),
       });
       if (r.status === 201 || r.status === 200) return;
       throw new Error(`HTTP ${r.status}`);
@@ -159,7 +163,7 @@ async function postEvent(workers: Worker[], event: { id: string; type: string; d
   for (let attempt = 0; ; attempt++) {
     const w = workers[rand(0, workers.length - 1)]!;
     try {
-      const r = await fetch(`http://127.0.0.1:${w.port}/events`, { method: "POST", headers: { "content-type": "application/cloudevents+json" }, body, signal: AbortSignal.timeout(5000) });
+      const r = await fetch(`http://127.0.0.1:${w.port}/events`, { method: "POST", headers: { "content-type": "application/cloudevents+json" }, body, signal: AbortSignal.timeout(requestTimeoutMs) });
       if (r.status === 202) return;
       throw new Error(`HTTP ${r.status}`);
     } catch (err) {
@@ -174,7 +178,7 @@ async function cancelViaApi(workers: Worker[], instanceId: string): Promise<void
   for (let attempt = 0; ; attempt++) {
     const w = workers[rand(0, workers.length - 1)]!;
     try {
-      const r = await fetch(`http://127.0.0.1:${w.port}/instances/${instanceId}/cancel`, { method: "POST", signal: AbortSignal.timeout(5000) });
+      const r = await fetch(`http://127.0.0.1:${w.port}/instances/${instanceId}/cancel`, { method: "POST", signal: AbortSignal.timeout(requestTimeoutMs) });
       if (r.status === 200 || r.status === 409) return;
       throw new Error(`HTTP ${r.status}`);
     } catch (err) {
@@ -189,6 +193,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   const log = (line: string) => opts.log?.(`${line} (+${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   const workerCount = opts.workers ?? 3;
   defaultLeases = opts.defaultLeases ?? false;
+  const timeFactor = opts.timeFactor ?? 1;
+  requestTimeoutMs = 5000 * timeFactor;
   const n: Mix = {
     steps: opts.steps ?? 300,
     sagas: opts.sagas ?? 80,
@@ -204,7 +210,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     keyed: opts.keyed ?? 40,
     keys: opts.keys ?? 4,
   };
-  const stallMs = opts.stallMs ?? 60_000;
+  const stallMs = opts.stallMs ?? 60_000 * timeFactor;
   const admin: Database = createPostgresJsDatabase({ url: opts.databaseUrl, max: 4 });
   const storage = createStorage(admin);
   await migrate(admin.db);
