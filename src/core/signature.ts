@@ -11,8 +11,9 @@
  * --host` and Workers routes rewrite `request.url` to the upstream host, proxies
  * rewrite Host), so a signed host would refuse every follow-up there; the
  * per-deployment EDDA_SECRET is what binds a request to its deployment.
- * Replays inside the window are harmless by design (docs/design.md
- * "Security model").
+ * A step request replayed inside the window runs nothing: each names the
+ * lease it continues, and a spent lease is a no-op (engine/step.ts,
+ * docs/design.md "Security model").
  */
 export const SIGNATURE_HEADER = "x-edda-signature";
 export const TIMESTAMP_HEADER = "x-edda-timestamp";

@@ -54,6 +54,13 @@ export interface StepRunner {
    * handed lease back so the instance is runnable for the next sweep at once.
    */
   deferStep?(req: StepRequest): Promise<void>;
+  /**
+   * Take a short lease on a runnable, unlocked instance for a follow-up about to
+   * leave the process (http-dispatcher.ts), or null when there is nothing to run:
+   * a request that names a lease is single-use (step.ts), so a captured one
+   * replayed runs nothing.
+   */
+  handOff?(instanceId: string): Promise<{ workerId: string; token: number } | null>;
 }
 
 export interface Dispatcher {

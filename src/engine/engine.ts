@@ -271,6 +271,12 @@ export class Engine implements StepRunner, EngineParts {
     if (!(await this.storage.releaseLease(handed))) await this.storage.releaseFencedOut(handed);
   }
 
+  /** A hand-off lease on `instanceId` for a follow-up sent over the network (null: not runnable, or leased). */
+  async handOff(instanceId: string): Promise<{ workerId: string; token: number } | null> {
+    const leased = await this.storage.acquireLease(instanceId, this.workerId, this.handoffLeaseSeconds);
+    return leased ? { workerId: leased.fence.workerId, token: leased.fence.token } : null;
+  }
+
   /** Cancel an instance and its non-detached unfinished children (lifecycle.ts), in one transaction. */
   async cancel(instanceId: string, cancelledBy = "api", scope?: DispatchScope): Promise<{ status: InstanceStatus }> {
     const r = await endInstanceTree(this, instanceId, { kind: "cancel", cancelledBy }, scope);

@@ -53,6 +53,8 @@ export interface HttpDispatcherOptions {
 /** Largest batch one request carries (the route accepts 500). */
 const MAX_STEPS_PER_REQUEST = 500;
 
+const withLease = (s: StepRequest, lease: { workerId: string; token: number } | null): StepRequest | null => (lease ? { ...s, lease } : null);
+
 export class HttpDispatcher implements Dispatcher {
   private runner: StepRunner | null = null;
   private readonly fetchFn: typeof fetch;
@@ -152,8 +154,13 @@ export class HttpDispatcher implements Dispatcher {
   }
 
   private post(steps: StepRequest[], hop: number, scope?: DispatchScope): void {
-    const body = JSON.stringify(steps.length === 1 ? { ...steps[0], hop } : { steps, hop });
+    const runner = scope?.runner ?? this.runner;
     const p = (async () => {
+      // Every request names the lease it continues, so it is single-use (a captured one replayed runs nothing, step.ts):
+      // a step without one (a wake-up, the sweep) takes its hand-off lease here, and one with nothing to run is not sent.
+      const leased = runner?.handOff ? (await Promise.all(steps.map(async (s) => (s.lease ? s : withLease(s, await runner.handOff!(s.instanceId)))))).filter((s) => s !== null) : steps;
+      if (!leased.length) return;
+      const body = JSON.stringify(leased.length === 1 ? { ...leased[0], hop } : { steps: leased, hop });
       const headers = { "content-type": "application/json", ...(await sign(this.opts.secret, { method: "POST", path: new URL(this.url).pathname, body })) };
       const res = await this.fetchFn(this.url, { method: "POST", headers, body });
       // Drain the body so the connection is reusable.

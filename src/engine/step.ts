@@ -97,7 +97,13 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
       leased = await storage.loadLeased(handed);
       // A cancel or deadline landed after the hand-off and kept the lock for this step: give it back and take
       // the instance as it is now (its compensations).
-      if (!leased) await storage.releaseFencedOut(handed);
+      if (!leased && !(await storage.releaseFencedOut(handed))) {
+        // Otherwise a follow-up names the lease it continues, which makes it single-use: once that lease has
+        // moved on (the step ran, the lease was given back or taken over), the request is spent — a replay of a
+        // captured one runs nothing. Only a hand-off that ran out untouched (token unchanged) is still taken.
+        leased = await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true, expectedToken: req.lease.token });
+        if (!leased) return { status: "skipped", reason: "stale follow-up: the lease it continues has moved on (its step ran, or the lease was released or taken over)" };
+      }
     }
     leased ??= await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true });
   } catch (err) {
