@@ -62,12 +62,27 @@ export async function createBulk(deps: Uses<"storage">, req: BulkRequest): Promi
   }
   const operationId = `bulk-${req.requestId ?? crypto.randomUUID()}`;
   const existing = await deps.storage.getBulkOperation(operationId);
-  if (existing) {
-    if (existing.action !== req.action) throw new ConflictError(`operation "${operationId}" exists with action ${existing.action}`);
-    return { operation: existing, created: false };
-  }
+  if (existing) return { operation: sameRequest(existing, req), created: false };
   const total = await countMatching(deps, req.filter);
-  return deps.storage.createBulkOperation({ operationId, action: req.action, filter: req.filter, total });
+  // Two creates of one request id racing: the loser gets the winner's row, held to the same check.
+  const r = await deps.storage.createBulkOperation({ operationId, action: req.action, filter: req.filter, total });
+  return r.created ? r : { operation: sameRequest(r.operation, req), created: false };
+}
+
+/** A filter as one canonical text (statuses as a set), so the same filter written twice compares equal. */
+function filterKey(f: BulkFilter): string {
+  return JSON.stringify([f.workflowName ?? null, f.status ? [...new Set(f.status)].sort() : null, f.startedAfter?.toISOString() ?? null, f.startedBefore?.toISOString() ?? null, f.search ?? null]);
+}
+
+/**
+ * A request id names one request: reused with the same action and filter it is a retry and gets the
+ * operation it made; with another action or filter it is a mistake a client must hear about (409 naming
+ * the operation), never a silent answer with the first request's work.
+ */
+function sameRequest(op: BulkOperationRecord, req: BulkRequest): BulkOperationRecord {
+  if (op.action === req.action && filterKey(op.filter) === filterKey(req.filter)) return op;
+  const what = op.action !== req.action ? `action ${op.action}` : `another filter (${JSON.stringify(bulkView(op).filter).slice(0, 300)})`;
+  throw new ConflictError(`bulk operation "${op.operationId}" already exists for this requestId with ${what}: send the same request to follow it (GET /operations/${op.operationId}), or use a new requestId`);
 }
 
 type Outcome = "done" | "skipped";

@@ -154,7 +154,7 @@ export function repairRoutes(api: Hono, h: RouteHelpers): void {
       operationId: "bulkInstances",
       summary: "Cancel, resume or rerun every instance a filter matches, as a durable operation (or count them: dryRun)",
       description:
-        "The operation runs in batches (each one transaction, at most `batchSize` instances), in this request's background work and then the sweep's, resumable after a crash and applied once per instance. Instances started after the operation was created are not matched. Progress: `GET /operations/{id}`.",
+        "The operation runs in batches (each one transaction, at most `batchSize` instances), in this request's background work and then the sweep's, resumable after a crash and applied once per instance. Instances started after the operation was created are not matched. `total` is the number matched at creation while it runs; once completed it is done + skipped + failed, the instances this operation took: one that another operation (or the instance itself) moved out of the filter first is that one's, so operations racing over the same instances count each exactly once between them. The same `requestId` again with the same action and filter returns the operation (200); with another action or filter it is 409 naming it. Progress: `GET /operations/{id}`.",
       tags: ["instances"],
       auth: "api",
       body: z.object({
@@ -166,6 +166,7 @@ export function repairRoutes(api: Hono, h: RouteHelpers): void {
       responses: {
         200: { description: "dry run: how many instances match now; or the operation this request id already created", schema: z.union([z.object({ dryRun: z.literal(true), count: z.number().int() }), operationView]) },
         202: { description: "the operation, created and running", schema: operationView },
+        409: { description: "this requestId already names an operation with another action or filter (the problem names it)" },
       },
     }),
     async (c) => {

@@ -66,7 +66,11 @@ export interface RepairsArea {
   claimBulkOperation(operationId: string): Promise<BulkOperationRecord | null>;
   /** The next instances the operation matches after its cursor, in id order. */
   bulkBatch(op: BulkOperationRecord, limit: number): Promise<string[]>;
-  /** Move a claimed operation on: its cursor, counters added, its error list replaced (the latest kept), completed when `finished`. */
+  /**
+   * Move a claimed operation on: its cursor, counters added, its error list replaced (the latest kept), completed when
+   * `finished` — and then `total` becomes done + skipped + failed: the instances it took, without those another operation
+   * (or the instance itself) moved out of the filter first.
+   */
   advanceBulkOperation(operationId: string, progress: BulkProgress): Promise<void>;
 }
 
@@ -177,9 +181,13 @@ export function repairsArea(ex: Executor): RepairsArea {
       }
       where.push(sql`started_at <= ${tsParam(op.snapshotAt)}`);
       if (op.cursor !== null) where.push(sql`instance_id > ${op.cursor}`);
+      // FOR UPDATE (not SKIP LOCKED): an instance another operation (or a step) is changing is waited for and its
+      // row checked again, so one that no longer matches is not this operation's — each instance is counted by the
+      // one operation that acted on it, and a locked one is never passed over uncounted. Rows are locked in id order
+      // by every operation, so two batches never wait on each other in a circle.
       const rows = await queryRows<{ instance_id: string }>(
         ex,
-        sql`SELECT instance_id FROM workflow_instances WHERE ${sql.join(where, sql` AND `)} ORDER BY instance_id LIMIT ${limit}::int`,
+        sql`SELECT instance_id FROM workflow_instances WHERE ${sql.join(where, sql` AND `)} ORDER BY instance_id LIMIT ${limit}::int FOR UPDATE`,
       );
       return rows.map((r) => r.instance_id);
     },
@@ -191,6 +199,7 @@ export function repairsArea(ex: Executor): RepairsArea {
           done = done + ${p.done}::int, skipped = skipped + ${p.skipped}::int, failed = failed + ${p.failed}::int,
           errors = ${JSON.stringify(p.errors.slice(-BULK_ERRORS_KEPT))},
           status = ${p.finished ? "completed" : "running"}::text,
+          total = CASE WHEN ${p.finished}::boolean THEN done + skipped + failed + ${p.done + p.skipped + p.failed}::int ELSE total END,
           updated_at = ${DB_NOW}
         WHERE operation_id = ${operationId}`);
     },
