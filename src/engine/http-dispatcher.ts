@@ -155,10 +155,11 @@ export class HttpDispatcher implements Dispatcher {
 
   private post(steps: StepRequest[], hop: number, scope?: DispatchScope): void {
     const runner = scope?.runner ?? this.runner;
+    let leased = steps;
     const p = (async () => {
       // Every request names the lease it continues, so it is single-use (a captured one replayed runs nothing, step.ts):
       // a step without one (a wake-up, the sweep) takes its hand-off lease here, and one with nothing to run is not sent.
-      const leased = runner?.handOff ? (await Promise.all(steps.map(async (s) => (s.lease ? s : withLease(s, await runner.handOff!(s.instanceId)))))).filter((s) => s !== null) : steps;
+      if (runner?.handOff) leased = (await Promise.all(steps.map(async (s) => (s.lease ? s : withLease(s, await runner.handOff!(s.instanceId)))))).filter((s) => s !== null);
       if (!leased.length) return;
       const body = JSON.stringify(leased.length === 1 ? { ...leased[0], hop } : { steps: leased, hop });
       const headers = { "content-type": "application/json", ...(await sign(this.opts.secret, { method: "POST", path: new URL(this.url).pathname, body })) };
@@ -168,10 +169,10 @@ export class HttpDispatcher implements Dispatcher {
       if (!res.ok) throw new Error(`follow-up step → HTTP ${res.status}`);
     })().catch((err: unknown) => {
       console.error("edda: follow-up dispatch failed (the sweeper will resume it)", err);
-      // A handed lease the failed request carried is given back (a step's hand-off): the sweep's idle rule
-      // (2 s) resumes the instance then, not the lease's expiry (30 s). A request that did reach a step which
-      // then failed released or handed that lease on already: the release matches nothing.
-      this.giveBack(steps, scope, "follow-up dispatch failed");
+      // A handed lease the failed request carried is given back (a step's hand-off, or the one taken just above):
+      // the sweep's idle rule (2 s) resumes the instance then, not the lease's expiry (30 s). A request that did
+      // reach a step which then failed released or handed that lease on already: the release matches nothing.
+      this.giveBack(leased, scope, "follow-up dispatch failed");
     });
     scope?.waitUntil?.(p);
   }

@@ -17,7 +17,7 @@ const waits = workflow("bkr_wait", async (ctx) => (await waitMessage(ctx, "bkr-g
 const other = workflow("bkr_other", async (ctx) => (await waitMessage(ctx, "bkr-go")).data);
 
 const json = { "content-type": "application/json" };
-const post = (a: TestApp, path: string, body: unknown) => a.edda.app.request(path, { method: "POST", headers: json, body: JSON.stringify(body) });
+const post = async (a: TestApp, path: string, body: unknown): Promise<Response> => a.edda.app.request(path, { method: "POST", headers: json, body: JSON.stringify(body) });
 
 interface OperationView {
   operationId: string;

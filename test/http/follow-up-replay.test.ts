@@ -143,15 +143,15 @@ describe("signed follow-ups are single-use (issue 42)", () => {
   it("an instance left runnable for the sweep (past the hop bound) is not run by a replay: the request's lease is spent", async () => {
     // A second app whose chains stop after one hop: the step after it is the sweep's, the instance runnable and unlocked.
     const taps: Captured[] = [];
-    let short: Edda | undefined;
-    const shortServer = await listen((req) => short!.app.fetch(req));
-    short = createEdda({
+    const ref: { edda?: Edda } = {};
+    const shortServer = await listen((req) => ref.edda!.app.fetch(req));
+    const short = (ref.edda = createEdda({
       workflows: [chain],
       database,
       secret: "fr-secret",
       viewer: false,
       dispatcher: { http: { baseUrl: shortServer.url, maxHops: 1, fetch: async (input, init) => (taps.push({ body: String(init?.body), headers: Object.fromEntries(new Headers(init?.headers).entries()) }), fetch(input, init)) } },
-    });
+    }));
     try {
       await short.start(chain, "h", { instanceId: "fr-hops" });
       for (let i = 0; i < 100 && !(runs["fr_first:h"] === 1 && (await row("fr-hops")).locked_by === null); i++) await new Promise((r) => setTimeout(r, 50));
