@@ -181,7 +181,14 @@ describe("signed follow-ups are single-use (issue 42)", () => {
     const ids = Array.from({ length: 20 }, (_, i) => `fr-batch-${i}`);
     for (const id of ids) await edda.start(chain, id, { instanceId: id });
     for (const id of ids) await waitStatus(id, "waiting_for_message");
-    const leases = captured.splice(0).map((c) => JSON.parse(c.body) as { instanceId: string; lease: unknown });
+    type Sent = { instanceId: string; lease: unknown };
+    // A request carries one step, or several of one turn as `steps`.
+    const leases = captured.splice(0).flatMap((c) => {
+      const b = JSON.parse(c.body) as Sent & { steps?: Sent[] };
+      return b.steps ?? [b];
+    });
+    expect(new Set(leases.map((l) => l.instanceId))).toEqual(new Set(ids));
+    for (const l of leases) expect(l.lease).toMatchObject({ token: expect.any(Number) });
     const before = await Promise.all(ids.map(row));
     // A batch body the way the dispatcher's continuation sends one, signed with the deployment's secret.
     const { sign } = await import("../../src/core/signature.ts");
