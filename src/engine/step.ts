@@ -101,7 +101,7 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
         // Otherwise a follow-up names the lease it continues, which makes it single-use: once that lease has
         // moved on (the step ran, the lease was given back or taken over), the request is spent — a replay of a
         // captured one runs nothing. Only a hand-off that ran out untouched (token unchanged) is still taken.
-        leased = await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true, expectedToken: req.lease.token });
+        leased = await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true, handedOff: req.lease });
         if (!leased) return { status: "skipped", reason: "stale follow-up: the lease it continues has moved on (its step ran, or the lease was released or taken over)" };
       }
     }

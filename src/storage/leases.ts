@@ -30,10 +30,10 @@ export interface LeasesArea {
   /**
    * One statement: take the lease if the instance is runnable and the lock is
    * free or expired; the token is incremented. With `withHistory`, the history
-   * is loaded in the same statement; with `expectedToken`, only while the token
-   * is still that one (a handed-off lease that expired untouched).
+   * is loaded in the same statement; with `handedOff`, only while that hand-off
+   * (holder and token) is still the lock, expired untouched.
    */
-  acquireLease(instanceId: string, workerId: string, leaseSeconds: number, opts?: { withHistory?: boolean; expectedToken?: number }): Promise<LeasedInstance | null>;
+  acquireLease(instanceId: string, workerId: string, leaseSeconds: number, opts?: { withHistory?: boolean; handedOff?: { workerId: string; token: number } }): Promise<LeasedInstance | null>;
   /** Load instance + history when `fence` still holds the lease (handed-off lease). One statement. */
   loadLeased(fence: Fence): Promise<LeasedInstance | null>;
   renewLease(fence: Fence, leaseSeconds: number): Promise<boolean>;
@@ -96,17 +96,17 @@ const SHAPED_FENCE = (v: Record<"instanceId" | "workerId" | "token", Placeholder
   sql`instance_id = ${v.instanceId} AND locked_by = ${v.workerId} AND lock_token = ${v.token}::bigint`;
 
 // The lease statements of every step (shaped.ts: built once, only their values change).
-// `expected`: only while the token is still the one a hand-off named (a follow-up whose lease ran out before
+// `expected`: only while the lock is still the hand-off a follow-up names, holder and token (one whose lease ran out before
 // it arrived takes it over; one arriving after any other acquisition or release finds it moved and takes nothing).
 const acquireShape = (withHistory: boolean, expected: boolean) =>
-  shaped<"instanceId" | "workerId" | "leaseSeconds" | "token">(
+  shaped<"instanceId" | "workerId" | "leaseSeconds" | "token" | "holder">(
     (v) => sql`
         WITH upd AS (
           UPDATE workflow_instances SET
             locked_by = ${v.workerId}, locked_at = ${DB_NOW}, lock_token = lock_token + 1,
             lock_expires_at = (statement_timestamp() + make_interval(secs => ${v.leaseSeconds}::float8))
           WHERE instance_id = ${v.instanceId} AND status IN (${RUNNABLE})
-            AND (locked_by IS NULL OR lock_expires_at IS NULL OR lock_expires_at < ${DB_NOW})${expected ? sql` AND lock_token = ${v.token}::bigint` : sql``}
+            AND (locked_by IS NULL OR lock_expires_at IS NULL OR lock_expires_at < ${DB_NOW})${expected ? sql` AND lock_token = ${v.token}::bigint AND locked_by = ${v.holder}` : sql``}
           RETURNING ${INSTANCE_COLUMNS}
         )
         SELECT upd.*${withHistory ? sql`, ${historyJson(sql`upd.instance_id`)} AS history` : sql``} FROM upd`,
@@ -182,9 +182,9 @@ export function leasesArea(ex: Executor): LeasesArea {
     /** One statement; with `withHistory` the history comes back in the same round-trip. */
     async acquireLease(instanceId, workerId, leaseSeconds, opts) {
       const withHistory = opts?.withHistory ?? false;
-      const expected = opts?.expectedToken;
+      const expected = opts?.handedOff;
       const shape = expected === undefined ? (withHistory ? ACQUIRE_WITH_HISTORY : ACQUIRE) : withHistory ? ACQUIRE_EXPECTED_WITH_HISTORY : ACQUIRE_EXPECTED;
-      const { text, params } = shape({ instanceId, workerId, leaseSeconds, token: expected ?? 0 });
+      const { text, params } = shape({ instanceId, workerId, leaseSeconds, token: expected?.token ?? 0, holder: expected?.workerId ?? "" });
       const [row] = await queryText<Row>(ex, text, params);
       return row ? toLeased(row, withHistory) : null;
     },

@@ -338,6 +338,8 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
     req("bulk dry run", "/instances/bulk", { body: { filter: v2, action: "cancel", dryRun: true } }),
     req("bulk of nothing", "/instances/bulk", { body: { filter: { workflow: `p_none_${r}`, search: n3 }, action: "cancel", requestId: `p-${r}` } }),
     req("bulk wrong shape", "/instances/bulk", { body: v3 }),
+    // issue 42: the same requestId with another filter is a 409 naming the operation, never its work.
+    req("bulk request id reused with another filter", "/instances/bulk", { body: { filter: { workflow: `p_none_${r}`, status: ["running"] }, action: "cancel", requestId: `p-${r}` } }),
   ],
   "GET /operations": ({ n0 }) => [req("operations", `/operations?limit=${seg(n0)}`)],
   "GET /operations/{id}": ({ r, n1 }) => [req("operation", `/operations/${seg(n1)}`), req("valid operation", `/operations/bulk-p-${r}`)],
@@ -357,8 +359,11 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "GET /metrics": ({ n2 }) => [req("metrics", `/metrics?${seg(n2)}=1`)],
   "GET /openapi.json": ({ n1 }) => [req("openapi", `/openapi.json?${seg(n1)}=${seg(n1)}`)],
   "GET /docs": ({ n2 }) => [req("docs", `/docs?x=${seg(n2)}`)],
-  "POST /_edda/step": ({ v0, n0 }) => [
+  "POST /_edda/step": ({ r, v0, n0 }) => [
     signed("step", "/_edda/step", JSON.stringify({ instanceId: n0 })),
+    // issue 42: a follow-up naming a lease that has moved on (a replayed capture) runs nothing — one, or 500 in a batch.
+    signed("step stale lease", "/_edda/step", JSON.stringify({ instanceId: `pw-${r}`, lease: { workerId: "edda-edge:replayed", token: 1 }, hop: 1 })),
+    signed("step stale batch", "/_edda/step", JSON.stringify({ steps: Array.from({ length: 500 }, (_, i) => ({ instanceId: `pw-${r}`, lease: { workerId: `edda-edge:replayed-${i}`, token: i } })), hop: 1 })),
     signed("step wrong shape", "/_edda/step", JSON.stringify(v0)),
     req("step unsigned", "/_edda/step", { body: { instanceId: n0 } }),
   ],
