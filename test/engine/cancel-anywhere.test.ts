@@ -3,15 +3,18 @@
 // exactly once (one hook call, the first cancel's data kept; a second cancel is refused), each
 // compensation must run until it succeeded and never after, newest first, no body code may run after
 // the cancel, a child must follow its parent, and nothing may be left behind (no timer, no lock).
-// The pure warm ≡ cold stepper and the three-engine race do not inject cancels yet.
+// Points: sleeping, waiting for a message, an event (waitEvent) or a webhook (createWebhook), a child,
+// an activity's retry backoff, inside a long activity. Not here: an instance queued behind a
+// concurrency key or debounced has run no body yet (no compensation to run), so it is no case of this
+// property. The pure warm ≡ cold stepper and the three-engine race do not inject cancels yet.
 import fc from "fast-check";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { activity, invoke, registerCompensation, sleep, waitMessage, workflow } from "../../src/index.ts";
+import { activity, createWebhook, invoke, registerCompensation, sleep, waitEvent, waitMessage, workflow } from "../../src/index.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 
-const POINTS = ["sleeping", "waiting for a message", "waiting for a child", "in an activity's retry backoff", "inside a long activity"] as const;
+const POINTS = ["sleeping", "waiting for a message", "waiting for an event", "waiting for a webhook", "waiting for a child", "in an activity's retry backoff", "inside a long activity"] as const;
 type Point = (typeof POINTS)[number];
 interface Input {
   key: string;
@@ -91,6 +94,16 @@ const saga = workflow("ca_saga", { lockTimeoutSeconds: 1 }, async (ctx, raw) => 
       await marker(ctx, input.key);
       await waitMessage(ctx, `ca-${input.key}`);
       break;
+    case "waiting for an event":
+      await marker(ctx, input.key);
+      await waitEvent(ctx, `ca.${input.key}`);
+      break;
+    case "waiting for a webhook": {
+      const hook = await createWebhook(ctx, { expiresIn: 3600 });
+      await marker(ctx, input.key);
+      await hook.wait();
+      break;
+    }
     case "waiting for a child":
       await invoke(ctx, child, `${input.key}-child`, { instanceId: `${input.key}-child` });
       break;
@@ -168,12 +181,13 @@ describe("a cancel injected anywhere (PGlite)", () => {
             expect(attempts.get(`${childKey}:0`)).toBe(2);
             expect(after.get(childKey)).toBeUndefined();
           }
-          // The state after: no timer, no lock, no waiting subscription left for it.
+          // The state after: no timer, no lock, no waiting subscription, no open webhook left for it.
           const left = await queryRows<{ n: number }>(
             t.database.db,
             sql`SELECT (SELECT count(*) FROM workflow_timer_subscriptions WHERE instance_id = ${instanceId})::int
                      + (SELECT count(*) FROM workflow_instances WHERE instance_id = ${instanceId} AND locked_by IS NOT NULL)::int
-                     + (SELECT count(*) FROM channel_subscriptions WHERE instance_id = ${instanceId})::int AS n`,
+                     + (SELECT count(*) FROM channel_subscriptions WHERE instance_id = ${instanceId})::int
+                     + (SELECT count(*) FROM workflow_webhooks WHERE instance_id = ${instanceId} AND status = 'open')::int AS n`,
           );
           expect(left[0]!.n).toBe(0);
           // A compensation that ran never ran again later (a late wake-up would show here).
