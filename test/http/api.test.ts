@@ -58,7 +58,7 @@ describe("instances", () => {
     expect((await get("/instances/does-not-exist")).status).toBe(404);
   });
 
-  it("GET /instances filters and paginates with a cursor; bad filters are 400", async () => {
+  it("GET /instances filters and paginates with a cursor (bad filters: list-params.unit.test.ts)", async () => {
     for (let i = 0; i < 5; i++) await t.edda.start(pipeline, { steps: 0 });
     const seen = new Set<string>();
     let cursor: string | null = null;
@@ -75,8 +75,6 @@ describe("instances", () => {
       cursor = page.nextCursor;
     } while (cursor);
     expect(seen.size).toBeGreaterThanOrEqual(5);
-    expect((await get("/instances?status=bogus")).status).toBe(400);
-    expect((await get("/instances?limit=0")).status).toBe(400);
   });
 
   it("POST /instances/:id/cancel → 404 unknown, 409 when finished", async () => {

@@ -28,10 +28,7 @@ describe("GET /instances", () => {
     expect(full.instances[0]).toHaveProperty("output");
   });
 
-  it("caps a page at 100: a larger limit or an unknown include is a 400", async () => {
+  it("serves a page of 100, the cap (a larger limit or an unknown include is a 400: list-params.unit.test.ts)", async () => {
     expect((await t.edda.app.request("/instances?limit=100")).status).toBe(200);
-    const r = await t.edda.app.request("/instances?limit=101");
-    expect(r.status).toBe(400);
-    expect((await t.edda.app.request("/instances?include=everything")).status).toBe(400);
   });
 });

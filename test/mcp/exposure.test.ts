@@ -1,7 +1,8 @@
 // Which workflows the MCP endpoint serves, which tools it lists (a fixed set by
 // default, per-workflow ones by opt-in), and how inputs become tool arguments:
 // the official client in process, its transport's fetch wired to app.fetch (no
-// server), on PGlite.
+// server), on PGlite. The `mcp` option's refusals when the app is built, and
+// no /mcp without it, are in options.unit.test.ts (no database).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
@@ -9,7 +10,6 @@ import fc from "fast-check";
 import { z } from "zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workflow } from "../../src/index.ts";
-import { createEdda } from "../../src/edda.ts";
 import { orderSaga } from "../../functions/workflows/order-saga.ts";
 import { pipeline } from "../../functions/workflows/pipeline.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
@@ -21,7 +21,6 @@ const noSchema = workflow("no_schema", async (_ctx, input: unknown) => ({ got: i
 
 let database: Database;
 let exposed: TestApp;
-let hidden: TestApp;
 let many: TestApp;
 
 /** 40 workflows: the default tool list does not grow with them. */
@@ -38,12 +37,10 @@ const structured = (r: unknown) => (r as CallToolResult).structuredContent as Re
 beforeAll(async () => {
   database = await openTestDatabase("pglite", "mcp_exposure");
   exposed = makeTestApp(database, { workflows: [orderSaga, pipeline, echoText, noSchema], mcp: mcp({ workflows: ["order_saga", "echo_text", "no_schema"], tools: "per-workflow" }), allowedHosts: ["edda.test"] });
-  hidden = makeTestApp(database, { workflows: [orderSaga] });
   many = makeTestApp(database, { workflows: manyWorkflows, mcp: mcp(), allowedHosts: ["edda.test"] });
 });
 afterAll(async () => {
   await exposed.edda.close();
-  await hidden.edda.close();
   await many.edda.close();
   await database.close();
 });
@@ -155,29 +152,5 @@ describe("the start tool and the HTTP API", () => {
       { numRuns: 40 },
     );
     await c.close();
-  });
-});
-
-describe("mcp option", () => {
-  it("without it there is no /mcp route", async () => {
-    const res = await hidden.edda.app.request("/mcp", { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
-    expect(res.status).toBe(404);
-  });
-
-  it("unknown workflow names and clashing tool names are refused when the app is built", async () => {
-    const clash = workflow("order_saga_status", async () => null);
-    expect(() => createEdda({ workflows: [orderSaga], database, mcp: mcp(["order_sagas"]) })).toThrow(/unknown workflow "order_sagas"/);
-    expect(() => createEdda({ workflows: [orderSaga, clash], database, mcp: mcp({ tools: "per-workflow" }) })).toThrow(/tool name "order_saga_status" .* already taken/);
-    expect(() => createEdda({ workflows: [workflow("list_workflows", async () => null)], database, mcp: mcp({ tools: "per-workflow" }) })).toThrow(/tool name "list_workflows"/);
-    expect(() => createEdda({ workflows: [orderSaga], database, mcp: mcp({ tools: ["order_sagas"] }) })).toThrow(/"order_sagas" in tools is not a workflow MCP serves/);
-    // With the default tools a workflow's name is an argument, never a tool name: nothing to clash.
-    const fine = createEdda({ workflows: [orderSaga, clash, workflow("list_workflows", async () => null)], database, mcp: mcp() });
-    await fine.close();
-  });
-
-  it("the option it replaced (`mcp: true`, a list) is refused with how to write it now, and builds no app", () => {
-    for (const old of [true, ["order_saga"]]) {
-      expect(() => createEdda({ workflows: [orderSaga], database, mcp: old as never })).toThrow(/mcp\(\) or mcp\(\["name", …\]\) from "edda-edge\/mcp"/);
-    }
   });
 });
