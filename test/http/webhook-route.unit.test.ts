@@ -9,6 +9,7 @@ import { sign as githubSign } from "@octokit/webhooks-methods";
 import Stripe from "stripe";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { githubVerifier, stripeVerifier, webhook } from "../../src/index.ts";
+import type { EddaOptions } from "../../src/edda.ts";
 import { readConfig, withEnvironment } from "../../src/platform/env.ts";
 import { stripeCheckout } from "../../functions/workflows/stripe-checkout.ts";
 import { appWithoutDatabase } from "../support/no-database.ts";
@@ -17,15 +18,11 @@ const STRIPE = "whsec_new_stripe_secret";
 const GITHUB = "It's a Secret to Everybody";
 const stripe = new Stripe("sk_test_unused");
 
-const t = appWithoutDatabase(
-  withEnvironment(
-    {
-      workflows: [stripeCheckout],
-      webhooks: [webhook("stripe", { verify: stripeVerifier() }), webhook("github", { verify: githubVerifier() }), webhook("unconfigured", { verify: githubVerifier() })],
-    },
-    readConfig({ EDDA_WEBHOOK_STRIPE_SECRET: STRIPE, EDDA_WEBHOOK_GITHUB_SECRET: GITHUB }),
-  ),
-);
+const declared: Omit<EddaOptions, "database"> = {
+  workflows: [stripeCheckout],
+  webhooks: [webhook("stripe", { verify: stripeVerifier() }), webhook("github", { verify: githubVerifier() }), webhook("unconfigured", { verify: githubVerifier() })],
+};
+const t = appWithoutDatabase(withEnvironment(declared, readConfig({ EDDA_WEBHOOK_STRIPE_SECRET: STRIPE, EDDA_WEBHOOK_GITHUB_SECRET: GITHUB })));
 afterEach(() => expect(t.touched).toEqual([]));
 afterAll(() => t.edda.close());
 
