@@ -30,7 +30,7 @@
 import { sql } from "drizzle-orm";
 import { EddaError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
-import { expireDueWaits } from "./history.ts";
+import { makeRunnable, resolveWaits } from "./transitions.ts";
 import { EV } from "../core/model.ts";
 import { availableTo, broadcastAvailable, inTransaction, lockChannel } from "./channel-rules.ts";
 import { DB_NOW, dbNowPlus, isoUtc, MESSAGE_COLUMNS, toChannelMessage, tsParam, WAITING, type Row } from "./rows.ts";
@@ -127,8 +127,9 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
         // One statement: advance the cursors (and their mirror) — or, for a matched
         // wait, only write a receipt — record the message, clear the waits, make the instances runnable.
         // Every broadcast delivery leaves a receipt: it is who the message woke (the received-events view).
-        await tx.execute(sql`
-          WITH d AS MATERIALIZED (
+        await tx.execute(
+          resolveWaits({
+            before: sql`d AS MATERIALIZED (
             SELECT * FROM json_to_recordset(${JSON.stringify(deliveries)}::json)
               AS d(ord int, sub_id bigint, instance_id text, activity_id text, seq bigint, matched boolean)
           ), p AS (
@@ -146,13 +147,15 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
             INSERT INTO channel_message_receipts (instance_id, message_id)
             SELECT d.instance_id, m.message_id FROM d JOIN channel_messages m ON m.id = d.seq WHERE d.matched OR m.target_instance_id IS NULL
             ON CONFLICT DO NOTHING
-          ), h AS (
-            INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
-            SELECT d.instance_id, d.activity_id, p.event_type, p.data_type, p.event_data, decode(p.event_data_hex, 'hex')
-            FROM d JOIN p ON p.seq = d.seq ORDER BY d.ord
-          )
-          UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-          WHERE instance_id IN (SELECT instance_id FROM d) AND status = ${WAITING.message}`);
+          )`,
+            bound: sql`SELECT d.instance_id, d.activity_id AS wait_id, d.ord, p.event_type, p.data_type, p.event_data, decode(p.event_data_hex, 'hex') AS event_data_binary
+              FROM d JOIN p ON p.seq = d.seq`,
+            own: "receives",
+            record: "always",
+            onConflict: "error",
+            stillWaiting: sql`i.status = ${WAITING.message}`,
+          }),
+        );
         return picked.map((p) => ({ instanceId: p.instance_id, activityId: p.activity_id, seq: Number(p.seq) }));
       });
     },
@@ -183,8 +186,7 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
         ), clr AS (
           UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM w WHERE s.id = w.id
         )
-        UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-        WHERE instance_id IN (SELECT instance_id FROM w) AND status = ${WAITING.message}`);
+        ${makeRunnable({ where: sql`instance_id IN (SELECT instance_id FROM w) AND status = ${WAITING.message}` })}`);
     },
 
     /**
@@ -230,15 +232,22 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
       const only = onlyInstanceId === undefined ? sql`` : sql`AND s.instance_id = ${onlyInstanceId}`;
       const rows = await queryRows<{ instance_id: string }>(
         ex,
-        expireDueWaits({
-          due: sql`SELECT s.id, s.instance_id, s.channel, s.activity_id, s.timeout_at
-          FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
-          WHERE s.activity_id IS NOT NULL AND s.timeout_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
-          ORDER BY s.timeout_at, s.id
-          LIMIT ${limit}::int
-          FOR UPDATE OF i, s SKIP LOCKED`,
-          withdraw: sql`UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM due WHERE s.id = due.id`,
-          record: { eventType: EV.MessageTimeout, data: sql`json_build_object('channel', channel, 'timeout_at', ${isoUtc(sql`timeout_at`)})::text`, order: sql`timeout_at, id` },
+        resolveWaits({
+          before: sql`due AS (
+            SELECT s.id, s.instance_id, s.channel, s.activity_id, s.timeout_at
+            FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
+            WHERE s.activity_id IS NOT NULL AND s.timeout_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
+            ORDER BY s.timeout_at, s.id
+            LIMIT ${limit}::int
+            FOR UPDATE OF i, s SKIP LOCKED
+          ), withdrawn AS (UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM due WHERE s.id = due.id)`,
+          bound: sql`SELECT instance_id, activity_id AS wait_id, row_number() OVER (ORDER BY timeout_at, id) AS ord,
+                 ${EV.MessageTimeout}::text AS event_type, 'json'::text AS data_type,
+                 json_build_object('channel', channel, 'timeout_at', ${isoUtc(sql`timeout_at`)})::text AS event_data, NULL::bytea AS event_data_binary
+            FROM due`,
+          own: "receives",
+          record: "always",
+          onConflict: "first-wins",
           stillWaiting: sql`i.status = ${WAITING.message}`,
         }),
       );

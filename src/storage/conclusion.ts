@@ -23,6 +23,7 @@
  * database.
  */
 import { LAST_STATEMENT } from "./database.ts";
+import { historyInsertText } from "./transitions.ts";
 import { RUNNABLE_STATUSES, TERMINAL_STATUSES, type Fence, type InstanceStatus, type NewCompensation, type NewHistoryEvent, type TimerRegistration } from "./records.ts";
 
 /**
@@ -149,7 +150,7 @@ function rowInserts(shape: Shape, historyParam: string, compensationParam: strin
   const ctes: string[] = [];
   if (shape.history) {
     ctes.push(`hist AS (
-      INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
+      ${historyInsertText()}
       SELECT upd.instance_id, h.activity_id, h.event_type, h.data_type, h.event_data, decode(h.event_data_b64, 'base64')
       FROM ${from(historyParam, HISTORY_COLUMNS, "h")} ORDER BY ${order("h")})`);
   }

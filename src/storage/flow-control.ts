@@ -11,6 +11,7 @@
  * instances start oldest first (started_at, instance_id).
  */
 import { sql } from "drizzle-orm";
+import { makeRunnable } from "./transitions.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { DB_NOW } from "./rows.ts";
 import type { InstanceStatus } from "../core/model.ts";
@@ -99,9 +100,7 @@ export function flowControlArea(ex: Executor): FlowControlArea {
               ORDER BY priority DESC, started_at, instance_id LIMIT (SELECT n FROM free)
               FOR UPDATE
             )
-            UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-            WHERE instance_id IN (SELECT instance_id FROM next) AND status = 'queued'
-            RETURNING instance_id`,
+            ${makeRunnable({ where: sql`instance_id IN (SELECT instance_id FROM next) AND status = 'queued'`, returning: sql`instance_id` })}`,
       );
       return rows.map((r) => r.instance_id);
     },
@@ -145,9 +144,7 @@ export function flowControlArea(ex: Executor): FlowControlArea {
               ORDER BY priority DESC, started_at, instance_id LIMIT (SELECT n FROM free)
               FOR UPDATE
             )
-            UPDATE workflow_instances SET status = 'running', admitted_at = ${DB_NOW}, updated_at = ${DB_NOW}
-            WHERE instance_id IN (SELECT instance_id FROM next) AND status = 'queued'
-            RETURNING instance_id`,
+            ${makeRunnable({ set: sql`admitted_at = ${DB_NOW}`, where: sql`instance_id IN (SELECT instance_id FROM next) AND status = 'queued'`, returning: sql`instance_id` })}`,
       );
       const [rest] = await queryRows<{ next: number | null; queued: boolean }>(
         ex,
@@ -206,15 +203,16 @@ export function flowControlArea(ex: Executor): FlowControlArea {
       if (workflowNames.length === 0) return [];
       const rows = await queryRows<{ instance_id: string }>(
         ex,
-        sql`UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-            WHERE instance_id IN (
+        makeRunnable({
+          where: sql`instance_id IN (
               SELECT instance_id FROM workflow_instances
               WHERE debounce_key IS NOT NULL AND status = 'queued' AND not_before <= ${DB_NOW}
                 AND workflow_name IN (${sql.join(workflowNames.map((n) => sql`${n}`), sql`, `)})
               ORDER BY not_before LIMIT ${limit}::int
               FOR UPDATE SKIP LOCKED
-            ) AND status = 'queued'
-            RETURNING instance_id`,
+            ) AND status = 'queued'`,
+          returning: sql`instance_id`,
+        }),
       );
       return rows.map((r) => r.instance_id);
     },

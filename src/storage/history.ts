@@ -7,8 +7,9 @@
  * first outcome wins.
  */
 import { sql, type SQL } from "drizzle-orm";
+import { recordHistory, resolveWaits } from "./transitions.ts";
 import { queryRows, type Executor } from "./database.ts";
-import { EV, type HistoryEventType } from "../core/model.ts";
+import { EV } from "../core/model.ts";
 import { NOT_QUARANTINED } from "./failures.ts";
 import {
   DB_NOW,
@@ -75,39 +76,6 @@ export interface HistoryArea {
 }
 
 /**
- * The one statement of a wait that comes due as a row of its own (a timer; a
- * receive's timeout on its subscription): `due` locks the due rows with their
- * instances (instance row first, SKIP LOCKED: an instance a step, a delivery
- * or a cancel holds is left for the next sweep, and the statement never waits
- * for a row while holding another), `withdraw` removes or clears them, the
- * expiry is recorded at each wait's id (once: a record already there wins),
- * and an instance that `stillWaiting` says waits there is woken. Returns the
- * due rows' instances. `fireExpiredTimers` and `expireMessageWaits` are this
- * statement over their own rows.
- */
-export function expireDueWaits(p: {
-  /** SELECT … instance_id, activity_id (the wait's id) and the record's columns … FOR UPDATE OF i, … SKIP LOCKED. */
-  due: SQL;
-  /** The statement that withdraws the due rows (it reads `due`). */
-  withdraw: SQL;
-  record: { eventType: HistoryEventType; data: SQL; order: SQL };
-  /** Over the instance row `i`: it still waits for this row. */
-  stillWaiting: SQL;
-}): SQL {
-  return sql`
-        WITH due AS (${p.due}), withdrawn AS (${p.withdraw}), h AS (
-          INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
-          SELECT instance_id, activity_id, ${sql.raw(`'${p.record.eventType}'`)}, 'json', ${p.record.data}
-          FROM due ORDER BY ${p.record.order}
-          ON CONFLICT (instance_id, activity_id) DO NOTHING
-        ), upd AS (
-          UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
-          WHERE i.instance_id IN (SELECT instance_id FROM due) AND ${p.stillWaiting}
-        )
-        SELECT DISTINCT instance_id FROM due`;
-}
-
-/**
  * `(VALUES ...) AS v(ord, activity_id, event_type, data_type, event_data, event_data_binary)`
  * with explicit casts, `ord` keeping the caller's order (ids follow it).
  */
@@ -136,10 +104,10 @@ export function historyArea(ex: Executor): HistoryArea {
   return {
     async appendHistory(instanceId, events) {
       if (events.length === 0) return;
-      await ex.execute(sql`
-        INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
-        SELECT ${instanceId}::text, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
-        FROM ${historyValues(events)} ORDER BY v.ord`);
+      await ex.execute(
+        recordHistory(sql`SELECT ${instanceId}::text, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
+        FROM ${historyValues(events)} ORDER BY v.ord`),
+      );
     },
 
     async loadHistory(instanceId) {
@@ -236,17 +204,24 @@ export function historyArea(ex: Executor): HistoryArea {
       const only = onlyInstanceId === undefined ? sql`` : sql`AND t.instance_id = ${onlyInstanceId}`;
       const rows = await queryRows<{ instance_id: string }>(
         ex,
-        expireDueWaits({
-          due: sql`SELECT t.id, t.instance_id, t.timer_id, coalesce(t.activity_id, t.timer_id) AS activity_id, t.expires_at
-          FROM workflow_timer_subscriptions t JOIN workflow_instances i ON i.instance_id = t.instance_id
-          WHERE t.expires_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
-          ORDER BY t.expires_at, t.id
-          LIMIT ${limit}::int
-          FOR UPDATE OF i, t SKIP LOCKED`,
-          withdraw: sql`DELETE FROM workflow_timer_subscriptions t USING due WHERE t.id = due.id`,
-          record: { eventType: EV.TimerExpired, data: sql`json_build_object('timer_id', timer_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text`, order: sql`expires_at, id` },
+        resolveWaits({
+          before: sql`due AS (
+            SELECT t.id, t.instance_id, t.timer_id, coalesce(t.activity_id, t.timer_id) AS activity_id, t.expires_at
+            FROM workflow_timer_subscriptions t JOIN workflow_instances i ON i.instance_id = t.instance_id
+            WHERE t.expires_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
+            ORDER BY t.expires_at, t.id
+            LIMIT ${limit}::int
+            FOR UPDATE OF i, t SKIP LOCKED
+          ), withdrawn AS (DELETE FROM workflow_timer_subscriptions t USING due WHERE t.id = due.id)`,
+          bound: sql`SELECT instance_id, activity_id AS wait_id, row_number() OVER (ORDER BY expires_at, id) AS ord,
+                 ${EV.TimerExpired}::text AS event_type, 'json'::text AS data_type,
+                 json_build_object('timer_id', timer_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text AS event_data, NULL::bytea AS event_data_binary
+            FROM due`,
+          own: "timers",
+          record: "always",
+          onConflict: "first-wins",
           // A race of a webhook and a timer waits for the webhook with its timer registered at the race's id.
-          stillWaiting: sql`(i.status = ${WAITING.timer} OR (i.status = ${WAITING.webhook} AND i.current_activity_id IN (SELECT activity_id FROM due WHERE due.instance_id = i.instance_id)))`,
+          stillWaiting: sql`(i.status = ${WAITING.timer} OR (i.status = ${WAITING.webhook} AND i.current_activity_id = b.wait_id))`,
         }),
       );
       return rows.map((r) => r.instance_id);

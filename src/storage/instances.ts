@@ -6,6 +6,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { newestFirstPage } from "./cursor.ts";
+import { withdrawWaits } from "./transitions.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { workflowDefinitions } from "./schema.ts";
 import { DB_NOW, dbNowPlus, inBody, INSTANCE_COLUMNS, isoUtc, toInstance, tsParam, type Row } from "./rows.ts";
@@ -239,12 +240,7 @@ export function instancesArea(ex: Executor): InstancesArea {
             updated_at = ${DB_NOW}
           WHERE w.instance_id = ${instanceId} AND w.status IN (${CANCELLABLE}) AND ${inBody("w")} ${guard}
           RETURNING w.instance_id, w.status, ${end.kind === "cancel" ? sql`(w.cancel_data::json ->> 'previous_status')` : sql`NULL::text`} AS previous
-        ), timers AS (
-          DELETE FROM workflow_timer_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd)
-        ), waits AS (
-          UPDATE channel_subscriptions SET activity_id = NULL, timeout_at = NULL
-          WHERE instance_id IN (SELECT instance_id FROM upd WHERE status = 'compensating') AND activity_id IS NOT NULL
-        ), subs AS (
+        ), ${withdrawWaits(sql`SELECT instance_id FROM upd`, sql`SELECT instance_id FROM upd WHERE status = 'compensating'`)}, subs AS (
           DELETE FROM channel_subscriptions WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')
         ), cursors AS (
           DELETE FROM channel_delivery_cursors WHERE instance_id IN (SELECT instance_id FROM upd WHERE status <> 'compensating')

@@ -11,6 +11,7 @@
  */
 import { sql, type Placeholder, type SQL } from "drizzle-orm";
 import { groupedConclusion, handsOff, singleConclusion, type ConcludeOptions, type ConcludeResult, type FencedConclusion, type StepConclusion } from "./conclusion.ts";
+import { makeRunnable, withdrawWaits } from "./transitions.ts";
 import { queryRows, queryText, type Executor } from "./database.ts";
 import { shaped } from "./shaped.ts";
 import { DB_NOW, historyJson, INSTANCE_COLUMNS, toHistoryList, toInstance, toNumber, type Row } from "./rows.ts";
@@ -279,10 +280,11 @@ export function leasesArea(ex: Executor): LeasesArea {
         ex,
         sql`
         WITH upd AS (
-          UPDATE workflow_instances SET run = run + 1, input_data = ${newInputData}, status = 'running',
-                 output_data = NULL, error_data = NULL, current_activity_id = NULL, updated_at = ${DB_NOW}
-          WHERE ${fenceWhere(fence)}
-          RETURNING instance_id, run - 1 AS prev_run
+          ${makeRunnable({
+            set: sql`run = run + 1, input_data = ${newInputData}, output_data = NULL, error_data = NULL, current_activity_id = NULL`,
+            where: fenceWhere(fence),
+            returning: sql`instance_id, run - 1 AS prev_run`,
+          })}
         ), arch AS (
           INSERT INTO workflow_history_archive
             (instance_id, run, activity_id, event_type, data_type, event_data, event_data_binary, created_at)
@@ -292,12 +294,7 @@ export function leasesArea(ex: Executor): LeasesArea {
           DELETE FROM workflow_history h USING upd WHERE h.instance_id = upd.instance_id
         ), comps AS (
           DELETE FROM workflow_compensations c USING upd WHERE c.instance_id = upd.instance_id
-        ), timers AS (
-          DELETE FROM workflow_timer_subscriptions t USING upd WHERE t.instance_id = upd.instance_id
-        ), waits AS (
-          UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL
-          FROM upd WHERE s.instance_id = upd.instance_id AND s.activity_id IS NOT NULL
-        )
+        ), ${withdrawWaits(sql`SELECT instance_id FROM upd`)}
         SELECT instance_id FROM upd`,
       );
       return rows.length > 0;

@@ -12,6 +12,7 @@
 import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
 import { historyValues } from "./history.ts";
+import { makeRunnable, resolveWaits } from "./transitions.ts";
 import { DB_NOW, inBody, WAITING } from "./rows.ts";
 import { CANCELLABLE_STATUSES, type InstanceStatus, type NewHistoryEvent } from "./records.ts";
 
@@ -61,17 +62,14 @@ export function lifecycleArea(ex: Executor): LifecycleArea {
     async recordChildOutcome(parentId, activityId, event) {
       const rows = await queryRows(
         ex,
-        sql`
-        WITH upd AS (
-          UPDATE workflow_instances SET status = 'running', updated_at = ${DB_NOW}
-          WHERE instance_id = ${parentId} AND status = ${WAITING.child} AND current_activity_id = ${activityId}
-          RETURNING instance_id
-        ), hist AS (
-          INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary)
-          SELECT upd.instance_id, v.activity_id, v.event_type, v.data_type, v.event_data, v.event_data_binary
-          FROM upd, ${historyValues([event])}
-        )
-        SELECT instance_id FROM upd`,
+        resolveWaits({
+          bound: sql`SELECT ${parentId}::text AS instance_id, v.activity_id AS wait_id, v.ord, v.event_type, v.data_type, v.event_data, v.event_data_binary
+            FROM ${historyValues([event])}`,
+          stillWaiting: sql`i.status = ${WAITING.child} AND i.current_activity_id = b.wait_id`,
+          record: "woken",
+          onConflict: "error",
+          result: sql`SELECT instance_id FROM woken`,
+        }),
       );
       return rows.length > 0;
     },
@@ -128,9 +126,7 @@ export function lifecycleArea(ex: Executor): LifecycleArea {
           ORDER BY p.updated_at LIMIT ${limit}::int
           FOR UPDATE OF p SKIP LOCKED
         )
-        UPDATE workflow_instances w SET status = 'running', parked_hash = NULL, error_data = NULL, updated_at = ${DB_NOW}
-        FROM due WHERE w.instance_id = due.instance_id AND w.status = 'parked'
-        RETURNING w.instance_id`,
+        ${makeRunnable({ alias: "w", set: sql`parked_hash = NULL, error_data = NULL`, from: sql`due`, where: sql`w.instance_id = due.instance_id AND w.status = 'parked'`, returning: sql`w.instance_id` })}`,
       );
       return rows.map((r) => r.instance_id);
     },
@@ -139,8 +135,7 @@ export function lifecycleArea(ex: Executor): LifecycleArea {
     async resumeParked(instanceId) {
       const rows = await queryRows(
         ex,
-        sql`UPDATE workflow_instances SET status = 'running', parked_hash = NULL, error_data = NULL, updated_at = ${DB_NOW}
-            WHERE instance_id = ${instanceId} AND status = 'parked' RETURNING 1 AS ok`,
+        makeRunnable({ set: sql`parked_hash = NULL, error_data = NULL`, where: sql`instance_id = ${instanceId} AND status = 'parked'`, returning: sql`1 AS ok` }),
       );
       return rows.length > 0;
     },

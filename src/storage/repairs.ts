@@ -7,6 +7,7 @@
  * cursor and the counters with the batch's effects.
  */
 import { sql, type SQL } from "drizzle-orm";
+import { recordHistory } from "./transitions.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { instanceFilter } from "./instances.ts";
 import { DB_NOW, toDate, toNumber, tsParam, type Row } from "./rows.ts";
@@ -124,9 +125,11 @@ export function repairsArea(ex: Executor): RepairsArea {
       const rows = await queryRows<{ n: unknown }>(
         ex,
         sql`WITH copied AS (
-              INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data, event_data_binary, created_at)
-              SELECT ${to}::text, activity_id, event_type, data_type, event_data, event_data_binary, created_at
-              FROM workflow_history WHERE instance_id = ${from} AND id < ${beforeEventId}::bigint ORDER BY id
+              ${recordHistory(
+                sql`SELECT ${to}::text, activity_id, event_type, data_type, event_data, event_data_binary, created_at
+                FROM workflow_history WHERE instance_id = ${from} AND id < ${beforeEventId}::bigint ORDER BY id`,
+                { createdAt: true },
+              )}
               RETURNING activity_id
             )
             SELECT count(*)::int AS n FROM copied`,

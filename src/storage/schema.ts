@@ -149,7 +149,7 @@ export const workflowInstances = pgTable(
     index("idx_instances_leased").on(t.lockedBy).where(sql`${t.lockedBy} IS NOT NULL`),
     // purging finished instances and resuming idle ones, oldest first
     index("idx_instances_updated").on(t.updatedAt),
-    // find runnable work: WHERE status = 'running' AND locked_by IS NULL; also every status filter
+    // find runnable work: the running status with no lock held; also every status filter
     index("idx_instances_resumable").on(t.status, t.lockedBy),
     // slot counts and the queue of a concurrency key (oldest first)
     index("idx_instances_concurrency").on(t.concurrencyKey, t.status, t.startedAt).where(sql`${t.concurrencyKey} IS NOT NULL`),

@@ -22,6 +22,7 @@
  */
 import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
+import { resolveWaits } from "./transitions.ts";
 import { DB_NOW, dbNowPlus, HOOK_LISTENING, isoUtc, toNullableDate } from "./rows.ts";
 
 export type WaitWebhookStatus = "open" | "fired" | "expired" | "cancelled";
@@ -84,18 +85,6 @@ const waitIdOf = (h: string) => sql.raw(`coalesce(${h}.wait_id, ${h}.hook_id || 
 /** Whether the wait bound to `h` already has its record (a race's other branch won, or that wait took the POST). */
 const decided = (h: string, besides: Sql = sql`TRUE`) =>
   sql`(${sql.raw(h)}.wait_id IS NOT NULL AND ${besides} AND EXISTS (SELECT 1 FROM workflow_history x WHERE x.instance_id = ${sql.raw(h)}.instance_id AND x.activity_id = ${sql.raw(h)}.wait_id))`;
-/**
- * CTEs that go with a record at a woken instance's wait (`woken` has instance_id and wait_id): the race's
- * other branches are withdrawn — a message branch's wait marker (so no delivery takes a message for it)
- * and a timer branch's row. Lock order: the instance rows are held already, subscriptions and timers after.
- */
-const withdrawOtherBranches = sql`
-  clr AS (
-    UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL
-    FROM woken WHERE s.instance_id = woken.instance_id AND s.activity_id = woken.wait_id
-  ), tmr AS (
-    DELETE FROM workflow_timer_subscriptions t USING woken WHERE t.instance_id = woken.instance_id AND t.timer_id = woken.wait_id
-  )`;
 const FINISHED = sql`('completed', 'failed', 'cancelled', 'compensating')`;
 
 export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
@@ -139,30 +128,26 @@ export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
         // A new statement: it sees what the lock holder committed.
         const [row] = await queryRows<{ status: string; expired: boolean; finished: boolean; lost: boolean; fired: string | null; woken: string | null }>(
           tx,
-          sql`
-          WITH h AS (
-            SELECT h.id, h.status, h.instance_id, h.run, ${waitIdOf("h")} AS wait_id, h.expires_at IS NOT NULL AND h.expires_at <= ${DB_NOW} AS expired,
-                   (i.status IN ${FINISHED} OR i.run <> h.run) AS finished, ${decided("h")} AS lost,
-                   i.status AS instance_status, i.current_activity_id
-            FROM workflow_webhooks h JOIN workflow_instances i ON i.instance_id = h.instance_id
-            WHERE h.token_hash = ${tokenHash}
-          ), fire AS (
-            UPDATE workflow_webhooks w
-            SET status = 'fired', fired_at = ${DB_NOW},
-                payload = '{"receivedAt":' || to_json(${isoUtc(DB_NOW)})::text || ',' || substr(${delivery}::text, 2)
-            FROM h WHERE w.id = h.id AND h.status = 'open' AND NOT h.expired AND NOT h.finished AND NOT h.lost
-            RETURNING w.instance_id, w.payload
-          ), woken AS (
-            UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
-            FROM fire, h
-            WHERE i.instance_id = fire.instance_id AND h.instance_status IN ${HOOK_LISTENING} AND h.current_activity_id = h.wait_id
-            RETURNING i.instance_id, h.wait_id
-          ), hist AS (
-            INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
-            SELECT fire.instance_id, woken.wait_id, 'WebhookReceived', 'json', fire.payload FROM fire, woken
-            ON CONFLICT (instance_id, activity_id) DO NOTHING
-          ), ${withdrawOtherBranches}
-          SELECT h.status, h.expired, h.finished, h.lost, (SELECT instance_id FROM fire) AS fired, (SELECT instance_id FROM woken) AS woken FROM h`,
+          resolveWaits({
+            before: sql`h AS (
+              SELECT h.id, h.status, h.instance_id, h.run, ${waitIdOf("h")} AS wait_id, h.expires_at IS NOT NULL AND h.expires_at <= ${DB_NOW} AS expired,
+                     (i.status IN ${FINISHED} OR i.run <> h.run) AS finished, ${decided("h")} AS lost
+              FROM workflow_webhooks h JOIN workflow_instances i ON i.instance_id = h.instance_id
+              WHERE h.token_hash = ${tokenHash}
+            ), fire AS (
+              UPDATE workflow_webhooks w
+              SET status = 'fired', fired_at = ${DB_NOW},
+                  payload = '{"receivedAt":' || to_json(${isoUtc(DB_NOW)})::text || ',' || substr(${delivery}::text, 2)
+              FROM h WHERE w.id = h.id AND h.status = 'open' AND NOT h.expired AND NOT h.finished AND NOT h.lost
+              RETURNING w.instance_id, w.payload
+            )`,
+            bound: sql`SELECT fire.instance_id, h.wait_id, 0 AS ord, 'WebhookReceived'::text AS event_type, 'json'::text AS data_type,
+                   fire.payload AS event_data, NULL::bytea AS event_data_binary FROM fire, h`,
+            stillWaiting: sql`i.status IN ${HOOK_LISTENING} AND i.current_activity_id = b.wait_id`,
+            record: "woken",
+            onConflict: "first-wins",
+            result: sql`SELECT h.status, h.expired, h.finished, h.lost, (SELECT instance_id FROM fire) AS fired, (SELECT instance_id FROM woken) AS woken FROM h`,
+          }),
         );
         if (!row) return { kind: "unknown" };
         if (row.fired !== null) return { kind: "fired", instanceId: row.fired, woken: row.woken !== null };
@@ -187,20 +172,18 @@ export function webhookWaitsArea(ex: Executor): WebhookWaitsArea {
         // … then, in a statement that sees the locked rows as they are, expire them and wake the instances that wait on them.
         const rows = await queryRows<{ instance_id: string }>(
           tx,
-          sql`
-          WITH exp AS (
-            UPDATE workflow_webhooks h SET status = 'expired' WHERE id IN (${ids}) AND status = 'open'
-            RETURNING instance_id, run, hook_id, ${waitIdOf("h")} AS wait_id, expires_at
-          ), woken AS (
-            UPDATE workflow_instances i SET status = 'running', updated_at = ${DB_NOW}
-            FROM exp WHERE i.instance_id = exp.instance_id AND i.run = exp.run AND i.status IN ${HOOK_LISTENING} AND i.current_activity_id = exp.wait_id
-            RETURNING i.instance_id, exp.hook_id, exp.wait_id, exp.expires_at
-          ), hist AS (
-            INSERT INTO workflow_history (instance_id, activity_id, event_type, data_type, event_data)
-            SELECT instance_id, wait_id, 'WebhookExpired', 'json', json_build_object('hook_id', hook_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text FROM woken
-            ON CONFLICT (instance_id, activity_id) DO NOTHING
-          ), ${withdrawOtherBranches}
-          SELECT DISTINCT instance_id FROM exp`,
+          resolveWaits({
+            before: sql`exp AS (
+              UPDATE workflow_webhooks h SET status = 'expired' WHERE id IN (${ids}) AND status = 'open'
+              RETURNING instance_id, run, hook_id, ${waitIdOf("h")} AS wait_id, expires_at
+            )`,
+            bound: sql`SELECT instance_id, wait_id, 0 AS ord, 'WebhookExpired'::text AS event_type, 'json'::text AS data_type,
+                   json_build_object('hook_id', hook_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text AS event_data, NULL::bytea AS event_data_binary, run
+              FROM exp`,
+            stillWaiting: sql`i.run = b.run AND i.status IN ${HOOK_LISTENING} AND i.current_activity_id = b.wait_id`,
+            record: "woken",
+            onConflict: "first-wins",
+          }),
         );
         return rows.map((r) => r.instance_id);
       });

@@ -18,7 +18,7 @@ const ANCHORS: Record<string, RegExp> = {
   "src/core/model.ts": /const DECLARED_WAIT_KINDS = \[[\s\S]*satisfies readonly WaitKindDeclaration\[\]/,
   "src/core/replay.ts": /export type WaitRequest =/,
   "src/engine/wait-kinds.ts": /\[K in WaitKind\]: WaitKindHandlers<K>[\s\S]*WAIT_HANDLERS: WaitKindTable/,
-  "src/storage/lifecycle.ts": /status = \$\{WAITING\.child\} AND current_activity_id = /,
+  "src/storage/lifecycle.ts": /resolveWaits\(\{[\s\S]*?status = \$\{WAITING\.child\} AND i\.current_activity_id = b\.wait_id/,
 };
 
 function sources(dir: string): string[] {
