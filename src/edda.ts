@@ -8,6 +8,7 @@
  * request that opened it), closed once the request's background work is done.
  */
 import { ConfigurationError } from "./core/errors.ts";
+import { encryptionCodec, type PayloadCodec } from "./core/payload-codec.ts";
 import { ActivityRegistry } from "./core/registry.ts";
 import type { Context } from "hono";
 import type { Hono } from "hono";
@@ -49,6 +50,14 @@ export interface EddaOptions {
   secret?: string;
   /** The app's public URL (EDDA_PUBLIC_URL): per-wait webhook URLs start with it (without it they are paths). */
   publicUrl?: string;
+  /**
+   * Encryption at rest (EDDA_ENCRYPTION_KEY, or EDDA_ENCRYPTION_KEYS newest first): base64 of 32 bytes
+   * each. Every payload is AES-256-GCM before it reaches the database; values written with an older
+   * key are read with it. See docs/payloads.md.
+   */
+  encryptionKeys?: string | readonly string[];
+  /** Your own payload codec (a KMS) instead of `encryptionKeys`: Edda stores what `encode` returns. */
+  payloadCodec?: PayloadCodec;
   /** Bearer token(s) for the public API (EDDA_API_TOKEN). */
   apiToken?: string | string[];
   /** Bearer token(s) CloudEvents ingestion accepts besides the API token (EDDA_EVENTS_TOKEN). */
@@ -264,6 +273,14 @@ function checkWebhooks(list: Webhook[]): Webhook[] {
   return list;
 }
 
+/** The app's payload codec: its own, or AES-256-GCM over its keys (checked now: a bad key fails the start, not the first step). */
+function payloadCodecOf(opts: EddaOptions): PayloadCodec | null {
+  const keys = opts.encryptionKeys === undefined ? [] : typeof opts.encryptionKeys === "string" ? [opts.encryptionKeys] : [...opts.encryptionKeys];
+  if (opts.payloadCodec && keys.length) throw new ConfigurationError("encryptionKeys and payloadCodec: give one of them", "EDDA_ENCRYPTION_KEYS");
+  if (opts.payloadCodec) return opts.payloadCodec;
+  return keys.length ? encryptionCodec(keys) : null;
+}
+
 export function createEdda(opts: EddaOptions): Edda {
   checkScheduledInputs(opts.workflows);
   // `mcp: true` or a list was the option before MCP moved to its own entry: the error says how to write it now.
@@ -283,6 +300,7 @@ export function createEdda(opts: EddaOptions): Edda {
   const tokens = opts.apiToken === undefined ? undefined : Array.isArray(opts.apiToken) ? opts.apiToken : [opts.apiToken];
   const eventTokens = opts.eventsToken === undefined ? undefined : Array.isArray(opts.eventsToken) ? opts.eventsToken : [opts.eventsToken];
   const outbox: OutboxOptions = { ...opts.outbox, ...(opts.brokerUrl ? { brokerUrl: opts.brokerUrl } : {}) };
+  const payloadCodec = payloadCodecOf(opts);
   // One registry per app, shared by its engines (one per request in per-request mode).
   const activities = new ActivityRegistry();
   const engineFor = (database: Database) =>
@@ -308,6 +326,7 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.groupCommit !== undefined ? { groupCommit: opts.groupCommit } : {}),
       ...(opts.secret ? { webhookLinks: { key: opts.secret, ...(opts.publicUrl ? { baseUrl: opts.publicUrl } : {}) } } : {}),
       outbox,
+      ...(payloadCodec ? { payloadCodec } : {}),
     });
 
   const perRequest = typeof opts.database === "function";

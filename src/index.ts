@@ -34,6 +34,7 @@ export {
   StreamLimitError,
 } from "./core/errors.ts";
 export { patched } from "./core/patched.ts";
+export { encryptionCodec, EncryptedMatchError, PayloadDecryptionError, type PayloadCodec } from "./core/payload-codec.ts";
 export { invoke, startChild } from "./engine/children.ts";
 export type { ChildOptions } from "./engine/children.ts";
 export type { ErrorClass } from "./core/serialization.ts";

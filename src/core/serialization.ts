@@ -3,7 +3,8 @@
  *
  * A top-level Uint8Array is stored as bytes (bytea); anything else as JSON text.
  * Nested Uint8Arrays and Dates inside JSON are tagged so they round-trip
- * exactly: `{"$bytes": base64}`, `{"$date": iso}`.
+ * exactly: `{"$bytes": base64}`, `{"$date": iso}`; `{"$enc": base64}` is a
+ * value sealed at rest (payload-codec.ts), opened before decoding.
  *
  * User data can never be mistaken for a tag: every object key of user data
  * that starts with `$` is stored with one more `$` (`$bytes` → `$$bytes`,
@@ -25,6 +26,8 @@ import { BUILTIN_ERRORS, UnserializableValueError } from "./errors.ts";
 
 const BYTES = "$bytes";
 const DATE = "$date";
+/** A value sealed at rest (core/payload-codec.ts). */
+const SEALED = "$enc";
 const DOLLAR = 36; // "$"
 
 export function toBase64(bytes: Uint8Array): string {
@@ -38,6 +41,16 @@ export function fromBase64(b64: string): Uint8Array {
   const out = new Uint8Array(s.length);
   for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
   return out;
+}
+
+/**
+ * A sealed value (`{"$enc": …}`, core/payload-codec.ts) met unopened: the
+ * database copied it into another record (a broadcast message into the
+ * history of its receivers). Kept as it is, so encoding it again writes the
+ * same envelope, and opened with the record that holds it when it is read.
+ */
+export class SealedValue {
+  constructor(readonly sealed: string) {}
 }
 
 const isPlainRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array) && !(v instanceof Date);
@@ -63,6 +76,7 @@ export function toJson(value: unknown): string {
     const raw = (this as Record<string, unknown>)[key];
     if (raw instanceof Uint8Array) return { [BYTES]: toBase64(raw) };
     if (raw instanceof Date) return { [DATE]: raw.toISOString() };
+    if (raw instanceof SealedValue) return { [SEALED]: raw.sealed };
     if (typeof v === "function" || typeof v === "symbol") throw new TypeError(`a ${typeof v} cannot be stored as JSON${key ? ` (at key "${key}")` : ""}`);
     if (isPlainRecord(v) && hasDollarKey(v)) return escapeKeys(v);
     return v;
@@ -93,7 +107,7 @@ function unserializable(slot: string, cause: unknown): UnserializableValueError 
 }
 
 /** A tag object's value, or `undefined` when `o` is not a well-formed tag. */
-function decodeTag(o: Record<string, unknown>): Uint8Array | Date | undefined {
+function decodeTag(o: Record<string, unknown>): Uint8Array | Date | SealedValue | undefined {
   const keys = Object.keys(o);
   if (keys.length !== 1) return undefined;
   const v = o[keys[0]!];
@@ -109,6 +123,7 @@ function decodeTag(o: Record<string, unknown>): Uint8Array | Date | undefined {
     const d = new Date(v);
     return Number.isNaN(d.getTime()) ? undefined : d;
   }
+  if (keys[0] === SEALED) return new SealedValue(v);
   return undefined;
 }
 

@@ -37,6 +37,8 @@ import { checkScheduledInputs, listAppSchedules, pauseSchedule, resumeSchedule, 
 import { fork, rerunIn, type Forked, type Repaired } from "./repairs.ts";
 import { countMatching, createBulk, driveBulk, driveInBackground, type BulkRequest } from "./bulk.ts";
 import { startTimedStarts } from "./flow-control.ts";
+import { sealPayloads } from "../storage/payload-sealing.ts";
+import type { PayloadCodec } from "../core/payload-codec.ts";
 import * as inspection from "./inspection.ts";
 import { openStream, StreamHub, type StreamEvent, type StreamReadOptions } from "./stream-reader.ts";
 import { ingest, type IngestResult, type PreparedEvent } from "./ingestion.ts";
@@ -98,6 +100,12 @@ export interface EngineOptions {
   groupCommit?: GroupCommitOptions | false;
   /** The key per-wait webhook URLs (`createWebhook`) are derived from (EDDA_SECRET) and the public URL they start with (EDDA_PUBLIC_URL). */
   webhookLinks?: WebhookLinks;
+  /**
+   * Payloads sealed at rest (inputs, outputs, history records, messages, stream items, compensation
+   * arguments): `encryptionCodec(keys)` for AES-256-GCM (EDDA_ENCRYPTION_KEY), or your own KMS.
+   * Without one, a sealed payload read from the database is a PayloadDecryptionError.
+   */
+  payloadCodec?: PayloadCodec;
 }
 
 export const DEFAULT_STREAM_MAX_BYTES = 8 * 1024 * 1024;
@@ -138,15 +146,16 @@ export class Engine implements StepRunner, EngineParts {
   readonly groupCommit: GroupCommit | null;
 
   constructor(opts: EngineOptions) {
-    this.storage = opts.storage;
+    const storage = sealPayloads(opts.storage, opts.payloadCodec ?? null);
+    this.storage = storage;
     // Over a transaction (a Storage with afterCommit) a failed group would abort it: no fallback there.
-    const inTransaction = typeof (opts.storage as { afterCommit?: unknown }).afterCommit === "function";
-    this.groupCommit = opts.groupCommit === false || inTransaction ? null : new GroupCommit(opts.storage, opts.groupCommit);
+    const inTransaction = typeof (storage as { afterCommit?: unknown }).afterCommit === "function";
+    this.groupCommit = opts.groupCommit === false || inTransaction ? null : new GroupCommit(storage, opts.groupCommit);
     this.clock = opts.clock ?? Date.now;
-    this.definitions = new SourceHashes(opts.storage);
+    this.definitions = new SourceHashes(storage);
     this.quarantineAfter = Math.max(1, Math.trunc(opts.quarantineAfterFailures ?? DEFAULT_QUARANTINE_AFTER));
     this.streamMaxBytes = Math.max(0, Math.trunc(opts.streams?.maxBytes ?? DEFAULT_STREAM_MAX_BYTES));
-    this.streamHub = opts.streams?.wake === "poll" ? null : new StreamHub(opts.storage);
+    this.streamHub = opts.streams?.wake === "poll" ? null : new StreamHub(storage);
     this.retention = {
       finishedInstancesSeconds: opts.retention?.finishedInstancesSeconds ?? DEFAULT_RETENTION_SECONDS,
       channelMessagesSeconds: opts.retention?.channelMessagesSeconds ?? DEFAULT_RETENTION_SECONDS,

@@ -19,6 +19,7 @@ import { compensationRows, continueWith, decide, needsStoredCompensations, parkC
 import { waitKind } from "./wait-kinds.ts";
 import { fromJson, toJson } from "../core/serialization.ts";
 import { sendLastAlone } from "../storage/database.ts";
+import { leaseLeftBy } from "../storage/payload-sealing.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage, TxStorage } from "../storage/types.ts";
 import { deliverToParent, reportsToParent, startChildIn } from "./lifecycle.ts";
 import { startChildActivity } from "./children.ts";
@@ -107,6 +108,10 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
     }
     leased ??= await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true });
   } catch (err) {
+    // The lease was taken but its payloads could not be opened (no key, a key this deployment lacks):
+    // a failed step like any other, so the lease goes back and the failure counts towards quarantine.
+    const left = leaseLeftBy(err);
+    if (left) await stepFailed(storage, left, err, deps.quarantineAfter, () => deps.metrics?.quarantined("step"));
     // The first statement met a dead connection: try again once the database answers, giving a
     // handed-off lease back first (else the retry would find it held by this very worker).
     if (isConnectionLost(err)) {

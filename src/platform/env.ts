@@ -23,6 +23,8 @@ export interface EddaEnv {
   DATABASE_DRIVER?: string;
   NEON_WS_PROXY?: string;
   EDDA_SECRET?: string;
+  EDDA_ENCRYPTION_KEY?: string;
+  EDDA_ENCRYPTION_KEYS?: string;
   EDDA_API_TOKEN?: string;
   EDDA_EVENTS_TOKEN?: string;
   EDDA_EVENTS_TOKEN_TARGETING?: string;
@@ -54,6 +56,8 @@ export interface EddaConfig {
   driver: "postgres-js" | "neon-serverless" | undefined;
   neonWsProxy: string | undefined;
   secret: string | undefined;
+  /** EDDA_ENCRYPTION_KEYS (comma-separated, newest first) or EDDA_ENCRYPTION_KEY: base64 of 32 bytes each. */
+  encryptionKeys: string[] | undefined;
   apiToken: string | undefined;
   /** A separate bearer token accepted by CloudEvents ingestion (`POST /`, `/events`). */
   eventsToken: string | undefined;
@@ -177,6 +181,19 @@ function webhookSecrets(env: EddaEnv): Record<string, string[]> | undefined {
   return Object.keys(out).length ? out : undefined;
 }
 
+/** EDDA_ENCRYPTION_KEYS wins over EDDA_ENCRYPTION_KEY; set-but-empty is a mistake (it would store payloads in the clear). */
+function encryptionKeys(env: EddaEnv): string[] | undefined {
+  for (const key of ["EDDA_ENCRYPTION_KEYS", "EDDA_ENCRYPTION_KEY"] as const) {
+    const v = token(env, key);
+    if (v === undefined) continue;
+    const list = String(v).split(",").map((s) => s.trim()).filter(Boolean);
+    if (list.length === 0) throw new ConfigurationError(`${key} holds no key: give it one (base64 of 32 bytes), or remove it`, key);
+    if (key === "EDDA_ENCRYPTION_KEY" && list.length > 1) throw new ConfigurationError("EDDA_ENCRYPTION_KEY holds one key; several (newest first) go in EDDA_ENCRYPTION_KEYS", key);
+    return list;
+  }
+  return undefined;
+}
+
 function pgliteTemplateCache(env: EddaEnv): string | undefined {
   const set = str(env.EDDA_PGLITE_TEMPLATE_CACHE);
   if (set !== undefined) return set === "0" ? undefined : set;
@@ -196,6 +213,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     driver,
     neonWsProxy: str(env.NEON_WS_PROXY),
     secret: str(env.EDDA_SECRET),
+    encryptionKeys: encryptionKeys(env),
     apiToken: token(env, "EDDA_API_TOKEN"),
     eventsToken: token(env, "EDDA_EVENTS_TOKEN"),
     eventsTokenTargeting: flag(env, "EDDA_EVENTS_TOKEN_TARGETING"),
@@ -245,7 +263,7 @@ export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError |
 /** The app options an environment variable can supply (the adapters build the dispatcher and the sweep themselves). */
 export type EnvOptions = Pick<
   EddaOptions,
-  "serviceName" | "secret" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams"
+  "serviceName" | "secret" | "encryptionKeys" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams"
 >;
 
 /** Each option the environment supplies, from the parsed configuration. */
@@ -253,6 +271,7 @@ function envOptions(config: EddaConfig): EnvOptions {
   return {
     serviceName: config.serviceName,
     secret: config.secret,
+    encryptionKeys: config.encryptionKeys,
     apiToken: config.apiToken,
     eventsToken: config.eventsToken,
     eventsTokenTargeting: config.eventsTokenTargeting,
