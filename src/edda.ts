@@ -17,7 +17,7 @@ import { webhookSecretVariable, type Webhook } from "./core/webhooks.ts";
 import type { RetryPolicy } from "./core/retry.ts";
 import type { ErrorClass } from "./core/serialization.ts";
 import { checkScheduledInputs } from "./engine/schedules.ts";
-import { Engine, type InstanceDetail, type InstanceView, type RetentionOptions, type StartOptions } from "./engine/engine.ts";
+import { Engine, type InstanceDetail, type InstanceView, type RetentionOptions, type StartOptions, type WhyView } from "./engine/engine.ts";
 import { LocalDispatcher, SubrequestBudget, type Dispatcher, type DispatchScope, type LocalDispatcherOptions } from "./engine/dispatcher.ts";
 import { HttpDispatcher } from "./engine/http-dispatcher.ts";
 import type { PublishOptions } from "./engine/messaging.ts";
@@ -203,6 +203,8 @@ export interface Edda {
     opts?: { history?: boolean },
   ): Promise<InstanceDetail | null>;
   findInstances(query?: ListInstancesQuery): Promise<InstancePage>;
+  /** Why the instance is not moving and what will move it (`GET /instances/:id/why`); null if unknown. */
+  why(instanceId: string): Promise<WhyView | null>;
   cancel(instanceId: string, cancelledBy?: string, ctx?: ExecutionContextLike): Promise<{ status: InstanceStatus }>;
   /**
    * Retry a quarantined instance (back to the status it had, failure count reset), or resume a
@@ -433,6 +435,7 @@ export function createEdda(opts: EddaOptions): Edda {
     start: (wf: Workflow | string, input: unknown, o?: StartOptions, ctx?: ExecutionContextLike) => run((e, scope) => e.start(wf, input, o, scope), ctx ? { ctx } : {}),
     getInstance: (id, o) => run((e) => e.getInstance(id, o)),
     findInstances: (q = {}) => run((e) => e.findInstances(q)),
+    why: (id) => run((e) => e.why(id)),
     cancel: (id, by, ctx) => run((e, scope) => e.cancel(id, by, scope), ctx ? { ctx } : {}),
     resume: (id, ctx) => run((e, scope) => e.resume(id, scope), ctx ? { ctx } : {}),
     result: (id, o = {}) => run((e) => e.awaitInstance(id, o.timeoutSeconds ?? 0, o.signal)),

@@ -14,7 +14,8 @@ import type { Workflow } from "../core/definitions.ts";
 import type { FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError } from "../engine/views.ts";
 import type { DeadLetterView } from "../engine/dead-letters.ts";
 import type { ChildSummary, DeadLetterStatus } from "../engine/records.ts";
-import type { InstanceStatus } from "../core/model.ts";
+import type { InstanceStatus, WhyKind } from "../core/model.ts";
+import type { WhyFacts, WhyReason, WhyView } from "../engine/why.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 import { streamEvents, type StreamEvent, type StreamOptions, type StreamTransport } from "./stream.ts";
 import { repairMethods, type RepairMethods } from "./repairs.ts";
@@ -24,7 +25,7 @@ export type { StreamEndEvent, StreamEvent, StreamEventKind, StreamItemEvent, Str
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 /** DeadLetter: an outbox event the relay set aside, the broker refused it (`invalid`) or it ran out of attempts or age (`expired`). */
 export type { DeadLetterView as DeadLetter, DeadLetterStatus };
-export type { ChildSummary, FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError };
+export type { ChildSummary, FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError, WhyFacts, WhyKind, WhyReason, WhyView };
 
 export interface ClientOptions {
   /** The app's URL, e.g. `https://edda.example.com` (a path prefix is kept). */
@@ -92,6 +93,8 @@ export interface EddaClient<W extends WorkflowSet> extends RepairMethods<Workflo
   start<N extends WorkflowName<W>>(name: N, input: StartInput<W, N>, opts?: { instanceId?: string; /** Order within a flow-control key's queue (higher first; default 0). */ priority?: number }): Promise<StartedInstance<WorkflowResult<W, N>>>;
   /** The instance and its children (with `history`, the first page of its history), or null if there is none with this id. */
   get(instanceId: string, opts?: { history?: boolean }): Promise<InstanceDetail | null>;
+  /** Why the instance is not moving and what will move it (`GET /instances/:id/why`), or null if there is none with this id. */
+  why(instanceId: string): Promise<WhyView | null>;
   list(query?: ListQuery<WorkflowName<W>>): Promise<{ instances: InstanceView[]; nextCursor: string | null }>;
   cancel(instanceId: string): Promise<{ status: InstanceStatus }>;
   /** One page of the history, oldest first (at most 500 entries; default 100); `after` is the previous page's `nextCursor`. */
@@ -314,6 +317,10 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
     },
     async get(instanceId, o = {}) {
       const r = await call<InstanceDetail | null>("GET", `/instances/${enc(instanceId)}${o.history ? "?history=1" : ""}`, undefined, { accept: [404] });
+      return r.status === 404 ? null : r.body;
+    },
+    async why(instanceId) {
+      const r = await call<WhyView | null>("GET", `/instances/${enc(instanceId)}/why`, undefined, { accept: [404] });
       return r.status === 404 ? null : r.body;
     },
     async list(q = {}) {

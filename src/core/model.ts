@@ -52,6 +52,7 @@ const DECLARED_WAIT_KINDS = [
     expiry: { task: "timers", counter: "timersFired", priority: true },
     hookBranch: false,
     view: { says: "sleeping until a timer fires", pollIntervalMs: 5000, span: true },
+    why: { next: "its timer fires at `until` (the in-process wake-up or the next sweep); cancel it to stop it sooner" },
   },
   {
     kind: "message",
@@ -60,6 +61,7 @@ const DECLARED_WAIT_KINDS = [
     expiry: { task: "message_timeouts", counter: "messageWaitsExpired", priority: true },
     hookBranch: true,
     view: { says: "waiting for a message", pollIntervalMs: 30_000, span: true },
+    why: { next: "a message on its channel (POST /instances/{id}/messages, or a publish to the channel), or its timeout; cancel it to stop waiting" },
   },
   /** Waiting for a child workflow's outcome (`invoke`): it never comes due by itself, the child's end records it. */
   {
@@ -69,6 +71,7 @@ const DECLARED_WAIT_KINDS = [
     expiry: null,
     hookBranch: false,
     view: { says: "waiting for a child workflow", pollIntervalMs: 5000, span: false },
+    why: { next: "the child's end (see its own why); cancel the child to end it, or cancel this instance (its non-detached children end with it)" },
   },
   /** Waiting for a POST to a per-wait URL (`createWebhook` … `hook.wait()`), or its expiry. */
   {
@@ -80,6 +83,7 @@ const DECLARED_WAIT_KINDS = [
     expiry: { task: "webhook_expiry", counter: "webhookWaitsExpired", priority: false },
     hookBranch: true,
     view: { says: "waiting for a POST to its webhook URL", pollIntervalMs: 30_000, span: true },
+    why: { next: "a POST to its webhook URL, or the URL's expiry; cancel it to stop waiting" },
   },
 ] as const satisfies readonly WaitKindDeclaration[];
 
@@ -107,6 +111,8 @@ export interface WaitKindDeclaration {
     /** Whether a step that concludes in this wait gets an `edda.wait {kind}` span. */
     span: boolean;
   };
+  /** `GET /instances/:id/why`: the reason's kind is the wait's own; `next` says in one sentence what moves it (engine/why.ts fills in the facts). */
+  why: { next: string };
 }
 
 export type WaitKind = (typeof DECLARED_WAIT_KINDS)[number]["kind"];
@@ -145,6 +151,30 @@ export const HOOK_LISTENING_STATUSES = DECLARED.filter((d) => d.hookBranch).map(
 export function waitKindOf(status: string): (WaitKindDeclaration & { kind: WaitKind }) | undefined {
   return DECLARED_WAIT_KINDS.find((d) => d.status === status);
 }
+
+/**
+ * Why an unfinished instance is not moving (`GET /instances/:id/why`, engine/why.ts): one kind per
+ * wait kind (its declaration's `why`), the wait variants `event` (a message wait of `waitEvent`) and
+ * `retry_backoff` (a timer that schedules an activity's next attempt), flow control's reasons for a
+ * `queued` instance, the lease's three states of a runnable one, the code it waits for, quarantine,
+ * and `none` (finished).
+ */
+export const WHY_KINDS = [
+  "running",
+  ...DECLARED_WAIT_KINDS.map((d) => d.kind),
+  "event",
+  "retry_backoff",
+  "concurrency",
+  "rate_limit",
+  "debounce",
+  "leased",
+  "dispatch_pending",
+  "pinned",
+  "parked",
+  "quarantined",
+  "none",
+] as const satisfies readonly string[] as unknown as readonly [WhyKind, ...WhyKind[]];
+export type WhyKind = "running" | WaitKind | "event" | "retry_backoff" | "concurrency" | "rate_limit" | "debounce" | "leased" | "dispatch_pending" | "pinned" | "parked" | "quarantined" | "none";
 
 /** Every status an instance can have; the waiting ones come from WAIT_KINDS, one per kind. */
 export const INSTANCE_STATUSES = [

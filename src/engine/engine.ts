@@ -43,10 +43,12 @@ import * as inspection from "./inspection.ts";
 import { openStream, StreamHub, type StreamEvent, type StreamReadOptions } from "./stream-reader.ts";
 import { ingest, type IngestResult, type PreparedEvent } from "./ingestion.ts";
 import { HISTORY_PAGE_MAX, toView, waitWebhookView, type HistoryEntry, type InstanceDetail, type InstanceView } from "./views.ts";
+import { reasonOfRecord, whyOf, type WhyView } from "./why.ts";
 
 export { HISTORY_PAGE_MAX, toView };
 export type { RetentionOptions, StartOptions };
 export type { HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView } from "./views.ts";
+export type { WhyFacts, WhyReason, WhyView } from "./why.ts";
 
 export interface EngineOptions {
   storage: Storage;
@@ -309,6 +311,7 @@ export class Engine implements StepRunner, EngineParts {
       children: await this.storage.listChildren(instanceId, 100),
       webhooks: (await this.storage.listWaitWebhooks(instanceId, 100)).map(waitWebhookView),
       tags: await this.storage.getInstanceTags(instanceId),
+      why: await reasonOfRecord(this, inst),
     };
     if (opts.history) {
       const page = await this.historyPage(instanceId, { limit: HISTORY_PAGE_MAX });
@@ -360,6 +363,11 @@ export class Engine implements StepRunner, EngineParts {
     if (!r) throw new NotFoundError(`instance "${instanceId}" not found`);
     if (!r.ok) throw new ConflictError(`instance "${instanceId}" is ${r.status}, not quarantined or parked`);
     return { status: r.status };
+  }
+
+  /** Why the instance is not moving and what will move it (why.ts); null when there is no such instance. */
+  why(instanceId: string): Promise<WhyView | null> {
+    return whyOf(this, instanceId);
   }
 
   /** The instance once it has finished, or as it is after `waitSeconds` (see results.ts). */

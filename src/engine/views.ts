@@ -5,6 +5,7 @@
  * code, so the server's answers and the client's types are one definition.
  */
 import { fromJson, instanceErrorView, type ErrorViewOptions, type StoredError } from "../core/serialization.ts";
+import type { WhyReason } from "./why.ts";
 import type { ChildSummary, FailureTask, InstanceRecord, InstanceStatus, WaitWebhookRecord, WaitWebhookStatus } from "../storage/types.ts";
 
 export type { StoredError };
@@ -90,6 +91,8 @@ export interface InstanceDetail extends InstanceView {
   webhooks: WaitWebhookView[];
   /** Its tags (search attributes: the workflow's `tags` option and `setTags`), by key. */
   tags: Record<string, string>;
+  /** Why it is not moving and what will move it (`GET /instances/:id/why`'s reason). */
+  why: WhyReason;
   /** With `history`: the first page (at most HISTORY_PAGE_MAX entries). */
   history?: HistoryEntry[];
   /** More history: pass to `historyPage(id, { after })` (`GET /instances/:id/history?after=`). */
@@ -147,7 +150,7 @@ function flowControlView(inst: InstanceRecord): FlowControlView | null {
   };
 }
 
-function failureView(data: string | null): InstanceFailureView | null {
+export function failureView(data: string | null): InstanceFailureView | null {
   if (data === null) return null;
   const f = fromJson(data) as Record<string, unknown> | null;
   if (!f || typeof f !== "object") return null;

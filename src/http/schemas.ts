@@ -4,7 +4,7 @@
  * Request schemas live beside the routes they validate.
  */
 import * as z from "zod";
-import { INSTANCE_STATUSES } from "../core/model.ts";
+import { INSTANCE_STATUSES, WHY_KINDS } from "../core/model.ts";
 
 export const instanceStatus = z.enum(INSTANCE_STATUSES);
 
@@ -30,6 +30,20 @@ export const instanceFailure = z
     previousStatus: instanceStatus.nullable().describe("for a quarantined instance: the status a resume puts it back in"),
   })
   .describe("the latest failure counted against the instance (poison isolation); null when none");
+
+export const whyReason = z
+  .object({
+    kind: z.enum(WHY_KINDS),
+    since: z.iso.datetime().nullable().describe("since when it has been in this state"),
+    until: z.iso.datetime().optional().describe("when it moves by itself, if it will (a timer, a timeout, a rate window, a lease's end)"),
+    blockedBy: z.array(z.string()).optional().describe("the instance ids (or engines, flow-control keys) it waits behind"),
+    detail: z.string().describe("what it waits for, in one sentence"),
+    next: z.string().describe("what will move it, in one sentence, with what an operator can do"),
+    facts: z.record(z.string(), z.unknown()).describe("the kind's own fields (the typed client names them per kind)"),
+  })
+  .describe("why the instance is not moving and what will move it");
+
+export const whyView = z.object({ instanceId: z.string(), status: z.enum(INSTANCE_STATUSES), reason: whyReason });
 
 export const instanceView = z.object({
   instanceId: z.string(),
@@ -82,6 +96,7 @@ export const instanceView = z.object({
     .optional()
     .describe("GET /instances/{id} only: its per-wait webhook URLs (createWebhook), oldest first (at most 100); never the URL, whose token is not stored"),
   tags: z.record(z.string(), z.string()).optional().describe("GET /instances/{id} only: its tags (search attributes), by key"),
+  why: whyReason.optional().describe("GET /instances/{id} only: why it is not moving (GET /instances/{id}/why's reason)"),
   history: z.array(historyEntry).optional().describe("with ?history=1: the first page (at most 500 entries)"),
   historyNextCursor: z.string().nullable().optional().describe("with ?history=1: pass as `after` to GET /instances/{id}/history for the rest"),
 });

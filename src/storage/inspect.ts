@@ -10,8 +10,8 @@ import { INSTANCE_STATUSES } from "./schema.ts";
 import { availableTo } from "./channel-rules.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { instanceFilter } from "./instances.ts";
-import { MESSAGE_COLUMNS, SUBSCRIPTION_COLUMNS, toChannelMessage, toDate, toJsonValue, toNullableDate, toNumber, toSubscription, type Row } from "./rows.ts";
-import type { ChannelMessageRecord, ChannelMode, InstanceFilter, InstanceStatus, SubscriptionRecord } from "./records.ts";
+import { DB_NOW, MESSAGE_COLUMNS, SUBSCRIPTION_COLUMNS, toChannelMessage, toDate, toHistoryEvent, toJsonValue, toNullableDate, toNumber, toSubscription, type Row } from "./rows.ts";
+import type { ChannelMessageRecord, ChannelMode, HistoryEvent, InstanceFilter, InstanceStatus, SubscriptionRecord } from "./records.ts";
 
 export interface TimerRecord {
   timerId: string;
@@ -58,6 +58,33 @@ export interface ChannelSubscriber extends SubscriptionRecord {
   available: number;
 }
 
+/** An open channel wait of one instance (`GET /instances/:id/why`): what it takes and the latest message it could see. */
+export interface ChannelWait {
+  channel: string;
+  mode: ChannelMode;
+  /** The receive's operation id. */
+  activityId: string;
+  timeoutAt: Date | null;
+  /** The event match (core/match.ts document), null when any message will do. */
+  match: unknown;
+  /** Set for an event wait's subscription: only messages published after this count. */
+  lookbackFrom: Date | null;
+  /** The newest message on the channel this instance may see (broadcast or addressed to it), or null. */
+  lastMessage: { messageId: string; publishedAt: Date } | null;
+}
+
+/** Who holds or stands before one instance of a flow-control key (`GET /instances/:id/why`). */
+export interface FlowKeyPeers {
+  /**
+   * Concurrency: the unfinished, unqueued instances holding the key's slots (oldest first). Rate limit:
+   * the instances admitted in the current window (newest first), each with its admission.
+   */
+  holders: { instanceId: string; status: InstanceStatus; admittedAt: Date | null }[];
+  /** Queued instances of the key that leave the queue before this one (the first few), and how many. */
+  ahead: string[];
+  aheadCount: number;
+}
+
 /** Read-only views for operators: no locks, each bounded. */
 export interface InspectArea {
   /** Instances per status under the filter (statuses with none are 0). */
@@ -72,6 +99,16 @@ export interface InspectArea {
   channelSubscribers(channel: string, limit: number): Promise<ChannelSubscriber[]>;
   /** Pending messages of a channel (see ChannelSummary.pending), oldest first. */
   pendingMessages(channel: string, limit: number): Promise<ChannelMessageRecord[]>;
+  /** The instance's open channel waits (subscriptions with a receive in progress), with the newest message each could see. */
+  channelWaits(instanceId: string): Promise<ChannelWait[]>;
+  /**
+   * Flow-control peers of a queued instance: for `concurrency`, the key's slot holders; for `rate`, the
+   * instances admitted in the last `periodSeconds`; both with the queue ahead of it (admission order:
+   * priority, then start). At most `limit` of each.
+   */
+  flowKeyPeers(option: "concurrency" | "rate", key: string, instanceId: string, opts: { limit: number; periodSeconds?: number }): Promise<FlowKeyPeers>;
+  /** One record of the instance's current history by its activity id, or null. */
+  historyRecord(instanceId: string, activityId: string): Promise<HistoryEvent | null>;
 }
 
 /** Whether message `m` has not been received yet (ChannelSummary.pending). */
@@ -182,6 +219,71 @@ export function inspectArea(ex: Executor): InspectArea {
             ORDER BY m.id LIMIT ${Math.max(1, Math.trunc(limit))}::int`,
       );
       return rows.map(toChannelMessage);
+    },
+
+    async channelWaits(instanceId) {
+      // The newest visible message rides idx_channel_messages_channel_id backwards (one row per wait).
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT s.channel, s.mode, s.activity_id, s.timeout_at, s.match, s.lookback_from, last.message_id AS last_id, last.published_at AS last_at
+            FROM channel_subscriptions s
+            LEFT JOIN LATERAL (
+              SELECT m.message_id, m.published_at FROM channel_messages m
+              WHERE m.channel = s.channel AND (m.target_instance_id IS NULL OR m.target_instance_id = s.instance_id)
+              ORDER BY m.id DESC LIMIT 1
+            ) last ON true
+            WHERE s.instance_id = ${instanceId} AND s.activity_id IS NOT NULL
+            ORDER BY s.subscribed_at, s.id LIMIT 20`,
+      );
+      return rows.map((r) => ({
+        channel: String(r.channel),
+        mode: String(r.mode) as ChannelMode,
+        activityId: String(r.activity_id),
+        timeoutAt: toNullableDate(r.timeout_at),
+        match: r.match === null || r.match === undefined ? null : toJsonValue<unknown>(r.match),
+        lookbackFrom: toNullableDate(r.lookback_from),
+        lastMessage: r.last_id === null || r.last_id === undefined ? null : { messageId: String(r.last_id), publishedAt: toDate(r.last_at) },
+      }));
+    },
+
+    async flowKeyPeers(option, key, instanceId, opts) {
+      const limit = Math.max(1, Math.trunc(opts.limit));
+      const column = sql.raw(option === "concurrency" ? "concurrency_key" : "rate_key");
+      const holders =
+        option === "concurrency"
+          ? sql`SELECT instance_id, status, admitted_at FROM workflow_instances
+                WHERE concurrency_key = ${key} AND status NOT IN ('completed', 'failed', 'cancelled', 'queued')
+                ORDER BY started_at, instance_id LIMIT ${limit}::int`
+          : sql`SELECT instance_id, status, admitted_at FROM workflow_instances
+                WHERE rate_key = ${key} AND admitted_at > ${DB_NOW} - make_interval(secs => ${opts.periodSeconds ?? 0}::float8)
+                ORDER BY admitted_at DESC LIMIT ${limit}::int`;
+      // The queue's order is the promotion's (storage/flow-control.ts): priority first, then the oldest start.
+      const before = sql`q.${column} = ${key} AND q.status = 'queued' AND q.instance_id <> me.instance_id
+              AND (q.priority > me.priority OR (q.priority = me.priority AND (q.started_at, q.instance_id) < (me.started_at, me.instance_id)))`;
+      const [held, ahead, counted] = await Promise.all([
+        queryRows<Row>(ex, holders),
+        queryRows<Row>(
+          ex,
+          sql`SELECT q.instance_id FROM workflow_instances q, workflow_instances me
+              WHERE me.instance_id = ${instanceId} AND ${before}
+              ORDER BY q.priority DESC, q.started_at, q.instance_id LIMIT ${limit}::int`,
+        ),
+        queryRows<Row>(ex, sql`SELECT count(*)::int AS n FROM workflow_instances q, workflow_instances me WHERE me.instance_id = ${instanceId} AND ${before}`),
+      ]);
+      return {
+        holders: held.map((r) => ({ instanceId: String(r.instance_id), status: String(r.status) as InstanceStatus, admittedAt: toNullableDate(r.admitted_at) })),
+        ahead: ahead.map((r) => String(r.instance_id)),
+        aheadCount: toNumber(counted[0]?.n ?? 0),
+      };
+    },
+
+    async historyRecord(instanceId, activityId) {
+      const [row] = await queryRows<Row>(
+        ex,
+        sql`SELECT id, activity_id, event_type, data_type, event_data, event_data_binary, created_at
+            FROM workflow_history WHERE instance_id = ${instanceId} AND activity_id = ${activityId}`,
+      );
+      return row ? toHistoryEvent(row) : null;
     },
   };
 }

@@ -12,7 +12,7 @@ import { INGESTION_LIMITS, fromJsonFormat } from "../core/cloudevent.ts";
 import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import type { ErrorClass } from "../core/serialization.ts";
-import { Engine, type InstanceDetail, type InstanceView, type RetentionOptions, type StartOptions } from "../engine/engine.ts";
+import { Engine, type InstanceDetail, type InstanceView, type RetentionOptions, type StartOptions, type WhyView } from "../engine/engine.ts";
 import type { HistoryEntry } from "../engine/views.ts";
 import type { IngestResult } from "../engine/ingestion.ts";
 import { ingestCloudEvents } from "../http/cloudevents.ts";
@@ -102,6 +102,8 @@ export interface TestEdda<W extends Workflow = Workflow> {
   cancel(instance: InstanceRef, cancelledBy?: string): Promise<{ status: InstanceStatus }>;
   /** The instance and its children, or null. */
   instance(instance: InstanceRef): Promise<InstanceDetail | null>;
+  /** Why the instance is not moving and what will move it, as `GET /instances/:id/why` answers (throws for an unknown instance). */
+  why(instance: InstanceRef): Promise<WhyView>;
   /** Instances, newest first, all pages (filters as `GET /instances`). */
   instances(query?: Omit<ListInstancesQuery, "cursor" | "limit">): Promise<InstanceView[]>;
   /** Its whole history (current run), in order. */
@@ -265,7 +267,7 @@ export async function createTestEdda<const W extends Workflow>(opts: TestEddaOpt
   async function view(ref: InstanceRef): Promise<TestResult> {
     const v = await engine.getInstance(idOf(ref));
     if (!v) throw new Error(`no instance "${idOf(ref)}"`);
-    const { children: _children, history: _history, historyNextCursor: _next, ...rest } = v;
+    const { children: _children, history: _history, historyNextCursor: _next, why: _why, ...rest } = v;
     return rest;
   }
 
@@ -295,6 +297,11 @@ export async function createTestEdda<const W extends Workflow>(opts: TestEddaOpt
       }),
     cancel: (ref, by = "test") => driven(() => engine.cancel(idOf(ref), by, queue.scope)),
     instance: (ref) => engine.getInstance(idOf(ref)),
+    async why(ref) {
+      const w = await engine.why(idOf(ref));
+      if (!w) throw new Error(`no instance "${idOf(ref)}"`);
+      return w;
+    },
     async instances(query = {}) {
       const out: InstanceView[] = [];
       let cursor: string | null = null;
