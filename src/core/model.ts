@@ -174,7 +174,9 @@ export const WHY_KINDS = [
   "quarantined",
   "none",
 ] as const satisfies readonly string[] as unknown as readonly [WhyKind, ...WhyKind[]];
-export type WhyKind = "running" | WaitKind | "event" | "retry_backoff" | "concurrency" | "rate_limit" | "debounce" | "leased" | "dispatch_pending" | "pinned" | "parked" | "quarantined" | "none";
+export type WhyKind = "running" | "timer" | "message" | "child" | "webhook" | "event" | "retry_backoff" | "concurrency" | "rate_limit" | "debounce" | "leased" | "dispatch_pending" | "pinned" | "parked" | "quarantined" | "none";
+// Spelled out for the public API (as ExpiryTask is); every declared wait kind is a reason kind.
+const _everyWaitKindIsAReason: WaitKind extends WhyKind ? true : never = true;
 
 /** Every status an instance can have; the waiting ones come from WAIT_KINDS, one per kind. */
 export const INSTANCE_STATUSES = [

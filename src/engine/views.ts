@@ -5,7 +5,7 @@
  * code, so the server's answers and the client's types are one definition.
  */
 import { fromJson, instanceErrorView, type ErrorViewOptions, type StoredError } from "../core/serialization.ts";
-import type { WhyReason } from "./why.ts";
+import type { WhyReason } from "./why-view.ts";
 import type { ChildSummary, FailureTask, InstanceRecord, InstanceStatus, WaitWebhookRecord, WaitWebhookStatus } from "../storage/types.ts";
 
 export type { StoredError };

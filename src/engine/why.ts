@@ -12,67 +12,26 @@
  * (a mapped type over the declared kinds: a new kind fails to compile until it says why).
  */
 import { sourceHash } from "./source-hashes.ts";
-import { EV, WAIT_KINDS, waitKindOf, type InstanceStatus, type WaitKind, type WhyKind } from "../core/model.ts";
+import { EV, WAIT_KINDS, waitKindOf, type WaitKind, type WhyKind } from "../core/model.ts";
 import { fromPayload, fromJson } from "../core/serialization.ts";
 import { resolveRetryPolicy } from "../core/retry.ts";
 import type { InstanceRecord } from "../storage/types.ts";
 import type { Uses } from "./deps.ts";
-import { failureView, type InstanceFailureView } from "./views.ts";
+import { failureView } from "./views.ts";
+import type { WhyReason, WhyReasonOf, WhyView } from "./why-view.ts";
+
+export type { WhyFacts, WhyReason, WhyReasonOf, WhyView } from "./why-view.ts";
 
 /** When a reason's stored text (an error message, a match) is cut: no answer grows with a stored value. */
 const MAX_TEXT = 500;
 /** Children, holders and queue entries named per reason. */
 const MAX_NAMED = 10;
 
-/** The facts of each kind of reason, beside its sentence (`detail`). Times are ISO 8601. */
-export interface WhyFacts {
-  running: { activityId: string | null; engine: string; leaseExpiresAt: string | null };
-  timer: { timerId: string; activityId: string; dispatcherWakeUp: boolean };
-  message: { channel: string; mode: string; activityId: string; timeoutAt: string | null; lastMessage: { messageId: string; publishedAt: string } | null };
-  event: { type: string; activityId: string; match: unknown; timeoutAt: string | null; lastEvent: { messageId: string; publishedAt: string } | null };
-  child: { activityId: string | null; children: { instanceId: string; workflowName: string; status: InstanceStatus; why: { kind: WhyKind; detail: string } | null }[] };
-  webhook: { hookId: string | null; waitId: string | null; expiresAt: string | null };
-  concurrency: { key: string; limit: number | null; holders: string[]; ahead: number };
-  rate_limit: { key: string; limit: number | null; periodSeconds: number | null; admittedInWindow: number; ahead: number };
-  debounce: { key: string; notBefore: string | null };
-  retry_backoff: { activityId: string; activityName: string | null; attempt: number; maxAttempts: number | null; lastError: { type: string; message: string } | null; nextAttemptAt: string };
-  leased: { engine: string; expiredAt: string | null };
-  dispatch_pending: { idleSince: string };
-  pinned: { workflowName: string; sourceHash: string };
-  parked: { activityId: string | null; parkedHash: string | null; deployedHash: string | null; error: string };
-  quarantined: InstanceFailureView | { task: null };
-  none: { status: InstanceStatus };
-}
-
-interface ReasonBase<K extends WhyKind> {
-  kind: K;
-  /** Since when it has been in this state (ISO 8601). */
-  since: string | null;
-  /** When it moves by itself, if it will (a timer's expiry, a rate window, a lease's end). */
-  until?: string;
-  /** The instance ids (or flow-control keys, engine ids) it waits behind. */
-  blockedBy?: string[];
-  /** One sentence of what it waits for. */
-  detail: string;
-  /** One sentence of what will move it, and what an operator can do (send, resume, rerun, cancel). */
-  next: string;
-  facts: WhyFacts[K];
-}
-
-/** Why an instance is where it is: a keyed union over WHY_KINDS. */
-export type WhyReason = { [K in WhyKind]: ReasonBase<K> }[WhyKind];
-
-export interface WhyView {
-  instanceId: string;
-  status: InstanceStatus;
-  reason: WhyReason;
-}
-
 type WhyDeps = Uses<"storage" | "workflows" | "activities" | "dispatcher" | "retryPolicy" | "clock">;
 
 const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 const cut = (text: string): string => (text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text);
-const reason = <K extends WhyKind>(r: ReasonBase<K>): WhyReason => r as unknown as WhyReason;
+const reason = <K extends WhyKind>(r: WhyReasonOf<K>): WhyReason => r as unknown as WhyReason;
 /** "in 42 s" / "3 min ago", from the engine's clock (the database's is the truth; this is for a reader). */
 function relative(at: Date, now: number): string {
   const ms = at.getTime() - now;

@@ -19,6 +19,7 @@ const ANCHORS: Record<string, RegExp> = {
   "src/core/replay.ts": /export type WaitRequest =/,
   "src/engine/wait-kinds.ts": /\[K in WaitKind\]: WaitKindHandlers<K>[\s\S]*WAIT_HANDLERS: WaitKindTable/,
   "src/storage/lifecycle.ts": /resolveWaits\(\{[\s\S]*?status = \$\{WAITING\.child\} AND i\.current_activity_id = b\.wait_id/,
+  "src/engine/why.ts": /WAIT_REASONS: \{ \[K in WaitKind\]: WaitReason \}/,
 };
 
 function sources(dir: string): string[] {

@@ -120,6 +120,7 @@ const ROUTES: { method: string; path: (s: string) => string }[] = [
   { method: "POST", path: () => "/events" },
   { method: "POST", path: (s) => `/workflows/${s}/instances` },
   { method: "GET", path: (s) => `/instances/${s}` },
+  { method: "GET", path: (s) => `/instances/${s}/why` },
   { method: "GET", path: () => "/instances" },
   { method: "POST", path: (s) => `/instances/${s}/cancel` },
   { method: "POST", path: (s) => `/instances/${s}/messages` },

@@ -317,6 +317,8 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
     req("history ndjson", `/instances/ph-${r}/history?format=ndjson`),
     req("history ndjson id", `/instances/${seg(n2)}/history?format=ndjson`),
   ],
+  // An instance the run started (ph-…, hostile values in its input) and a hostile id: a reason or a 404, never more.
+  "GET /instances/{id}/why": ({ r, n1 }) => [req("why", `/instances/ph-${r}/why`), req("why id", `/instances/${seg(n1)}/why`)],
   "GET /instances/{id}/result": ({ n2, n3 }) => [req("result", `/instances/${seg(n2)}/result?wait=${seg(n3)}`)],
   "GET /instances/{id}/stream": ({ n0, n1, n2 }) => [
     req("stream", `/instances/${seg(n1)}/stream?topic=${seg(n2)}&after=${seg(n0)}`),

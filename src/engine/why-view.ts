@@ -1,0 +1,53 @@
+/**
+ * The shapes of `GET /instances/:id/why` (engine/why.ts builds them): a leaf of types, so the
+ * instance view (views.ts) and the typed client name them without importing the engine's code.
+ */
+import type { InstanceStatus, WhyKind } from "../core/model.ts";
+import type { FailureTask } from "../storage/types.ts";
+
+/** The facts of each kind of reason, beside its sentence (`detail`). Times are ISO 8601. */
+export interface WhyFacts {
+  running: { activityId: string | null; engine: string; leaseExpiresAt: string | null };
+  timer: { timerId: string; activityId: string; dispatcherWakeUp: boolean };
+  message: { channel: string; mode: string; activityId: string; timeoutAt: string | null; lastMessage: { messageId: string; publishedAt: string } | null };
+  event: { type: string; activityId: string; match: unknown; timeoutAt: string | null; lastEvent: { messageId: string; publishedAt: string } | null };
+  child: { activityId: string | null; children: { instanceId: string; workflowName: string; status: InstanceStatus; why: { kind: WhyKind; detail: string } | null }[] };
+  webhook: { hookId: string | null; waitId: string | null; expiresAt: string | null };
+  concurrency: { key: string; limit: number | null; holders: string[]; ahead: number };
+  rate_limit: { key: string; limit: number | null; periodSeconds: number | null; admittedInWindow: number; ahead: number };
+  debounce: { key: string; notBefore: string | null };
+  retry_backoff: { activityId: string; activityName: string | null; attempt: number; maxAttempts: number | null; lastError: { type: string; message: string } | null; nextAttemptAt: string };
+  leased: { engine: string; expiredAt: string | null };
+  dispatch_pending: { idleSince: string };
+  pinned: { workflowName: string; sourceHash: string };
+  parked: { activityId: string | null; parkedHash: string | null; deployedHash: string | null; error: string };
+  /** The failure that set it aside (the instance view's `failure`). */
+  quarantined: { task: FailureTask; errorType: string; message: string; at: string; attempts: number; previousStatus: InstanceStatus | null } | { task: null };
+  none: { status: InstanceStatus };
+}
+
+/** The reason of one kind: its common fields and the kind's facts. */
+export interface WhyReasonOf<K extends WhyKind> {
+  kind: K;
+  /** Since when it has been in this state (ISO 8601). */
+  since: string | null;
+  /** When it moves by itself, if it will (a timer's expiry, a rate window, a lease's end). */
+  until?: string;
+  /** The instance ids (or flow-control keys, engine ids) it waits behind. */
+  blockedBy?: string[];
+  /** One sentence of what it waits for. */
+  detail: string;
+  /** One sentence of what will move it, and what an operator can do (send, resume, rerun, cancel). */
+  next: string;
+  facts: WhyFacts[K];
+}
+
+/** Why an instance is where it is: a keyed union over WHY_KINDS. */
+export type WhyReason = { [K in WhyKind]: WhyReasonOf<K> }[WhyKind];
+
+export interface WhyView {
+  instanceId: string;
+  status: InstanceStatus;
+  reason: WhyReason;
+}
+
