@@ -130,6 +130,23 @@ describe("remote commands", () => {
     expect((await waitFor(id, "completed")).output).toBe("extra");
   });
 
+  it("why prints a sleeping instance's reason in two lines, --json its facts; an unknown id exits 1 with the 404", { timeout: 180_000 }, async () => {
+    const id = await start("napper");
+    await waitFor(id, "waiting_for_timer");
+    const r = await cli(["why", id], remote);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split("\n");
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(new RegExp(`^${id} waiting_for_timer — timer: sleeping at sleep:1 until \\S+ \\(in 60 min\\)`));
+    expect(lines[1]).toMatch(/^ {2}next: its timer fires at `until`/);
+    const json = await cli(["why", id, "--json"], remote);
+    expect(JSON.parse(json.stdout)).toMatchObject({ instanceId: id, status: "waiting_for_timer", reason: { kind: "timer", facts: { timerId: "sleep:1" } } });
+    const unknown = await cli(["why", "no-such-instance"], remote);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("404");
+    expect((await cli(["why"], remote)).code).toBe(2);
+  });
+
   it("instances cancel cancels a sleeping instance; cancelling it again exits 1", { timeout: 180_000 }, async () => {
     const id = await start("napper");
     await waitFor(id, "waiting_for_timer");

@@ -46,11 +46,11 @@ afterAll(async () => {
 });
 
 describe("mcp: the default tools", () => {
-  it("are the same 11 whatever the number of workflows; start_workflow names them all and starts any", async () => {
+  it("are the same 12 whatever the number of workflows; start_workflow names them all and starts any", async () => {
     const c = await client(many);
     const { tools } = await c.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(
-      ["bulk_instances", "cancel_instance", "control_schedule", "instance_result", "instance_status", "list_instances", "list_workflows", "operation_status", "rerun_instance", "send_message", "start_workflow"].sort(),
+      ["bulk_instances", "cancel_instance", "control_schedule", "instance_result", "instance_status", "instance_why", "list_instances", "list_workflows", "operation_status", "rerun_instance", "send_message", "start_workflow"].sort(),
     );
     const start = tools.find((t) => t.name === "start_workflow")!;
     expect((start.inputSchema.properties as Record<string, { enum?: string[] }>).workflow!.enum).toHaveLength(40);
@@ -86,6 +86,22 @@ describe("mcp: a list of workflows, with per-workflow tools", () => {
     await expect(c.callTool({ name: "instance_status", arguments: { instance_id: instanceId } })).resolves.toMatchObject({ isError: true });
     await expect(c.callTool({ name: "start_workflow", arguments: { workflow: "pipeline", input: { steps: 1 } } })).resolves.toMatchObject({ isError: true });
     await c.close();
+  });
+
+  it("instance_why says why a served instance is where it is; for an instance of another workflow it is not found", async () => {
+    const c = await client(exposed);
+    const done = await exposed.edda.start(orderSaga, { orderId: "why-1", amount: 5 });
+    await exposed.waitFor(done.instanceId);
+    const r = (await c.callTool({ name: "instance_why", arguments: { instance_id: done.instanceId } })) as CallToolResult;
+    expect(r.isError).toBeFalsy();
+    expect(structured(r)).toMatchObject({ instance_id: done.instanceId, status: "completed", reason: { kind: "none", facts: { status: "completed" } } });
+    expect((r.content[0] as { text: string }).text).toContain(`${done.instanceId} completed: none: finished completed`);
+    const hidden = await exposed.edda.start(pipeline, { steps: 1 });
+    const refused = (await c.callTool({ name: "instance_why", arguments: { instance_id: hidden.instanceId } })) as CallToolResult;
+    expect(refused.isError).toBe(true);
+    expect(structured(refused)).toMatchObject({ error_type: "NotFoundError" });
+    const bad = (await c.callTool({ name: "instance_why", arguments: { instance_id: "a b" } })) as CallToolResult;
+    expect(bad.isError).toBe(true);
   });
 
   it("a workflow's own tools answer only for its instances; the generic ones for any served instance", async () => {

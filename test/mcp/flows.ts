@@ -95,7 +95,7 @@ export function mcpFlows(t: McpTarget) {
     const names = tools.map((tool) => tool.name);
     expect(names.length).toBeLessThanOrEqual(12);
     expect(names.sort()).toEqual(
-      ["bulk_instances", "cancel_instance", "control_schedule", "instance_result", "instance_status", "list_instances", "list_workflows", "operation_status", "rerun_instance", "send_message", "start_workflow"].sort(),
+      ["bulk_instances", "cancel_instance", "control_schedule", "instance_result", "instance_status", "instance_why", "list_instances", "list_workflows", "operation_status", "rerun_instance", "send_message", "start_workflow"].sort(),
     );
     const byName = new Map(tools.map((tool) => [tool.name, tool]));
     const startTool = byName.get("start_workflow")!;

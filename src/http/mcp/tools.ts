@@ -3,7 +3,8 @@
  * workflows (an MCP client chooses worse among many tools, and some cap the
  * count or the context the list takes): `start_workflow` (a workflow by name
  * with its input; answers at once with the instance id, or with a task when
- * the call is task-augmented), `instance_status`, `instance_result`,
+ * the call is task-augmented), `instance_status`, `instance_why` (why it is not
+ * moving, engine/why.ts), `instance_result`,
  * `cancel_instance`, `list_instances`, `list_workflows` (each workflow's
  * input schema; also the `edda://workflows` resource), `send_message` (to one
  * instance, or published on a channel), and the repair tools
@@ -101,6 +102,28 @@ const genericTools: [string, ToolEntry][] = [
     const found = await exposedInstance(ctx, a.instance_id);
     return jsonResult({ ...summarize(found.view, found.completed) });
   }),
+  tool(
+    "instance_why",
+    "Why an instance is not moving",
+    "Why an instance is where it is and what will move it: the reason's kind (running, timer, message, event, child, webhook, concurrency, rate_limit, debounce, retry_backoff, leased, dispatch_pending, pinned, parked, quarantined, none), since and until when, what it waits behind, one sentence of detail and one of what moves it (and what an operator can do: send, resume, rerun, cancel).",
+    instanceArgs,
+    { readOnlyHint: true },
+    async (a, ctx) => {
+      await exposedInstance(ctx, a.instance_id);
+      const why = await ctx.engine.why(a.instance_id);
+      if (!why) throw new NotFoundError(`instance "${a.instance_id}" not found`);
+      const { reason } = why;
+      // Children of workflows this surface does not expose do not exist for its clients.
+      const shown =
+        reason.kind === "child"
+          ? (() => {
+              const children = reason.facts.children.filter((c) => ctx.exposed.has(c.workflowName));
+              return { ...reason, blockedBy: children.map((c) => c.instanceId), facts: { ...reason.facts, children } };
+            })()
+          : reason;
+      return jsonResult({ instance_id: why.instanceId, status: why.status, reason: shown }, false, `${why.instanceId} ${why.status}: ${shown.kind}: ${shown.detail}. Next: ${shown.next}`);
+    },
+  ),
   tool("instance_result", "Instance result", "The outcome of an instance: its output when completed, the error when failed, the cancellation when cancelled; while it runs, its status and when to ask again.", instanceArgs, { readOnlyHint: true }, async (a, ctx) => outcome((await exposedInstance(ctx, a.instance_id)).view, false)),
   tool("cancel_instance", "Cancel an instance", "Cancels a running or waiting instance. The compensations it registered run (newest first) before it ends cancelled.", instanceArgs, { readOnlyHint: false, destructiveHint: true, idempotentHint: true }, async (a, ctx) => {
     const { view } = await exposedInstance(ctx, a.instance_id);

@@ -32,6 +32,10 @@ export const REMOTE_USAGES: Record<string, string> = {
   such as ada is the string "ada"; anything else that is not JSON is refused. With --id, starting again is a no-op.
 ${CONNECTION}`,
   instances: INSTANCES_USAGE,
+  why: `usage: edda-edge why <instanceId>
+  Why the instance is not moving and what will move it, in two lines (GET /instances/:id/why):
+  its status and reason, then what moves it. --json prints the reason with its facts.
+${CONNECTION}`,
   schedules: `${SCHEDULES_USAGE}
 ${CONNECTION}`,
   send: `usage: edda-edge send <instanceId> <channel> [data JSON] [--metadata <JSON object>]
@@ -188,6 +192,12 @@ export async function remoteCommand(command: string, argv: string[], env: Record
         print(r, `published message ${String(r.messageId)} on "${channel}"`);
         return 0;
       }
+      case "why": {
+        needs(positionals, 1, "the instance id", usage);
+        const r = await api.call("GET", `/instances/${encodeURIComponent(positionals[0]!)}/why`);
+        print(r, whyLines(r));
+        return 0;
+      }
       case "schedules":
         return await schedulesCommand(api, positionals, values, print);
       default:
@@ -205,6 +215,13 @@ export async function remoteCommand(command: string, argv: string[], env: Record
 }
 
 type Print = (json: Record<string, unknown>, human: string) => void;
+
+/** `GET /instances/:id/why` in two lines: `<id> <status> — <kind>: <detail>`, then `  next: …` (with what it waits behind). */
+export function whyLines(view: Record<string, unknown>): string {
+  const r = (view.reason ?? {}) as { kind?: unknown; detail?: unknown; next?: unknown; blockedBy?: unknown };
+  const behind = Array.isArray(r.blockedBy) && r.blockedBy.length ? ` (behind ${r.blockedBy.slice(0, 5).map(String).join(", ")}${r.blockedBy.length > 5 ? ", …" : ""})` : "";
+  return `${String(view.instanceId)} ${String(view.status)} — ${String(r.kind)}: ${String(r.detail)}${behind}\n  next: ${String(r.next)}`;
+}
 
 async function instances(api: Remote, values: Record<string, unknown>, positionals: string[], usage: string, print: Print): Promise<number> {
   const [action, id] = positionals;
