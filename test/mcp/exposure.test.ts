@@ -69,7 +69,7 @@ describe("mcp: a list of workflows, with per-workflow tools", () => {
     const names = (await c.listTools()).tools.map((t) => t.name);
     expect(names).toEqual(expect.arrayContaining(["order_saga", "order_saga_status", "echo_text_cancel", "no_schema_result", "list_instances", "start_workflow"]));
     expect(names.filter((n) => n.startsWith("pipeline"))).toEqual([]);
-    expect(names).toHaveLength(11 + 3 * 4);
+    expect(names).toHaveLength(12 + 3 * 4);
 
     const { instanceId } = await exposed.edda.start(pipeline, { steps: 1 });
     await exposed.waitFor(instanceId);
