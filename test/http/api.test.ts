@@ -88,14 +88,9 @@ describe("instances", () => {
 });
 
 describe("internal routes", () => {
-  it("401 without a signature or with a bad one; accepted when signed", async () => {
+  it("a signed step is acknowledged (202) and a signed sweep runs (the refusals: signatures.unit.test.ts)", async () => {
     const body = JSON.stringify({ instanceId: "nope" });
-    expect((await t.edda.app.request("/_edda/step", { method: "POST", body })).status).toBe(401);
-    const bad = await t.edda.app.request("/_edda/step", { method: "POST", body, headers: { "x-edda-timestamp": String(Math.floor(Date.now() / 1000)), "x-edda-signature": "sha256=00" } });
-    expect(bad.status).toBe(401);
     const step = { method: "POST", path: "/_edda/step", body };
-    const old = await sign("test-secret", step, Math.floor(Date.now() / 1000) - 3600);
-    expect((await t.edda.app.request("/_edda/step", { method: "POST", body, headers: old })).status).toBe(401);
     const ok = await t.edda.app.request("/_edda/step", { method: "POST", body, headers: await sign("test-secret", step) });
     expect(ok.status).toBe(202); // acknowledged at once; the step runs in the request's background work
     expect(await ok.json()).toEqual({ accepted: 1 });
@@ -103,17 +98,6 @@ describe("internal routes", () => {
     const sw = await t.edda.app.request("/_edda/sweep", { method: "POST", body: sweepBody, headers: await sign("test-secret", { method: "POST", path: "/_edda/sweep", body: sweepBody }) });
     expect(sw.status).toBe(200);
     expect(await sw.json()).toHaveProperty("timersFired");
-  });
-
-  it("a captured step request replayed against /_edda/sweep (or with another method) is 401 and runs nothing", async () => {
-    const body = JSON.stringify({ instanceId: "nope" });
-    const captured = await sign("test-secret", { method: "POST", path: "/_edda/step", body });
-    expect((await t.edda.app.request("/_edda/step", { method: "POST", body, headers: captured })).status).toBeLessThan(300);
-    const replayed = await t.edda.app.request("/_edda/sweep", { method: "POST", body, headers: captured });
-    expect(replayed.status).toBe(401);
-    expect(await replayed.json()).toMatchObject({ error: "missing or invalid signature", error_type: "Unauthorized", status: 401 });
-    const asGet = await sign("test-secret", { method: "GET", path: "/_edda/step", body });
-    expect((await t.edda.app.request("/_edda/step", { method: "POST", body, headers: asGet })).status).toBe(401);
   });
 
   it("GET /healthz needs no token", async () => {
