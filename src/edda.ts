@@ -58,6 +58,8 @@ export interface EddaOptions {
   encryptionKeys?: string | readonly string[];
   /** Your own payload codec (a KMS) instead of `encryptionKeys`: Edda stores what `encode` returns. */
   payloadCodec?: PayloadCodec;
+  /** Inputs, outputs and history records over `thresholdBytes` (default 256 KiB) are stored once, by reference. */
+  largeValues?: { thresholdBytes?: number };
   /** Bearer token(s) for the public API (EDDA_API_TOKEN). */
   apiToken?: string | string[];
   /** Bearer token(s) CloudEvents ingestion accepts besides the API token (EDDA_EVENTS_TOKEN). */
@@ -329,6 +331,7 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.secret ? { webhookLinks: { key: opts.secret, ...(opts.publicUrl ? { baseUrl: opts.publicUrl } : {}) } } : {}),
       outbox,
       ...(payloadCodec ? { payloadCodec } : {}),
+      ...(opts.largeValues ? { largeValues: opts.largeValues } : {}),
     });
 
   const perRequest = typeof opts.database === "function";

@@ -20,6 +20,7 @@ export {
   EddaError,
   TerminalError,
   UnserializableValueError,
+  PayloadTooLargeError,
   RetryExhaustedError,
   NonDeterminismError,
   MessageTimeoutError,
@@ -35,6 +36,7 @@ export {
 } from "./core/errors.ts";
 export { patched } from "./core/patched.ts";
 export { encryptionCodec, EncryptedMatchError, PayloadDecryptionError, type PayloadCodec } from "./core/payload-codec.ts";
+export { MAX_VALUE_BYTES } from "./core/serialization.ts";
 export { invoke, startChild } from "./engine/children.ts";
 export type { ChildOptions } from "./engine/children.ts";
 export type { ErrorClass } from "./core/serialization.ts";

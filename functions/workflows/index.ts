@@ -5,6 +5,7 @@ import { approvalLink } from "./approval-link.ts";
 import { fanoutChildren } from "./fanout-children.ts";
 import { dailyReport } from "./daily-report.ts";
 import { exportReport } from "./export-report.ts";
+import { largeReport } from "./large-report.ts";
 import { accountSync } from "./account-sync.ts";
 import { partnerCall } from "./partner-call.ts";
 import { searchReindex } from "./search-reindex.ts";
@@ -21,7 +22,7 @@ import { stripeCheckout } from "./stripe-checkout.ts";
 import { summarize } from "./summarize.ts";
 import { stripeVerifier, webhook } from "../../src/index.ts";
 
-export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy, exportReport, sendInvoice, stripeCheckout, summarize, approvalLink];
+export const workflows = [orderSaga, pipeline, reminder, approval, paymentWait, jobWorker, notifier, announce, firstResponse, fanoutChildren, dailyReport, accountSync, partnerCall, searchReindex, environmentDeploy, exportReport, sendInvoice, stripeCheckout, summarize, approvalLink, largeReport];
 
 /** The webhook sources every entry point serves: POST /webhooks/stripe, verified with EDDA_WEBHOOK_STRIPE_SECRET. */
 export const webhooks = [webhook("stripe", { verify: stripeVerifier() })];

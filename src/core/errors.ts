@@ -36,6 +36,22 @@ export class UnserializableValueError extends TerminalError {
   }
 }
 
+/**
+ * A value over the largest Edda stores (`MAX_VALUE_BYTES`, 32 MiB of JSON text):
+ * `slot` names the value, `limit` the bound. Never retried; catchable where the
+ * value came from an operation, like UnserializableValueError.
+ */
+export class PayloadTooLargeError extends UnserializableValueError {
+  override name = "PayloadTooLargeError";
+  constructor(
+    message: string,
+    slot: string,
+    readonly limit: number,
+  ) {
+    super(message, slot);
+  }
+}
+
 /** All retry attempts failed; `cause` is the last error. */
 export class RetryExhaustedError extends EddaError {
   override name = "RetryExhaustedError";
@@ -183,6 +199,11 @@ export const BUILTIN_ERRORS: Record<string, new (message: string) => Error> = {
   EddaError,
   TerminalError,
   UnserializableValueError,
+  PayloadTooLargeError: class extends PayloadTooLargeError {
+    constructor(message: string) {
+      super(message, "", 0);
+    }
+  },
   NonDeterminismError,
   LeaseLostError,
   MessageTimeoutError,

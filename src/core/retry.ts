@@ -43,7 +43,7 @@ export function backoffSeconds(policy: ResolvedRetryPolicy, attempt: number): nu
   return Math.min(raw, policy.maxIntervalSeconds);
 }
 
-const NEVER_RETRIED = new Set(["TerminalError", "UnserializableValueError", "NonDeterminismError", "ValidationError", "RetryExhaustedError", "ChannelModeConflictError", "InvalidCloudEventError"]);
+const NEVER_RETRIED = new Set(["TerminalError", "UnserializableValueError", "PayloadTooLargeError", "NonDeterminismError", "ValidationError", "RetryExhaustedError", "ChannelModeConflictError", "InvalidCloudEventError"]);
 
 export function isRetryable(policy: ResolvedRetryPolicy, errorName: string): boolean {
   if (NEVER_RETRIED.has(errorName)) return false;

@@ -22,7 +22,20 @@
  * shows them through `errorView`: no stack unless the deployment asks for it.
  */
 import type { Payload } from "./model.ts";
-import { BUILTIN_ERRORS, UnserializableValueError } from "./errors.ts";
+import { BUILTIN_ERRORS, PayloadTooLargeError, UnserializableValueError } from "./errors.ts";
+
+/**
+ * The largest value Edda stores, in UTF-16 units of its JSON text (bytes for
+ * a Uint8Array): past it, storing fails with PayloadTooLargeError naming the
+ * value. Values over the large-value threshold (256 KiB) go by reference.
+ */
+export const MAX_VALUE_BYTES = 32 * 1024 * 1024;
+
+function checkSize(size: number, slot: string): void {
+  if (size > MAX_VALUE_BYTES) {
+    throw new PayloadTooLargeError(`${slot} is ${(size / 1048576).toFixed(1)} MiB; the largest value Edda stores is ${MAX_VALUE_BYTES / 1048576} MiB`, slot, MAX_VALUE_BYTES);
+  }
+}
 
 const BYTES = "$bytes";
 const DATE = "$date";
@@ -85,20 +98,26 @@ export function toJson(value: unknown): string {
 
 /** `toJson` for a value Edda stores in `slot`: what cannot be stored is an UnserializableValueError naming the slot. */
 export function toStoredJson(value: unknown, slot: string): string {
+  let json: string;
   try {
-    return toJson(value);
+    json = toJson(value);
   } catch (cause) {
     throw unserializable(slot, cause);
   }
+  checkSize(json.length, slot);
+  return json;
 }
 
 /** `toPayload` for a value Edda stores in `slot` (see `toStoredJson`). */
 export function toStoredPayload(value: unknown, slot: string): Payload {
+  let p: Payload;
   try {
-    return toPayload(value);
+    p = toPayload(value);
   } catch (cause) {
     throw unserializable(slot, cause);
   }
+  checkSize(p.type === "json" ? p.json.length : p.bytes.length, slot);
+  return p;
 }
 
 function unserializable(slot: string, cause: unknown): UnserializableValueError {

@@ -38,6 +38,7 @@ import { fork, rerunIn, type Forked, type Repaired } from "./repairs.ts";
 import { countMatching, createBulk, driveBulk, driveInBackground, type BulkRequest } from "./bulk.ts";
 import { startTimedStarts } from "./flow-control.ts";
 import { sealPayloads } from "../storage/payload-sealing.ts";
+import { DEFAULT_LARGE_VALUE_BYTES } from "../storage/payload-refs.ts";
 import type { PayloadCodec } from "../core/payload-codec.ts";
 import * as inspection from "./inspection.ts";
 import { openStream, StreamHub, type StreamEvent, type StreamReadOptions } from "./stream-reader.ts";
@@ -108,6 +109,12 @@ export interface EngineOptions {
    * Without one, a sealed payload read from the database is a PayloadDecryptionError.
    */
   payloadCodec?: PayloadCodec;
+  /**
+   * Large values by reference: an input, output or history record whose stored text is over
+   * `thresholdBytes` (default 256 KiB; Infinity: never) is kept once in `workflow_payloads` and its row
+   * holds a reference (docs/payloads.md).
+   */
+  largeValues?: { thresholdBytes?: number };
 }
 
 export const DEFAULT_STREAM_MAX_BYTES = 8 * 1024 * 1024;
@@ -148,7 +155,7 @@ export class Engine implements StepRunner, EngineParts {
   readonly groupCommit: GroupCommit | null;
 
   constructor(opts: EngineOptions) {
-    const storage = sealPayloads(opts.storage, opts.payloadCodec ?? null);
+    const storage = sealPayloads(opts.storage, { codec: opts.payloadCodec ?? null, thresholdBytes: opts.largeValues?.thresholdBytes ?? DEFAULT_LARGE_VALUE_BYTES });
     this.storage = storage;
     // Over a transaction (a Storage with afterCommit) a failed group would abort it: no fallback there.
     const inTransaction = typeof (storage as { afterCommit?: unknown }).afterCommit === "function";

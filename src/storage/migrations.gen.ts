@@ -238,5 +238,13 @@ export const MIGRATIONS: BundledMigration[] = [
     "statements": [
       "ALTER TABLE \"workflow_webhooks\" ADD COLUMN \"wait_id\" varchar(255);"
     ]
+  },
+  {
+    "version": 18,
+    "tag": "0017_large_values",
+    "statements": [
+      "CREATE TABLE \"workflow_payloads\" (\n\t\"instance_id\" varchar(255) NOT NULL,\n\t\"ref\" varchar(64) NOT NULL,\n\t\"size\" integer NOT NULL,\n\t\"data\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"workflow_payloads_instance_id_ref_pk\" PRIMARY KEY(\"instance_id\",\"ref\")\n);",
+      "ALTER TABLE \"workflow_payloads\" ADD CONSTRAINT \"workflow_payloads_instance_id_workflow_instances_instance_id_fk\" FOREIGN KEY (\"instance_id\") REFERENCES \"public\".\"workflow_instances\"(\"instance_id\") ON DELETE cascade ON UPDATE no action;"
+    ]
   }
 ];

@@ -1,8 +1,17 @@
 /**
- * Payloads sealed on their way into the database and opened on their way
- * out, around the Storage every engine uses (`sealPayloads`): the one place a
- * value crosses that boundary, so the statements themselves stay as they are
- * and every driver gets it alike.
+ * Payloads on their way into the database and out of it, around the Storage
+ * every engine uses (`sealPayloads`): sealed (encryption at rest) and, over
+ * the threshold, stored by reference (payload-refs.ts). The one place a value
+ * crosses that boundary, so the statements themselves stay as they are and
+ * every driver gets it alike. A value is sealed first and the sealed text is
+ * what goes out of line; reading resolves references, then opens envelopes.
+ *
+ * Out of line (instance-owned values only): inputs (a start's, a recur's),
+ * outputs, history records (results, received messages, child outcomes).
+ * Messages, stream items, outbox events, compensation arguments and a
+ * debounced start's input stay inline (they are bounded by the request body
+ * limit, the stream budget, or are small); a message over the threshold goes
+ * by reference once it is recorded in a receiver's history.
  *
  * What is sealed (with a codec): workflow inputs (also a recur's and a
  * debounced start's), outputs, every history record's data (activity results
@@ -21,39 +30,55 @@
  * code. A text holding no envelope costs one substring scan.
  */
 import { EncryptedMatchError, holdsSealed, openJson, openPayload, sealJson, sealPayload, type PayloadCodec } from "../core/payload-codec.ts";
+import { copyOutOfLine, holdsRef, outOfLine, refOf, resolveRefs, storeOutOfLine, type OutOfLine } from "./payload-refs.ts";
 import type { MatchDocument } from "../core/model.ts";
 import type { LeasedInstance, StepConclusion } from "./leases.ts";
-import type { ChannelMessageRecord, CompensationRecord, Fence, HistoryEvent, InstanceRecord, NewCompensation, NewHistoryEvent, OutboxRecord, Payload, Storage, TxStorage } from "./types.ts";
+import type { CompensationRecord, Fence, HistoryEvent, InstanceRecord, NewCompensation, NewHistoryEvent, Payload, Storage, TxStorage } from "./types.ts";
 
 const SEALING = Symbol("edda.payloadSealing");
 
-type Sealing = Storage & { readonly [SEALING]: PayloadCodec | null };
+/** How payloads cross the boundary: sealed with `codec` (null: none sealed, sealed ones refused), out of line over `thresholdBytes`. */
+export interface PayloadBoundary {
+  codec: PayloadCodec | null;
+  /** Infinity: every value inline. */
+  thresholdBytes: number;
+}
 
-/** `storage` with its payloads sealed by `codec` (null: none sealed, sealed ones refused) — `storage` itself when it already is. */
-export function sealPayloads<S extends Storage>(storage: S, codec: PayloadCodec | null): S {
+type Sealing = Storage & { readonly [SEALING]: PayloadBoundary };
+
+/** `storage` with its payloads sealed and stored by reference as `boundary` says — `storage` itself when it already is. */
+export function sealPayloads<S extends Storage>(storage: S, boundary: PayloadBoundary): S {
   if (SEALING in storage) return storage;
   // Everything else is inherited: the areas' getters read the executor through the prototype chain.
   // The overrides are defined, not assigned: the prototype's methods are getters, which assignment cannot shadow.
   const own: Record<PropertyKey, unknown> = {
-    ...methods(storage, codec),
-    [SEALING]: codec,
-    transaction: <T>(fn: (tx: TxStorage) => Promise<T>) => storage.transaction((tx) => fn(sealPayloads(tx, codec))),
+    ...methods(storage, boundary),
+    [SEALING]: boundary,
+    transaction: <T>(fn: (tx: TxStorage) => Promise<T>) => storage.transaction((tx) => fn(sealPayloads(tx, boundary))),
   };
   const sealed: object = Object.create(storage);
   for (const key of Reflect.ownKeys(own)) Object.defineProperty(sealed, key, { value: own[key], writable: true, configurable: true });
   return sealed as S & Sealing;
 }
 
-// --- opening (always) ------------------------------------------------------------------------------
+// --- reading (always) ------------------------------------------------------------------------------
 
-const openText = (codec: PayloadCodec | null, text: string): Promise<string> | string => (holdsSealed(text) ? openJson(codec, text) : text);
-const needsOpen = (p: Payload | null): boolean => p !== null && p.type === "json" && holdsSealed(p.json);
+/** Texts of one instance as loaded → as the engine sees them: references resolved (one statement), envelopes opened. */
+async function openTexts(s: Storage, b: PayloadBoundary, instanceId: string, texts: string[]): Promise<string[]> {
+  const resolved = await resolveRefs(s.executor, instanceId, texts);
+  return Promise.all(resolved.map((t) => (holdsSealed(t) ? openJson(b.codec, t) : Promise.resolve(t))));
+}
 
-async function openInstance<T extends InstanceRecord | null>(codec: PayloadCodec | null, r: T): Promise<T> {
+const needsOpen = (p: Payload | null): p is { type: "json"; json: string } => p !== null && p.type === "json" && (holdsSealed(p.json) || holdsRef(p.json));
+
+async function openInstance<T extends InstanceRecord | null>(s: Storage, b: PayloadBoundary, r: T): Promise<T> {
   if (r === null) return r;
   const rec = r as InstanceRecord;
-  if (holdsSealed(rec.inputData)) rec.inputData = await openJson(codec, rec.inputData);
-  if (rec.outputData !== null && holdsSealed(rec.outputData)) rec.outputData = await openJson(codec, rec.outputData);
+  const out = rec.outputData;
+  if (!holdsSealed(rec.inputData) && !holdsRef(rec.inputData) && (out === null || (!holdsSealed(out) && !holdsRef(out)))) return r;
+  const [input, output] = await openTexts(s, b, rec.instanceId, out === null ? [rec.inputData] : [rec.inputData, out]);
+  rec.inputData = input!;
+  if (out !== null) rec.outputData = output!;
   return r;
 }
 
@@ -62,19 +87,22 @@ async function openInstance<T extends InstanceRecord | null>(codec: PayloadCodec
  * loaded history's entries are objects whose `data` is an own field), and
  * replacing the field keeps their lazily parsed times lazy.
  */
-async function openEvents<T extends { data: Payload | null }>(codec: PayloadCodec | null, events: T[]): Promise<T[]> {
+async function openEvents<T extends { data: Payload | null }>(s: Storage, b: PayloadBoundary, instanceId: string, events: T[]): Promise<T[]> {
   const todo = events.filter((e) => needsOpen(e.data));
-  if (todo.length) await Promise.all(todo.map(async (e) => ((e as { data: Payload }).data = await openPayload(codec, e.data!))));
+  if (todo.length === 0) return events;
+  const texts = await resolveRefs(s.executor, instanceId, todo.map((e) => (e.data as { json: string }).json));
+  await Promise.all(todo.map(async (e, i) => ((e as { data: Payload }).data = await openPayload(b.codec, { type: "json", json: texts[i]! }))));
   return events;
 }
 
-async function openMessage<T extends ChannelMessageRecord | OutboxRecord | null>(codec: PayloadCodec | null, m: T): Promise<T> {
-  if (m !== null && needsOpen(m.data)) m.data = await openPayload(codec, m.data);
+/** A message's, outbox event's or stream item's data opened (these are never out of line). */
+async function openMessage<T extends { data: Payload } | null>(b: PayloadBoundary, m: T): Promise<T> {
+  if (m !== null && m.data.type === "json" && holdsSealed(m.data.json)) m.data = await openPayload(b.codec, m.data);
   return m;
 }
 
-async function openCompensations(codec: PayloadCodec | null, comps: CompensationRecord[]): Promise<CompensationRecord[]> {
-  await Promise.all(comps.map(async (c) => (c.args = await openText(codec, c.args))));
+async function openCompensations(b: PayloadBoundary, comps: CompensationRecord[]): Promise<CompensationRecord[]> {
+  await Promise.all(comps.map(async (c) => (c.args = holdsSealed(c.args) ? await openJson(b.codec, c.args) : c.args)));
   return comps;
 }
 
@@ -85,10 +113,10 @@ export function leaseLeftBy(err: unknown): Fence | undefined {
   return typeof err === "object" && err !== null ? leasesOfFailedOpens.get(err) : undefined;
 }
 
-async function openLeased(codec: PayloadCodec | null, l: LeasedInstance | null): Promise<LeasedInstance | null> {
+async function openLeased(s: Storage, b: PayloadBoundary, l: LeasedInstance | null): Promise<LeasedInstance | null> {
   if (l === null) return l;
   try {
-    await Promise.all([openInstance(codec, l.instance), openEvents(codec, l.history)]);
+    await Promise.all([openInstance(s, b, l.instance), openEvents(s, b, l.instance.instanceId, l.history)]);
   } catch (err) {
     // The lease is taken by then: whoever handles the error must know it holds one.
     if (typeof err === "object" && err !== null) leasesOfFailedOpens.set(err, l.fence);
@@ -97,24 +125,36 @@ async function openLeased(codec: PayloadCodec | null, l: LeasedInstance | null):
   return l;
 }
 
-// --- sealing (with a codec) ------------------------------------------------------------------------
+// --- writing ----------------------------------------------------------------------------------------
 
-const sealEvents = (codec: PayloadCodec, events: readonly NewHistoryEvent[]): Promise<NewHistoryEvent[]> =>
-  Promise.all(events.map(async (e) => ({ ...e, data: await sealPayload(codec, e.data) })));
+/** A JSON text as stored for `instanceId`: sealed, then out of line when long (its row added to `rows`). */
+async function storeText(b: PayloadBoundary, text: string, instanceId: string, rows: OutOfLine[]): Promise<string> {
+  return outOfLine(b.codec ? await sealJson(b.codec, text) : text, instanceId, b.thresholdBytes, rows);
+}
 
-const sealCompensations = (codec: PayloadCodec, comps: readonly NewCompensation[]): Promise<NewCompensation[]> =>
-  Promise.all(comps.map(async (c) => ({ ...c, args: await sealJson(codec, c.args) })));
+/** A payload as stored for `instanceId` (bytes without a codec stay bytes, inline). */
+async function storePayload(b: PayloadBoundary, p: Payload, instanceId: string, rows: OutOfLine[]): Promise<Payload> {
+  if (p.type === "binary" && !b.codec) return p;
+  const sealed = b.codec ? await sealPayload(b.codec, p) : p;
+  return { type: "json", json: await outOfLine((sealed as { json: string }).json, instanceId, b.thresholdBytes, rows) };
+}
+
+const storeEvents = (b: PayloadBoundary, events: readonly NewHistoryEvent[], instanceId: string, rows: OutOfLine[]): Promise<NewHistoryEvent[]> =>
+  Promise.all(events.map(async (e) => ({ ...e, data: await storePayload(b, e.data, instanceId, rows) })));
+
+const sealCompensations = (codec: PayloadCodec | null, comps: readonly NewCompensation[]): Promise<readonly NewCompensation[]> | readonly NewCompensation[] =>
+  codec ? Promise.all(comps.map(async (c) => ({ ...c, args: await sealJson(codec, c.args) }))) : comps;
 
 /** A new object, never the caller's: a warm run keeps the conclusion it handed over. */
-async function sealConclusion(codec: PayloadCodec, c: StepConclusion): Promise<StepConclusion> {
+async function storeConclusion(b: PayloadBoundary, c: StepConclusion, instanceId: string, rows: OutOfLine[]): Promise<StepConclusion> {
   const [history, compensations, outputData] = await Promise.all([
-    c.history?.length ? sealEvents(codec, c.history) : c.history,
-    c.compensations?.length ? sealCompensations(codec, c.compensations) : c.compensations,
-    typeof c.outputData === "string" ? sealJson(codec, c.outputData) : c.outputData,
+    c.history?.length ? storeEvents(b, c.history, instanceId, rows) : c.history,
+    c.compensations?.length ? sealCompensations(b.codec, c.compensations) : c.compensations,
+    typeof c.outputData === "string" ? storeText(b, c.outputData, instanceId, rows) : c.outputData,
   ]);
   const out: StepConclusion = { ...c };
   if (history !== undefined) out.history = history;
-  if (compensations !== undefined) out.compensations = compensations;
+  if (compensations !== undefined) out.compensations = [...compensations];
   if (outputData !== undefined) out.outputData = outputData;
   return out;
 }
@@ -158,6 +198,7 @@ type Methods = Pick<
   | "addCompensations"
   | "listCompensations"
   | "recordChildOutcome"
+  | "copyHistoryPrefix"
   | "publishMessage"
   | "takeNextMessage"
   | "setWaiting"
@@ -172,73 +213,109 @@ type Methods = Pick<
   | "bindWaitWebhook"
 >;
 
-function methods(s: Storage, codec: PayloadCodec | null): Methods {
+function methods(s: Storage, b: PayloadBoundary): Methods {
+  const { codec } = b;
   return {
     async createInstance(input) {
-      const r = await s.createInstance(codec ? { ...input, inputData: await sealJson(codec, input.inputData) } : input);
-      await openInstance(codec, r.instance);
+      const rows: OutOfLine[] = [];
+      const stored = { ...input, inputData: await storeText(b, input.inputData, input.instanceId, rows) };
+      // A value by reference is owned by its instance: written after it, in its transaction (none when the instance existed).
+      const r = rows.length
+        ? await s.transaction(async (tx) => {
+            const created = await tx.createInstance(stored);
+            if (created.created) await storeOutOfLine(tx.executor, rows);
+            return created;
+          })
+        : await s.createInstance(stored);
+      await openInstance(s, b, r.instance);
       return r;
     },
     async getInstance(id) {
-      return openInstance(codec, await s.getInstance(id));
+      return openInstance(s, b, await s.getInstance(id));
     },
     async listInstances(query) {
       const page = await s.listInstances(query);
-      await Promise.all(page.instances.map((i) => openInstance(codec, i)));
+      await Promise.all(page.instances.map((i) => openInstance(s, b, i)));
       return page;
     },
     async acquireLease(instanceId, workerId, leaseSeconds, opts) {
-      return openLeased(codec, await s.acquireLease(instanceId, workerId, leaseSeconds, opts));
+      return openLeased(s, b, await s.acquireLease(instanceId, workerId, leaseSeconds, opts));
     },
     async loadLeased(fence) {
-      return openLeased(codec, await s.loadLeased(fence));
+      return openLeased(s, b, await s.loadLeased(fence));
     },
     async concludeStep(fence, conclusion, opts) {
-      return s.concludeStep(fence, codec ? await sealConclusion(codec, conclusion) : conclusion, opts);
+      const rows: OutOfLine[] = [];
+      const stored = await storeConclusion(b, conclusion, fence.instanceId, rows);
+      await storeOutOfLine(s.executor, rows);
+      return s.concludeStep(fence, stored, opts);
     },
     async concludeSteps(items) {
-      return s.concludeSteps(codec ? await Promise.all(items.map(async (i) => ({ fence: i.fence, conclusion: await sealConclusion(codec, i.conclusion) }))) : items);
+      const rows: OutOfLine[] = [];
+      const stored = await Promise.all(items.map(async (i) => ({ fence: i.fence, conclusion: await storeConclusion(b, i.conclusion, i.fence.instanceId, rows) })));
+      await storeOutOfLine(s.executor, rows);
+      return s.concludeSteps(stored);
     },
     async registerCompensations(fence, comps) {
-      return s.registerCompensations(fence, codec ? await sealCompensations(codec, comps) : comps);
+      return s.registerCompensations(fence, await sealCompensations(codec, comps));
     },
     async recurInstance(fence, newInputData) {
-      return s.recurInstance(fence, codec ? await sealJson(codec, newInputData) : newInputData);
+      const rows: OutOfLine[] = [];
+      const stored = await storeText(b, newInputData, fence.instanceId, rows);
+      await storeOutOfLine(s.executor, rows);
+      return s.recurInstance(fence, stored);
     },
     async appendHistory(instanceId, events) {
-      return s.appendHistory(instanceId, codec ? await sealEvents(codec, events) : events);
+      const rows: OutOfLine[] = [];
+      const stored = await storeEvents(b, events, instanceId, rows);
+      await storeOutOfLine(s.executor, rows);
+      return s.appendHistory(instanceId, stored);
     },
     async loadHistory(instanceId) {
-      return openEvents<HistoryEvent>(codec, await s.loadHistory(instanceId));
+      return openEvents<HistoryEvent>(s, b, instanceId, await s.loadHistory(instanceId));
     },
     async loadHistoryPage(instanceId, afterId, limit) {
       const page = await s.loadHistoryPage(instanceId, afterId, limit);
-      await openEvents(codec, page.events);
+      await openEvents(s, b, instanceId, page.events);
       return page;
     },
     async loadHistoryPreview(instanceId, opts) {
       const page = await s.loadHistoryPreview(instanceId, opts);
-      await openEvents(codec, page.events);
+      // A value by reference is over any preview's size: shown by its size, never loaded for a page.
+      for (const e of page.events) {
+        const ref = e.data?.type === "json" ? refOf(e.data.json) : null;
+        if (ref) Object.assign(e, { data: null, size: ref.size });
+      }
+      await openEvents(s, b, instanceId, page.events);
       return page;
     },
     async loadArchivedHistory(instanceId, run) {
-      return openEvents(codec, await s.loadArchivedHistory(instanceId, run));
+      return openEvents(s, b, instanceId, await s.loadArchivedHistory(instanceId, run));
     },
     async addCompensations(instanceId, comps) {
-      return s.addCompensations(instanceId, codec ? await sealCompensations(codec, comps) : comps);
+      return s.addCompensations(instanceId, await sealCompensations(codec, comps) as NewCompensation[]);
     },
     async listCompensations(instanceId) {
-      return openCompensations(codec, await s.listCompensations(instanceId));
+      return openCompensations(b, await s.listCompensations(instanceId));
     },
     async recordChildOutcome(parentId, activityId, event) {
-      return s.recordChildOutcome(parentId, activityId, codec ? { ...event, data: await sealPayload(codec, event.data) } : event);
+      const rows: OutOfLine[] = [];
+      const data = await storePayload(b, event.data, parentId, rows);
+      await storeOutOfLine(s.executor, rows);
+      return s.recordChildOutcome(parentId, activityId, { ...event, data });
+    },
+    async copyHistoryPrefix(from, to, beforeEventId) {
+      const n = await s.copyHistoryPrefix(from, to, beforeEventId);
+      // The copied records reference their source's values: the fork owns copies (each instance's are deleted with it).
+      await copyOutOfLine(s.executor, from, to);
+      return n;
     },
     async publishMessage(msg) {
-      return openMessage(codec, await s.publishMessage(codec ? { ...msg, data: await sealPayload(codec, msg.data) } : msg));
+      return openMessage(b, await s.publishMessage(codec ? { ...msg, data: await sealPayload(codec, msg.data) } : msg));
     },
     async takeNextMessage(instanceId, channel, match) {
       refuseDataMatch(codec, match);
-      return openMessage(codec, await s.takeNextMessage(instanceId, channel, match));
+      return openMessage(b, await s.takeNextMessage(instanceId, channel, match));
     },
     async setWaiting(instanceId, channel, activityId, timeout, match) {
       refuseDataMatch(codec, match);
@@ -246,7 +323,7 @@ function methods(s: Storage, codec: PayloadCodec | null): Methods {
     },
     async pendingMessages(channel, limit) {
       const list = await s.pendingMessages(channel, limit);
-      await Promise.all(list.map((m) => openMessage(codec, m)));
+      await Promise.all(list.map((m) => openMessage(b, m)));
       return list;
     },
     async debounceInto(key, inputData, periodSeconds, maxWaitSeconds) {
@@ -257,12 +334,12 @@ function methods(s: Storage, codec: PayloadCodec | null): Methods {
     },
     async claimOutboxEvents(limit, eventIds) {
       const list = await s.claimOutboxEvents(limit, eventIds);
-      await Promise.all(list.map((m) => openMessage(codec, m)));
+      await Promise.all(list.map((m) => openMessage(b, m)));
       return list;
     },
     async listDeadLetters(query) {
       const page = await s.listDeadLetters(query);
-      await Promise.all(page.events.map((m) => openMessage(codec, m)));
+      await Promise.all(page.events.map((m) => openMessage(b, m)));
       return page;
     },
     async appendStream(a) {
@@ -270,7 +347,7 @@ function methods(s: Storage, codec: PayloadCodec | null): Methods {
     },
     async readStream(instanceId, afterSeq, opts) {
       const read = await s.readStream(instanceId, afterSeq, opts);
-      await openEvents(codec, read.items);
+      await Promise.all(read.items.map((i) => openMessage(b, i)));
       return read;
     },
     async fireWaitWebhook(tokenHash, delivery) {

@@ -211,6 +211,24 @@ export const workflowHistoryArchive = pgTable(
   ],
 );
 
+/**
+ * Values stored out of line (storage/payload-refs.ts): a payload over the
+ * threshold, referenced from its history record, input or output by
+ * `{"$ref": "<ref>:<bytes>:<sha-256>"}`. Owned by one instance and deleted
+ * with it (retention, deletion); a fork copies its source's rows.
+ */
+export const workflowPayloads = pgTable(
+  "workflow_payloads",
+  {
+    instanceId: varchar("instance_id", { length: 255 }).notNull(),
+    ref: varchar("ref", { length: 64 }).notNull(),
+    size: integer("size").notNull(),
+    data: text("data").notNull(),
+    createdAt: tz("created_at").notNull().defaultNow(),
+  },
+  (t) => [instanceFk(t.instanceId), primaryKey({ columns: [t.instanceId, t.ref] })],
+);
+
 export const workflowCompensations = pgTable(
   "workflow_compensations",
   {

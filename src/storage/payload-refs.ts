@@ -1,0 +1,103 @@
+/**
+ * Large values by reference: a payload text over the threshold is stored
+ * once in `workflow_payloads`, owned by its instance, and the row that would
+ * have held it (a history record, an input, an output) keeps
+ * `{"$ref":"<ref>:<bytes>:<sha-256 hex>"}` instead — the same one-key tag
+ * shape as the other envelopes (user `$` keys are escaped, so user data never
+ * looks like one). The value's row goes in the same transaction as the write
+ * that references it when there is one; a lone conclusion writes it just
+ * before, and one whose fence then fails leaves an unreferenced row that is
+ * deleted with its instance (the foreign key cascades: retention and
+ * deletion remove values by reference with the instance). A read resolves
+ * every reference of what it loaded in one statement and checks the size and
+ * hash, so a damaged or missing value is an error, never a different one.
+ */
+import { sql } from "drizzle-orm";
+import { queryRows, type Executor } from "./database.ts";
+
+/** Payloads longer than this go by reference unless configured otherwise (EngineOptions.largeValues). */
+export const DEFAULT_LARGE_VALUE_BYTES = 256 * 1024;
+
+export const REF_START = '{"$ref":"';
+const REF = /\{"\$ref":"([0-9a-f-]{36}):(\d+):([0-9a-f]{64})"\}/g;
+const WHOLE_REF = /^\{"\$ref":"([0-9a-f-]{36}):(\d+):([0-9a-f]{64})"\}$/;
+
+export const holdsRef = (text: string): boolean => text.includes(REF_START);
+
+/** A value's size and reference, or null when `text` is not exactly one reference. */
+export function refOf(text: string): { ref: string; size: number } | null {
+  const m = WHOLE_REF.exec(text);
+  return m ? { ref: m[1]!, size: Number(m[2]) } : null;
+}
+
+/** A value that cannot be resolved: its row is missing, or its size or hash differ from the reference. */
+export class LargeValueError extends Error {
+  override name = "LargeValueError";
+}
+
+export interface OutOfLine {
+  instanceId: string;
+  ref: string;
+  size: number;
+  data: string;
+}
+
+const utf8 = new TextEncoder();
+
+async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  const d = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
+  return Array.from(d, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** `text` as stored: itself when small, else a reference, with the row to write added to `rows`. */
+export async function outOfLine(text: string, instanceId: string, thresholdBytes: number, rows: OutOfLine[]): Promise<string> {
+  // A UTF-8 byte is at most 3 per UTF-16 unit: most texts are decided without encoding them.
+  if (text.length * 3 <= thresholdBytes) return text;
+  const bytes = utf8.encode(text);
+  if (bytes.length <= thresholdBytes) return text;
+  const ref = crypto.randomUUID();
+  rows.push({ instanceId, ref, size: bytes.length, data: text });
+  return `${REF_START}${ref}:${bytes.length}:${await sha256Hex(bytes)}"}`;
+}
+
+/** Write the rows (before, or in the transaction of, the statement that references them). */
+export async function storeOutOfLine(ex: Executor, rows: readonly OutOfLine[]): Promise<void> {
+  if (rows.length === 0) return;
+  const values = sql.join(
+    rows.map((r) => sql`(${r.instanceId}::text, ${r.ref}::text, ${r.size}::int, ${r.data}::text)`),
+    sql`, `,
+  );
+  await ex.execute(sql`INSERT INTO workflow_payloads (instance_id, ref, size, data) VALUES ${values} ON CONFLICT DO NOTHING`);
+}
+
+/** Copy an instance's values by reference to another (a fork, whose copied history references them). */
+export async function copyOutOfLine(ex: Executor, from: string, to: string): Promise<void> {
+  await ex.execute(sql`INSERT INTO workflow_payloads (instance_id, ref, size, data)
+    SELECT ${to}::text, ref, size, data FROM workflow_payloads WHERE instance_id = ${from}::text ON CONFLICT DO NOTHING`);
+}
+
+/**
+ * The texts with every reference replaced by its value, for one instance,
+ * in one statement for all of them. Texts without a reference are returned
+ * as they are, and then nothing is read.
+ */
+export async function resolveRefs(ex: Executor, instanceId: string, texts: readonly string[]): Promise<string[]> {
+  const wanted = new Map<string, { size: number; hash: string }>();
+  for (const t of texts) {
+    if (!holdsRef(t)) continue;
+    for (const m of t.matchAll(REF)) wanted.set(m[1]!, { size: Number(m[2]), hash: m[3]! });
+  }
+  if (wanted.size === 0) return texts as string[];
+  const refs = sql.join([...wanted.keys()].map((r) => sql`${r}::text`), sql`, `);
+  const rows = await queryRows<{ ref: string; data: string }>(ex, sql`SELECT ref, data FROM workflow_payloads WHERE instance_id = ${instanceId}::text AND ref IN (${refs})`);
+  const found = new Map(rows.map((r) => [r.ref, r.data]));
+  await Promise.all(
+    [...wanted].map(async ([ref, want]) => {
+      const data = found.get(ref);
+      if (data === undefined) throw new LargeValueError(`value ${ref} of instance ${instanceId} is referenced but not stored`);
+      const bytes = utf8.encode(data);
+      if (bytes.length !== want.size || (await sha256Hex(bytes)) !== want.hash) throw new LargeValueError(`value ${ref} of instance ${instanceId} does not match its reference (size or hash)`);
+    }),
+  );
+  return texts.map((t) => (holdsRef(t) ? t.replace(REF, (_m, ref: string) => found.get(ref)!) : t));
+}

@@ -1,0 +1,154 @@
+// Large values by reference (storage/payload-refs.ts) on real Postgres and
+// PGlite: the example large_report (shared/SPEC.md section 6) returns a 5 MiB
+// report through the API with no history row over 64 KiB; a 2 MiB input goes
+// by reference once the body limit allows it (413 by default); deleting an
+// instance deletes its values; a value over MAX_VALUE_BYTES is a typed error
+// naming it; with a key set, a value by reference is encrypted too.
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { largeReport } from "../../functions/workflows/large-report.ts";
+import { engineOf } from "../../src/edda.ts";
+import { activity, MAX_VALUE_BYTES, workflow } from "../../src/index.ts";
+import { toBase64 } from "../../src/core/serialization.ts";
+import { queryRows, type Database } from "../../src/storage/database.ts";
+import { freshPostgres, makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
+import { findPostgresBin } from "../support/postgres-cluster.ts";
+
+const MiB = 1024 * 1024;
+const echo = workflow("echo_input", async (_ctx, input: { blob: string }) => ({ length: input.blob.length }));
+const huge = activity("huge_result", async () => "x".repeat(MAX_VALUE_BYTES + 1));
+const tooLarge = workflow("too_large", async (ctx) => {
+  try {
+    await huge(ctx);
+    return { caught: null };
+  } catch (err) {
+    return { caught: (err as Error).name, message: (err as Error).message };
+  }
+});
+const CANARY = "canary-large-5e1b";
+const secretReport = activity("secret_report", async () => `${CANARY}:${"y".repeat(400 * 1024)}`);
+const secretLarge = workflow("secret_large", async (ctx) => ({ size: (await secretReport(ctx)).length }));
+
+let pg: { url: string; open(): Database };
+const apps: TestApp[] = [];
+const app = (extra: Partial<Parameters<typeof makeTestApp>[1]> = {}, database = pg.open()) => {
+  const a = makeTestApp(database, { workflows: [largeReport, echo, tooLarge, secretLarge], ...extra });
+  apps.push(a);
+  return a;
+};
+const post = (a: TestApp, path: string, body: unknown) => a.edda.fetch(new Request(`http://127.0.0.1${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }));
+const get = (a: TestApp, path: string) => a.edda.fetch(new Request(`http://127.0.0.1${path}`));
+
+/** The largest stored text of each kind of row the instance has. */
+async function largestRows(db: Database, id: string) {
+  const [r] = await queryRows<{ history: number | string | null; input: number | string; output: number | string | null; values: number | string; value_bytes: number | string | null }>(
+    db.db,
+    sql`SELECT (SELECT max(coalesce(octet_length(event_data), octet_length(event_data_binary))) FROM workflow_history WHERE instance_id = ${id}) AS history,
+               (SELECT octet_length(input_data) FROM workflow_instances WHERE instance_id = ${id}) AS input,
+               (SELECT octet_length(output_data) FROM workflow_instances WHERE instance_id = ${id}) AS output,
+               (SELECT count(*) FROM workflow_payloads WHERE instance_id = ${id}) AS values,
+               (SELECT max(size) FROM workflow_payloads WHERE instance_id = ${id}) AS value_bytes`,
+  );
+  return { history: Number(r!.history), input: Number(r!.input), output: Number(r!.output), values: Number(r!.values), valueBytes: Number(r!.value_bytes) };
+}
+
+async function largeReportThroughApi(a: TestApp, id: string): Promise<void> {
+  expect((await post(a, "/workflows/large_report/instances", { instanceId: id, input: { sizeKiB: 5120, note: "q3" } })).status).toBe(201);
+  await a.waitFor(id, ["completed", "failed"], 60_000);
+  const res = await get(a, `/instances/${id}`);
+  expect(res.status).toBe(200);
+  const view = (await res.json()) as { status: string; output: { note: string; bytes: number; report: string } };
+  expect(view.status).toBe("completed");
+  expect(view.output.note).toBe("q3");
+  expect(view.output.bytes).toBe(5 * MiB);
+  expect(view.output.report.length).toBe(5 * MiB);
+  const rows = await largestRows(a.database, id);
+  expect(rows.history).toBeLessThanOrEqual(64 * 1024);
+  expect(rows.output).toBeLessThanOrEqual(64 * 1024);
+  expect(rows.values).toBe(2); // the activity's result and the output, once each
+  expect(rows.valueBytes).toBeGreaterThan(5 * MiB);
+}
+
+beforeAll(async () => {
+  pg = await freshPostgres("large_values");
+});
+afterAll(async () => {
+  for (const a of apps) {
+    await a.dispatcher.close();
+    await a.database.close();
+  }
+});
+
+describe("large values by reference on Postgres", () => {
+  it("large_report returns a 5 MiB report through the API, with no history row over 64 KiB", { timeout: 90_000 }, async () => {
+    await largeReportThroughApi(app(), "lr-pg");
+  });
+
+  it("the history view shows a value by reference by its size; the full history still holds it", { timeout: 60_000 }, async () => {
+    const a = app();
+    const engine = await engineOf(a.edda);
+    const preview = await engine.storage.loadHistoryPreview("lr-pg", { afterId: 0, limit: 10, maxChars: 64 * 1024 });
+    const result = preview.events.find((e) => e.activityId === "render_report:1");
+    expect(result?.data).toBeNull();
+    expect(result?.size).toBeGreaterThan(5 * MiB);
+    const full = await engine.storage.loadHistory("lr-pg");
+    const recorded = full.find((e) => e.activityId === "render_report:1");
+    expect(recorded?.data.type === "json" && recorded.data.json.length).toBeGreaterThan(5 * MiB);
+  });
+
+  it("a 2 MiB input: 413 under the default 1 MiB body limit (nothing created), by reference once the limit is raised", { timeout: 60_000 }, async () => {
+    const blob = "z".repeat(2 * MiB);
+    const strict = app();
+    const refused = await post(strict, "/workflows/echo_input/instances", { instanceId: "in-2m", input: { blob } });
+    expect(refused.status).toBe(413);
+    expect(((await refused.json()) as { error_type: string }).error_type).toBe("PayloadTooLarge");
+    expect(await strict.edda.getInstance("in-2m")).toBeNull();
+
+    const roomy = app({ maxBodyBytes: 4 * MiB });
+    expect((await post(roomy, "/workflows/echo_input/instances", { instanceId: "in-2m", input: { blob } })).status).toBe(201);
+    const done = await roomy.waitFor("in-2m", ["completed", "failed"], 30_000);
+    expect(done.output).toEqual({ length: 2 * MiB });
+    expect((done.input as { blob: string }).blob.length).toBe(2 * MiB);
+    const rows = await largestRows(roomy.database, "in-2m");
+    expect(rows.input).toBeLessThanOrEqual(64 * 1024);
+    expect(rows.values).toBe(1);
+  });
+
+  it("deleting an instance (retention) deletes its values by reference", { timeout: 60_000 }, async () => {
+    const a = app();
+    const engine = await engineOf(a.edda);
+    expect((await largestRows(a.database, "lr-pg")).values).toBe(2);
+    expect(await engine.storage.purgeFinishedInstances(0, 10, { onlyInstanceId: "lr-pg" })).toEqual(["lr-pg"]);
+    const [left] = await queryRows<{ n: number | string }>(a.database.db, sql`SELECT count(*) AS n FROM workflow_payloads WHERE instance_id = 'lr-pg'`);
+    expect(Number(left!.n)).toBe(0);
+  });
+
+  it("a value over MAX_VALUE_BYTES fails its activity with PayloadTooLargeError naming the value and the limit, catchable in the workflow", { timeout: 60_000 }, async () => {
+    const a = app();
+    await a.edda.start("too_large", {}, { instanceId: "too-large" });
+    const done = await a.waitFor("too-large", ["completed", "failed"], 60_000);
+    expect(done.output).toMatchObject({ caught: "PayloadTooLargeError" });
+    expect((done.output as { message: string }).message).toMatch(/the result of activity "huge_result" is 32\.0 MiB; the largest value Edda stores is 32 MiB/);
+  });
+
+  it("with a key set, a value by reference is stored encrypted: the canary is in the API's answer, not in pg_dump", { timeout: 60_000 }, async () => {
+    const a = app({ encryptionKeys: toBase64(crypto.getRandomValues(new Uint8Array(32))) });
+    await a.edda.start("secret_large", {}, { instanceId: "secret-large" });
+    const done = await a.waitFor("secret-large", ["completed", "failed"], 30_000);
+    expect(done.output).toEqual({ size: CANARY.length + 1 + 400 * 1024 });
+    const history = JSON.stringify((await a.edda.getInstance("secret-large", { history: true }))?.history);
+    expect(history).toContain(CANARY);
+    expect((await largestRows(a.database, "secret-large")).values).toBe(1);
+    const dump = execFileSync(join(findPostgresBin(), "pg_dump"), ["--no-owner", "--dbname", pg.url], { encoding: "utf8", maxBuffer: 512 * MiB });
+    expect(dump).toContain("secret-large");
+    expect(dump).not.toContain(CANARY);
+  });
+});
+
+describe("large values by reference on PGlite", () => {
+  it("large_report returns a 5 MiB report through the API, with no history row over 64 KiB", { timeout: 120_000 }, async () => {
+    await largeReportThroughApi(app({}, await openTestDatabase("pglite", "lv")), "lr-lite");
+  });
+});
