@@ -37,7 +37,7 @@ import { checkScheduledInputs, listAppSchedules, pauseSchedule, resumeSchedule, 
 import { fork, rerunIn, type Forked, type Repaired } from "./repairs.ts";
 import { countMatching, createBulk, driveBulk, driveInBackground, type BulkRequest } from "./bulk.ts";
 import { startTimedStarts } from "./flow-control.ts";
-import { sealPayloads } from "../storage/payload-sealing.ts";
+import { sealPayloads } from "./payload-sealing.ts";
 import { DEFAULT_LARGE_VALUE_BYTES } from "../storage/payload-refs.ts";
 import type { PayloadCodec } from "../core/payload-codec.ts";
 import * as inspection from "./inspection.ts";

@@ -19,7 +19,7 @@ import { compensationRows, continueWith, decide, needsStoredCompensations, parkC
 import { waitKind } from "./wait-kinds.ts";
 import { fromJson, toJson } from "../core/serialization.ts";
 import { sendLastAlone } from "../storage/database.ts";
-import { leaseLeftBy } from "../storage/payload-sealing.ts";
+import { leaseLeftBy } from "./payload-sealing.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage, TxStorage } from "../storage/types.ts";
 import { deliverToParent, reportsToParent, startChildIn } from "./lifecycle.ts";
 import { startChildActivity } from "./children.ts";

@@ -1,4 +1,4 @@
-// Encryption at rest (storage/payload-sealing.ts, core/payload-codec.ts) on
+// Encryption at rest (engine/payload-sealing.ts, core/payload-codec.ts) on
 // real Postgres and PGlite: with a key set, canary strings in an input, an
 // activity result, a message, compensation arguments and an output are in the
 // API's answers and nowhere in a pg_dump of the database; rotation with two

@@ -30,10 +30,10 @@
  * code. A text holding no envelope costs one substring scan.
  */
 import { EncryptedMatchError, holdsSealed, openJson, openPayload, sealJson, sealPayload, type PayloadCodec } from "../core/payload-codec.ts";
-import { copyOutOfLine, holdsRef, outOfLine, refOf, resolveRefs, storeOutOfLine, type OutOfLine } from "./payload-refs.ts";
+import { copyOutOfLine, holdsRef, outOfLine, refOf, resolveRefs, storeOutOfLine, type OutOfLine } from "../storage/payload-refs.ts";
 import type { MatchDocument } from "../core/model.ts";
-import type { LeasedInstance, StepConclusion } from "./leases.ts";
-import type { CompensationRecord, Fence, HistoryEvent, InstanceRecord, NewCompensation, NewHistoryEvent, Payload, Storage, TxStorage } from "./types.ts";
+import type { LeasedInstance, StepConclusion } from "../storage/leases.ts";
+import type { CompensationRecord, Fence, HistoryEvent, InstanceRecord, NewCompensation, NewHistoryEvent, Payload, Storage, TxStorage } from "../storage/types.ts";
 
 const SEALING = Symbol("edda.payloadSealing");
 
