@@ -43,6 +43,21 @@ export const flow = workflow("vr_flow", async (ctx) => {
   await stepC(ctx);
   await waitMessage(ctx, "go");
 });`;
+const sealedModule = `
+import { activity, waitMessage, workflow } from ${index};
+const secret = activity("vr_secret", async (_ctx, s) => ({ s }));
+export const flow = workflow("vr_sealed", async (ctx, input) => {
+  await secret(ctx, input.secret);
+  await waitMessage(ctx, "go");
+});`;
+const secretStep = activity("vr_secret", async (_ctx, s: string) => ({ s }));
+const sealedFlow = workflow("vr_sealed", async (ctx, input: { secret: string }) => {
+  await secretStep(ctx, input.secret);
+  await waitMessage(ctx, "go");
+});
+const KEY = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))));
+let sealedApp: TestApp;
+let sealedPg: { url: string; open(): Database };
 const unrelated = `
 import { workflow } from ${index};
 export const other = workflow("vr_other", async () => null);`;
@@ -62,9 +77,16 @@ beforeAll(async () => {
   await writeFile(join(dir, "compatible.ts"), compatible);
   await writeFile(join(dir, "careless.ts"), careless);
   await writeFile(join(dir, "unrelated.ts"), unrelated);
+  await writeFile(join(dir, "sealed.ts"), sealedModule);
+  sealedPg = await freshPostgres("verifyreplay_sealed");
+  sealedApp = makeTestApp(sealedPg.open(), { workflows: [sealedFlow], encryptionKeys: KEY });
+  await sealedApp.edda.start("vr_sealed", { secret: "canary-vr" }, { instanceId: "vr-sealed-1" });
+  await sealedApp.waitFor("vr-sealed-1", ["waiting_for_message"]);
 }, 60_000);
 
 afterAll(async () => {
+  await sealedApp?.dispatcher.close();
+  await sealedApp?.database.close();
   await app?.dispatcher.close();
   await app?.database.close();
   if (dir) await rm(dir, { recursive: true, force: true });
@@ -101,5 +123,14 @@ describe("edda-edge verify-replay", () => {
     expect(alias.code, alias.stderr).toBe(0);
     expect(alias.stderr).toContain("--url is deprecated here");
     expect(JSON.parse(alias.stdout)).toEqual(JSON.parse(flag.stdout));
+  });
+
+  it("reads encrypted histories with EDDA_ENCRYPTION_KEY; without it, a PayloadDecryptionError names what is missing", { timeout: 60_000 }, async () => {
+    const keyed = await cli(["verify-replay", join(dir, "sealed.ts"), "--json", "--workflow", "vr_sealed"], { DATABASE_URL: sealedPg.url, EDDA_ENCRYPTION_KEY: KEY });
+    expect(keyed.code, keyed.stderr).toBe(0);
+    expect((JSON.parse(keyed.stdout) as { instances: { detail: string }[] }).instances).toEqual([expect.objectContaining({ instanceId: "vr-sealed-1", ok: true, detail: "wait receive_go:1" })]);
+    const keyless = await cli(["verify-replay", join(dir, "sealed.ts"), "--json", "--workflow", "vr_sealed"], { DATABASE_URL: sealedPg.url, EDDA_ENCRYPTION_KEY: undefined, EDDA_ENCRYPTION_KEYS: undefined });
+    expect(keyless.code).not.toBe(0);
+    expect(keyless.stdout + keyless.stderr).toMatch(/PayloadDecryptionError|encrypted and no key is set/);
   });
 });

@@ -9,6 +9,8 @@
 import { INSTANCE_STATUSES, TERMINAL_STATUSES, type InstanceStatus } from "../../core/model.ts";
 import { verifyReplay } from "../../engine/verify.ts";
 import { phase } from "../../engine/decide.ts";
+import { sealPayloads } from "../../engine/payload-sealing.ts";
+import { encryptionCodec } from "../../core/payload-codec.ts";
 import { createPostgresJsDatabase } from "../../storage/drivers/postgres-js.ts";
 import { createStorage } from "../../storage/pg-storage.ts";
 
@@ -53,7 +55,9 @@ export async function verifyReplayCommand(argv: string[], env: Record<string, st
   const workflows = new Map((await loadWorkflows(module)).map((w) => [w.workflowName, w]));
 
   const database = createPostgresJsDatabase({ url, max: 2 });
-  const storage = createStorage(database);
+  // Read as the engine reads: values by reference resolved, sealed ones opened with EDDA_ENCRYPTION_KEY(S) (or refused by name).
+  const keys = readConfig(env).encryptionKeys;
+  const storage = sealPayloads(createStorage(database), { codec: keys ? encryptionCodec(keys) : null, thresholdBytes: Infinity });
   const findings: Finding[] = [];
   try {
     let cursor: string | null = null;
