@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { activity, registerCompensation, sleep, waitEvent, waitMessage, workflow } from "../../src/index.ts";
+import { activity, createWebhook, emit, registerCompensation, sleep, waitEvent, waitMessage, workflow } from "../../src/index.ts";
 import { toBase64 } from "../../src/core/serialization.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
 import { freshPostgres, makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
@@ -38,10 +38,23 @@ const onEvent = workflow("on_event", async (ctx, { by }: { by: "subject" | "data
   return ev.data;
 });
 
+const STREAM_CANARY = "canary-stream-0a9c";
+const HOOK_CANARY = "canary-webhook-6d2f";
+const streamed = activity("stream_secret", async (ctx) => {
+  ctx.stream.write({ token: STREAM_CANARY });
+  return null;
+});
+const extras = workflow("sealed_extras", async (ctx) => {
+  await streamed(ctx);
+  const hook = await createWebhook(ctx, { expiresIn: 600 });
+  await emit(ctx, { path: hook.path });
+  return (await hook.wait()).body;
+});
+
 let pg: { url: string; open(): Database };
 const apps: TestApp[] = [];
 const app = (keys: string[] | undefined, name: string) => {
-  const a = makeTestApp(pg.open(), { workflows: [canaryFlow, sleepy, onEvent], serviceName: name, ...(keys ? { encryptionKeys: keys } : {}) });
+  const a = makeTestApp(pg.open(), { workflows: [canaryFlow, sleepy, onEvent, extras], serviceName: name, ...(keys ? { encryptionKeys: keys } : {}) });
   apps.push(a);
   return a;
 };
@@ -167,6 +180,26 @@ describe("encryption at rest on Postgres", () => {
       await new Promise((res) => setTimeout(res, 50));
     }
     throw new Error("the data match was not refused");
+  });
+});
+
+describe("encryption at rest: stream items and webhook deliveries", () => {
+  it("a stream item and a webhook's body are sealed in the database and plain where they are read", { timeout: 60_000 }, async () => {
+    const a = app([oldKey], "enc-x");
+    await a.edda.start("sealed_extras", null, { instanceId: "enc-x1" });
+    await a.waitFor("enc-x1", ["waiting_for_webhook"]);
+    const engine = await (await import("../../src/edda.ts")).engineOf(a.edda);
+    const items = (await engine.storage.readStream("enc-x1", 0, { limit: 10 })).items.map((i) => (i.data.type === "json" ? JSON.parse(i.data.json) : null) as unknown);
+    expect(items).toContainEqual({ token: STREAM_CANARY });
+    const path = (items.find((i) => typeof (i as { path?: unknown }).path === "string") as { path: string }).path;
+    const fired = await a.edda.fetch(new Request(`http://127.0.0.1${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ note: HOOK_CANARY }) }));
+    expect(fired.status).toBe(202);
+    const done = await a.waitFor("enc-x1", ["completed", "failed"]);
+    expect(done.output).toEqual({ note: HOOK_CANARY });
+    const text = dump();
+    expect(text).toContain("enc-x1");
+    expect(text).not.toContain(STREAM_CANARY);
+    expect(text).not.toContain(HOOK_CANARY);
   });
 });
 
