@@ -14,7 +14,7 @@ import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import type { WebhookLinks } from "../core/replay.ts";
 import { fromJson, historyDataView, toStoredJson, toStoredPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
-import type { BulkFilter, BulkOperationRecord, InstanceFilter, InstanceStatus, ListInstancesQuery, ScheduleRecord, Storage, WebhookFire } from "../storage/types.ts";
+import type { BulkFilter, BulkOperationRecord, InstanceFilter, InstanceRecord, InstanceStatus, ListInstancesQuery, ScheduleRecord, Storage, WebhookFire } from "../storage/types.ts";
 import { LocalDispatcher, type Dispatcher, type DispatchScope, type StepRequest, type StepRunner } from "./dispatcher.ts";
 import { guardHooks, type EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
@@ -44,7 +44,7 @@ import * as inspection from "./inspection.ts";
 import { openStream, StreamHub, type StreamEvent, type StreamReadOptions } from "./stream-reader.ts";
 import { ingest, type IngestResult, type PreparedEvent } from "./ingestion.ts";
 import { HISTORY_PAGE_MAX, toView, waitWebhookView, type HistoryEntry, type InstanceDetail, type InstanceView } from "./views.ts";
-import { reasonOfRecord, whyOf, type WhyView } from "./why.ts";
+import { reasonOfRecord, whyOf, type WhyReason, type WhyView } from "./why.ts";
 
 export { HISTORY_PAGE_MAX, toView };
 export type { RetentionOptions, StartOptions };
@@ -370,6 +370,19 @@ export class Engine implements StepRunner, EngineParts {
     if (!r) throw new NotFoundError(`instance "${instanceId}" not found`);
     if (!r.ok) throw new ConflictError(`instance "${instanceId}" is ${r.status}, not quarantined or parked`);
     return { status: r.status };
+  }
+
+  /** The reason of an instance whose row is already read (the viewer's page). */
+  reasonOf(inst: InstanceRecord): Promise<WhyReason> {
+    return reasonOfRecord(this, inst);
+  }
+
+  /** The reasons of a page of instances (the viewer's list), by id; each reads only what its kind needs. */
+  async reasonsOf(instances: readonly InstanceRecord[]): Promise<Map<string, WhyReason>> {
+    const reasons = new Map<string, WhyReason>();
+    // One at a time: PGlite runs one statement at a time anyway, and a page is at most 100 rows.
+    for (const inst of instances) reasons.set(inst.instanceId, await reasonOfRecord(this, inst));
+    return reasons;
   }
 
   /** Why the instance is not moving and what will move it (why.ts); null when there is no such instance. */

@@ -203,12 +203,13 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
       page = await e.listInstances({ ...filter, ...(params.status.length ? { status: params.status } : {}), limit: 50 });
     }
     const counts = await e.countInstances(filter);
+    const reasons = await e.reasonsOf(page.instances);
     return render(
       c,
       "Instances",
       <>
         {problem ? <Problem message={problem} /> : null}
-        <ListPage params={params} workflows={[...e.workflows.keys()].sort()} counts={counts} instances={page.instances} nextCursor={page.nextCursor} now={now} />
+        <ListPage params={params} workflows={[...e.workflows.keys()].sort()} counts={counts} instances={page.instances} nextCursor={page.nextCursor} now={now} why={reasons} />
       </>,
     );
   });
@@ -221,6 +222,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     const found = await e.instanceInspection(id, { historyAfter, run: runParam, limit: TIMELINE_PAGE, maxChars: PARSE_MAX_CHARS });
     if (!found) return errorPage(c, 404, `instance "${id}" not found`);
     const { inst, page, timers, subscriptions, webhooks, groups, compensations, runs, children, compensationEvents, archived } = found;
+    const why = await e.reasonOf(inst);
     const notice = noticeOf(c);
     return render(
       c,
@@ -238,6 +240,7 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
         compensations={compensations}
         runs={runs}
         archived={archived}
+        why={why}
         now={new Date()}
         notice={notice}
         {...extra}

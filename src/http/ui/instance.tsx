@@ -16,6 +16,8 @@ import { Problem, StatusBadge } from "./layout.tsx";
 import { Table, type Column } from "./table.tsx";
 import { FORKABLE_STATUSES } from "../../engine/repairs.ts";
 import { buildTimeline, causeChain, type TimelineEntry, type TimelineSource } from "./timeline.ts";
+import type { WhyReason } from "../../engine/why-view.ts";
+import { WhyBanner } from "./why.tsx";
 
 /** Rows of a list section shown on the page (timers, subscriptions, groups, compensations, runs). */
 export const LIST_MAX = 100;
@@ -40,6 +42,8 @@ export interface InstancePageProps {
   /** The archived run being shown, with its history. */
   archived: { run: number; history: TimelineSource[] } | null;
   now: Date;
+  /** Why it is not moving and what will move it (engine/why.ts): the banner at the top. */
+  why?: WhyReason | null | undefined;
   notice?: string | undefined;
   problem?: { message: string; issues?: { path?: PropertyKey[]; message: string }[] | undefined } | undefined;
   /** Values of the message form (kept after a refused send). */
@@ -305,6 +309,7 @@ export function InstancePage(p: InstancePageProps) {
       {p.problem ? <Problem message={p.problem.message} issues={p.problem.issues} /> : null}
       <div data-live="summary">
         {terminal ? <span data-final hidden /> : null}
+        {p.why ? <WhyBanner reason={p.why} now={p.now} /> : null}
         <div class="grid">
           <section class="card">
             <dl class="kv">

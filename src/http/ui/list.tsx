@@ -11,6 +11,8 @@ import { StatusBadge } from "./layout.tsx";
 import { BulkBar } from "./bulk.tsx";
 import { listUrl, RANGES, type ListParams } from "./list-params.ts";
 import { Table, type Column } from "./table.tsx";
+import type { WhyReason } from "../../engine/why-view.ts";
+import { WhyCell } from "./why.tsx";
 
 export interface ListPageProps {
   params: ListParams;
@@ -19,9 +21,11 @@ export interface ListPageProps {
   instances: InstanceRecord[];
   nextCursor: string | null;
   now: Date;
+  /** Each listed instance's reason (engine/why.ts), by id: the why column. */
+  why?: ReadonlyMap<string, WhyReason>;
 }
 
-const INSTANCE_COLUMNS = (now: Date): Column<InstanceRecord>[] => [
+const INSTANCE_COLUMNS = (now: Date, why: ReadonlyMap<string, WhyReason> | undefined): Column<InstanceRecord>[] => [
   {
     head: "instance",
     class: "id",
@@ -39,6 +43,7 @@ const INSTANCE_COLUMNS = (now: Date): Column<InstanceRecord>[] => [
   },
   { head: "workflow", cell: (i) => i.workflowName },
   { head: "status", cell: (i) => <StatusBadge status={i.status} /> },
+  { head: "why", class: "why-cell", cell: (i) => <WhyCell reason={why?.get(i.instanceId)} /> },
   { head: "started (UTC)", class: "small", cell: (i) => formatTime(i.startedAt) },
   { head: "updated", class: "small muted", cell: (i) => relative(i.updatedAt, now) },
 ];
@@ -119,7 +124,7 @@ export function ListPage(p: ListPageProps) {
           ))}
         </nav>
         <div class="card">
-          <Table class="instances" columns={INSTANCE_COLUMNS(p.now)} rows={p.instances} empty="No instances match." />
+          <Table class="instances" columns={INSTANCE_COLUMNS(p.now, p.why)} rows={p.instances} empty="No instances match." />
           <div class="pager">
             {params.cursor ? <a href={listUrl(params, {})}>← newest</a> : null}
             {p.nextCursor ? (
