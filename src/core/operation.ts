@@ -46,15 +46,41 @@ export interface OperationSpec {
 /** A promise that never settles: what a run gets once it is doomed (the loop reports the error). */
 const never = <T>() => new Promise<T>(() => {});
 
+/**
+ * The settling functions of the promise being made (see `open`): one executor for every operation, so
+ * opening one allocates no closure for it.
+ */
+const unset = (): void => {};
+let capturedResolve: (value: unknown) => void = unset;
+let capturedReject: (error: unknown) => void = unset;
+const capture = (resolve: (value: unknown) => void, reject: (error: unknown) => void): void => {
+  capturedResolve = resolve;
+  capturedReject = reject;
+};
+
+/** An open operation whose promise is made by `open`. */
+interface Settleable extends OpenOperation {
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Claim `op`'s id, make its promise, and register it as open (under its id, in the order opened). */
+function open<T>(state: ReplayState, op: Settleable): Promise<T> {
+  if (!state.claim(op.id, op)) return never();
+  const promise = new Promise<T>(capture as (resolve: (value: T) => void, reject: (error: unknown) => void) => void);
+  op.resolve = capturedResolve;
+  op.reject = capturedReject;
+  state.open.set(op.id, op);
+  return promise;
+}
+
 /** An open operation: the spec and how to settle its promise (one shape for every kind, built without a spread). */
-class Open implements OpenOperation {
+class Open implements Settleable {
   readonly id: string;
   readonly request: OperationSpec["request"];
-  constructor(
-    private readonly spec: OperationSpec,
-    readonly resolve: (value: unknown) => void,
-    readonly reject: (error: unknown) => void,
-  ) {
+  resolve: (value: unknown) => void = unset;
+  reject: (error: unknown) => void = unset;
+  constructor(private readonly spec: OperationSpec) {
     this.id = spec.id;
     this.request = spec.request;
   }
@@ -71,11 +97,7 @@ class Open implements OpenOperation {
 
 /** Open an operation (see the module comment). */
 export function operation<T>(ctx: WorkflowContext, spec: OperationSpec): Promise<T> {
-  const state = replayStateOf(ctx);
-  if (!state.claim(spec.id, spec)) return never();
-  return new Promise<T>((resolve, reject) => {
-    state.open.set(spec.id, new Open(spec, resolve as (v: unknown) => void, reject));
-  });
+  return open<T>(replayStateOf(ctx), new Open(spec));
 }
 
 /** The id of the next operation: the user's explicit id (escaped) or `{prefix}:{n}`. */
@@ -86,39 +108,48 @@ export function operationId(ctx: WorkflowContext, prefix: string, explicit?: str
 
 /** `await act(ctx, ...args)` inside a workflow. */
 export function callActivity<A extends unknown[], R>(ctx: WorkflowContext, def: Activity<A, R>, args: A, explicit?: string): Promise<R> {
-  return callActivityAt(ctx, def, args, operationId(ctx, def.activityName, explicit));
+  const state = replayStateOf(ctx);
+  return activityIn<R>(state, def as unknown as Activity, args, explicit !== undefined ? explicitId(explicit) : state.nextId(def.activityName));
 }
 
 /**
- * An activity call's operation. A class, not a literal with closures: a cold replay opens one per
- * history entry, and its description is built only for a message.
+ * An activity call, open: its own request (`request` is the operation itself) and its promise's settling
+ * functions in one object. A cold replay opens one per history entry and keeps it until its record is
+ * delivered — on a long history the objects alive at once are what the garbage collector pays for — and
+ * its description is built only for a message.
  */
-class ActivityOperation implements OperationSpec {
-  readonly request: OperationRequest;
+class ActivityOperation implements Settleable {
+  readonly kind = "activity";
+  resolve: (value: unknown) => void = unset;
+  reject: (error: unknown) => void = unset;
   constructor(
     readonly id: string,
     private readonly state: ReplayState,
-    private readonly name: string,
-    def: Activity,
-    args: unknown[],
-  ) {
-    this.request = { kind: "activity", activity: def, args };
+    readonly activity: Activity,
+    readonly args: unknown[],
+  ) {}
+
+  get request(): OperationRequest {
+    return this;
   }
 
   get describe(): string {
-    return `activity "${this.name}"`;
+    return `activity "${this.activity.activityName}"`;
   }
 
   decode(ev: HistoryEvent): Decoded {
-    return decodeActivityRecord(this.state, ev, this.name);
+    return decodeActivityRecord(this.state, ev, this.activity.activityName);
   }
+}
+
+function activityIn<R>(state: ReplayState, def: Activity, args: unknown[], id: string): Promise<R> {
+  state.uses(def);
+  return open<R>(state, new ActivityOperation(id, state, def, args));
 }
 
 /** Call an activity at an id that is already final (built-in activities build theirs from escaped user text). */
 export function callActivityAt<A extends unknown[], R>(ctx: WorkflowContext, def: Activity<A, R>, args: A, id: string): Promise<R> {
-  const state = replayStateOf(ctx);
-  state.uses(def as unknown as Activity);
-  return operation<R>(ctx, new ActivityOperation(id, state, def.activityName, def as unknown as Activity, args));
+  return activityIn<R>(replayStateOf(ctx), def as unknown as Activity, args, id);
 }
 
 /** A value made in workflow code and recorded once (`ctx.now()`…); replays return the recorded value. */

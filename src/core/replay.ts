@@ -167,20 +167,21 @@ const WAVES_PER_MACROTASK = 64;
 let waves = 0;
 
 /**
- * Once the code is quiescent (every microtask has run). On Node a tick queued from a microtask, with a
- * macrotask every WAVES_PER_MACROTASK waves; elsewhere a macrotask. Either way the microtask queue is
- * empty when it resolves, which is all the replay depends on: where the waves fall never changes what a
- * run sees. A cold replay then costs no event-loop turn per history entry.
+ * Run `wave` once the code is quiescent (every microtask has run). On Node a tick queued from a microtask,
+ * with a macrotask every WAVES_PER_MACROTASK waves; elsewhere a macrotask. Either way the microtask queue
+ * is empty when `wave` runs, which is all the replay depends on: where the waves fall never changes what a
+ * run sees. A cold replay then costs no event-loop turn per history entry. `tick` is `() => nodeTick(wave)`,
+ * made once per run: a wave allocates no promise of its own and no closure (a cold replay is a wave per
+ * history entry, and what it allocates is what the garbage collector pays for on a long history).
  */
 const settledPromise = Promise.resolve();
-const quiescence = () =>
-  new Promise<void>((resolve) => {
-    if (nodeTick && ++waves < WAVES_PER_MACROTASK) void settledPromise.then(() => nodeTick(resolve));
-    else {
-      waves = 0;
-      nextMacrotask(resolve);
-    }
-  });
+function afterQuiescence(wave: () => void, tick: () => void): void {
+  if (nodeTick && ++waves < WAVES_PER_MACROTASK) void settledPromise.then(tick);
+  else {
+    waves = 0;
+    nextMacrotask(wave);
+  }
+}
 
 export class ReplayState {
   /** Settling records in history order, and how many were delivered. */
@@ -360,41 +361,77 @@ export class ReplayRun {
     return { outcome, newCompensations: state.newCompensations.splice(0), newEvents: state.newEvents.splice(0) };
   }
 
-  private async advance(): Promise<ReplayOutcome> {
-    const { state } = this;
-    for (;;) {
-      await quiescence();
-      if (state.fatal) return { kind: "nondeterminism", error: state.fatal };
-      if (state.recurInput) return { kind: "recur", input: state.recurInput.input };
-      if (state.peek()) {
-        const later = state.deliverNext();
-        if (later instanceof Promise) await later;
-        continue;
-      }
-      const value = firstValueRequest(state.open);
-      if (value) {
-        // Produced now, recorded with this step, delivered like any record.
-        const ev = recordValue(value);
-        state.newEvents.push(ev);
-        state.append([{ ...ev, id: 0, createdAt: new Date(0) }]);
-        continue;
-      }
-      const s = this.settled as Settled | null;
-      if (s?.ok) return { kind: "completed", output: s.value };
-      if (s) return { kind: "failed", error: s.error };
-      const activities: PendingActivity[] = [];
-      let wait: WaitRequest | null = null;
-      for (const op of state.open.values()) {
-        if (op.request.kind === "activity") activities.push(this.pending(op.id, op.request.activity, op.request.args));
-        else if (op.request.kind === "wait") wait ??= op.request.wait;
-      }
-      if (activities.length) return { kind: "activities", activities };
-      if (wait) return { kind: "wait", wait };
-      return {
-        kind: "nondeterminism",
-        error: new NonDeterminismError("the workflow awaited something that is not an Edda operation; do I/O in activities"),
-      };
+  /** Where `advance` reports to, while the waves run. */
+  private report: { resolve: (o: ReplayOutcome) => void; reject: (e: unknown) => void } | null = null;
+
+  /** Run waves until the run stops on something the history does not hold. */
+  private advance(): Promise<ReplayOutcome> {
+    return new Promise<ReplayOutcome>((resolve, reject) => {
+      this.report = { resolve, reject };
+      afterQuiescence(this.wave, this.tick);
+    });
+  }
+
+  private readonly tick = (): void => nodeTick!(this.wave);
+  private readonly again = (): void => afterQuiescence(this.wave, this.tick);
+
+  private readonly fail = (error: unknown): void => {
+    const r = this.report!;
+    this.report = null;
+    r.reject(error);
+  };
+
+  /** One wave, the code quiescent: deliver the next record (then wave again), or report where the run stopped. */
+  private readonly wave = (): void => {
+    let outcome: ReplayOutcome | null;
+    try {
+      outcome = this.waveOnce();
+    } catch (error) {
+      this.fail(error);
+      return;
     }
+    if (outcome) {
+      const r = this.report!;
+      this.report = null;
+      r.resolve(outcome);
+    }
+  };
+
+  /** The outcome when the run stops here; null when a next wave is scheduled. */
+  private waveOnce(): ReplayOutcome | null {
+    const { state } = this;
+    if (state.fatal) return { kind: "nondeterminism", error: state.fatal };
+    if (state.recurInput) return { kind: "recur", input: state.recurInput.input };
+    if (state.peek()) {
+      const later = state.deliverNext();
+      if (later instanceof Promise) void later.then(this.again, this.fail);
+      else afterQuiescence(this.wave, this.tick);
+      return null;
+    }
+    const value = firstValueRequest(state.open);
+    if (value) {
+      // Produced now, recorded with this step, delivered like any record.
+      const ev = recordValue(value);
+      state.newEvents.push(ev);
+      state.append([{ ...ev, id: 0, createdAt: new Date(0) }]);
+      afterQuiescence(this.wave, this.tick);
+      return null;
+    }
+    const s = this.settled as Settled | null;
+    if (s?.ok) return { kind: "completed", output: s.value };
+    if (s) return { kind: "failed", error: s.error };
+    const activities: PendingActivity[] = [];
+    let wait: WaitRequest | null = null;
+    for (const op of state.open.values()) {
+      if (op.request.kind === "activity") activities.push(this.pending(op.id, op.request.activity, op.request.args));
+      else if (op.request.kind === "wait") wait ??= op.request.wait;
+    }
+    if (activities.length) return { kind: "activities", activities };
+    if (wait) return { kind: "wait", wait };
+    return {
+      kind: "nondeterminism",
+      error: new NonDeterminismError("the workflow awaited something that is not an Edda operation; do I/O in activities"),
+    };
   }
 
   private pending(activityId: string, activity: Activity, args: unknown[]): PendingActivity {
