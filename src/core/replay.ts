@@ -32,7 +32,7 @@ import type { ActivityRegistry } from "./registry.ts";
 import { isDerivedId } from "./ids.ts";
 import type { MatchDocument } from "./match.ts";
 import { EV, WAIT_EVENTS, type ChannelMode, type HistoryEvent, type HistoryEventType, type NewHistoryEvent } from "./model.ts";
-import { deserializeError, fromPayload, toPayload, type ErrorClass, type SerializedError } from "./serialization.ts";
+import { deserializeError, fromJson, toPayload, type ErrorClass, type SerializedError } from "./serialization.ts";
 
 /** History rows that settle an operation (rows at derived `id#…` ids only inform retries). */
 const PRIMARY = new Set<string>([EV.ActivityCompleted, EV.ActivityFailed, EV.ValueRecorded, EV.StreamEmitted, ...WAIT_EVENTS]);
@@ -186,7 +186,10 @@ function afterQuiescence(wave: () => void, tick: () => void): void {
 export class ReplayState {
   /** Settling records in history order, and how many were delivered. */
   private readonly primary: HistoryEvent[] = [];
-  private readonly primaryIds = new Set<string>();
+  /** The ids of `primary`, made when first asked for (`hasRecord`): a cold replay needs none. */
+  private primaryIds: Set<string> | null = null;
+  /** Ids of the values this run recorded itself (already in `primary`), until the step's rows come back with them. */
+  private readonly ownRecords = new Set<string>();
   private cursor = 0;
   /** Rows at derived ids (`id#n` failed attempts), by id. */
   private readonly derived = new Map<string, HistoryEvent>();
@@ -201,6 +204,7 @@ export class ReplayState {
   readonly newEvents: NewHistoryEvent[] = [];
 
   constructor(
+    /** One run's history in order; one row per activity id (the table's UNIQUE(instance_id, activity_id)). */
     history: HistoryEvent[],
     readonly errorClasses: Record<string, ErrorClass>,
     /** The app's registry: every activity the run calls or registers as a compensation is added. */
@@ -212,17 +216,24 @@ export class ReplayState {
   }
 
   /**
-   * Add records (a step's new rows, in the order written). A row already
-   * known — a value the run recorded itself — is not added twice.
+   * Add records (a step's new rows, in the order written). A value the run
+   * recorded itself is known already and not added twice.
    */
   append(events: HistoryEvent[]): void {
     for (const event of events) {
-      if (isDerivedId(event.activityId)) this.derived.set(event.activityId, event);
-      else if (PRIMARY.has(event.eventType) && !this.primaryIds.has(event.activityId)) {
-        this.primaryIds.add(event.activityId);
+      const id = event.activityId;
+      if (isDerivedId(id)) this.derived.set(id, event);
+      else if (PRIMARY.has(event.eventType) && !this.ownRecords.delete(id)) {
+        this.primaryIds?.add(id);
         this.primary.push(event);
       }
     }
+  }
+
+  /** Add a value the run produced itself (to deliver now, and to recognise when the step's rows come back). */
+  appendOwn(event: HistoryEvent): void {
+    this.append([event]);
+    this.ownRecords.add(event.activityId);
   }
 
   /** An activity the code uses (called, or registered as a compensation). */
@@ -237,6 +248,7 @@ export class ReplayState {
 
   /** Whether history holds a settling record at `id` (delivered or not). */
   hasRecord(id: string): boolean {
+    this.primaryIds ??= new Set(this.primary.map((e) => e.activityId));
     return this.primaryIds.has(id);
   }
 
@@ -310,7 +322,8 @@ function settle(op: OpenOperation, d: Settled): void {
 }
 
 function describeRecord(ev: HistoryEvent): string {
-  const name = ev.data.type === "json" ? (safeParse(ev.data.json) as { name?: unknown } | null)?.name : undefined;
+  const data = ev.data;
+  const name = data.type === "json" ? (safeParse(data.json) as { name?: unknown } | null)?.name : undefined;
   return `${ev.eventType}${typeof name === "string" ? ` of "${name}"` : ""} at ${ev.activityId}`;
 }
 
@@ -324,10 +337,11 @@ function safeParse(text: string): unknown {
 
 /** What a recorded activity event gives the workflow: its result, or its error re-thrown. */
 export function decodeActivityRecord(state: ReplayState, ev: HistoryEvent, activityName: string): Decoded {
-  if (ev.data.type === "binary") {
-    return ev.eventType === EV.ActivityCompleted ? { ok: true, value: ev.data.bytes } : { mismatch: `holds a binary ${ev.eventType} record` };
+  const data = ev.data;
+  if (data.type === "binary") {
+    return ev.eventType === EV.ActivityCompleted ? { ok: true, value: data.bytes } : { mismatch: `holds a binary ${ev.eventType} record` };
   }
-  const v = fromPayload(ev.data) as { name?: unknown; result?: unknown; error?: SerializedError } | null;
+  const v = fromJson(data.json) as { name?: unknown; result?: unknown; error?: SerializedError } | null;
   if (typeof v?.name === "string" && v.name !== activityName) return { mismatch: `history recorded "${v.name}" but the code now calls "${activityName}"` };
   if (ev.eventType === EV.ActivityCompleted) return { ok: true, value: v?.result };
   if (ev.eventType === EV.ActivityFailed) return { ok: false, error: state.restoreError(v!.error!) };
@@ -413,7 +427,7 @@ export class ReplayRun {
       // Produced now, recorded with this step, delivered like any record.
       const ev = recordValue(value);
       state.newEvents.push(ev);
-      state.append([{ ...ev, id: 0, createdAt: new Date(0) }]);
+      state.appendOwn({ ...ev, id: 0, createdAt: new Date(0) });
       afterQuiescence(this.wave, this.tick);
       return null;
     }

@@ -12,7 +12,7 @@
  * objects through unserialized), bytes as a Uint8Array with `::bytea`.
  */
 import { getTableColumns, sql, type SQL } from "drizzle-orm";
-import { COMPENSATION_PREFIX, HOOK_LISTENING_STATUSES, WAIT_KINDS, type WaitKind } from "../core/model.ts";
+import { COMPENSATION_PREFIX, EV, HOOK_LISTENING_STATUSES, WAIT_KINDS, type WaitKind } from "../core/model.ts";
 import { channelMessages, channelSubscriptions, workflowInstances } from "./schema.ts";
 import type {
   ArchivedHistoryEvent,
@@ -265,57 +265,85 @@ export function toHistoryEvent(r: Row): HistoryEvent {
  * The current history of the instance `instanceIdExpr` as one JSON array
  * ordered by id, for loading it in the same statement as a lease
  * acquisition. Each entry is a positional array — [id, activity_id,
- * event_type, event_data, event_data_binary as hex, created_at] — not an
- * object: a cold step parses the whole history, and keys repeated per entry
- * nearly double the text the driver decodes and parses. `event_data` stays a
- * string (its exact stored text), decoded only when replay delivers it.
+ * event_type, event_data, event_data_binary as hex, created_at as epoch
+ * milliseconds] — not an object: a cold step parses the whole history, and
+ * keys repeated per entry nearly double the text the driver decodes and
+ * parses. `event_data` stays a string (its exact stored text), decoded only
+ * when replay delivers it. The time is a number, cut to the millisecond as a
+ * `Date` of its text would be (a third of the entry's text, and no string per
+ * entry kept alive through the replay).
  */
 export function historyJson(instanceIdExpr: SQL): SQL {
   return sql`(SELECT coalesce(json_agg(json_build_array(
       h.id, h.activity_id, h.event_type,
       CASE WHEN h.data_type = 'binary' THEN NULL ELSE h.event_data END,
       CASE WHEN h.data_type = 'binary' THEN encode(h.event_data_binary, 'hex') END,
-      h.created_at) ORDER BY h.id), '[]'::json)
+      (extract(epoch FROM date_trunc('milliseconds', h.created_at)) * 1000)::int8) ORDER BY h.id), '[]'::json)
     FROM workflow_history h WHERE h.instance_id = ${instanceIdExpr})`;
 }
 
+/** Each event type's one string: a loaded entry keeps it instead of the copy the JSON parse made. */
+const EVENT_TYPES = new Map<string, string>(Object.values(EV).map((t) => [t, t]));
+
 /**
- * A history entry of `historyJson`. Its time is parsed on first read: replay
- * reads it only for failed attempts (retry timing), so a cold step over a
- * long history parses none of the others.
+ * A history entry of `historyJson`, one object with no other per entry: a
+ * cold step over a long history keeps every entry alive through its replay,
+ * and the garbage collector pays for what is alive. Its payload is made when
+ * read (replay reads it once, when it delivers the entry; bytes are decoded
+ * once) and can be replaced (a sealed or referenced value, once opened), its
+ * time is made when read too (replay reads it only for failed attempts).
  */
 class LoadedHistoryEvent implements HistoryEvent {
-  #created: unknown;
-  #date: Date | null = null;
+  /** The stored JSON text, or null for a binary payload. */
+  #json: string | null;
+  /** The payload's bytes, as hex until first read. */
+  #bytes: string | Uint8Array | null;
+  #createdMs: number;
   constructor(
     readonly id: number,
     readonly activityId: string,
     readonly eventType: string,
-    readonly data: Payload,
-    created: unknown,
+    json: string | null,
+    hex: string | null,
+    createdMs: number,
   ) {
-    this.#created = created;
+    this.#json = json;
+    this.#bytes = hex;
+    this.#createdMs = createdMs;
+  }
+
+  get data(): Payload {
+    if (this.#json !== null) return { type: "json", json: this.#json };
+    if (typeof this.#bytes === "string") this.#bytes = hexToBytes(this.#bytes);
+    return { type: "binary", bytes: this.#bytes! };
+  }
+
+  /** The payload as the engine sees it, once opened (engine/payload-sealing.ts replaces it in place). */
+  set data(p: Payload) {
+    this.#json = p.type === "json" ? p.json : null;
+    this.#bytes = p.type === "binary" ? p.bytes : null;
   }
 
   get createdAt(): Date {
-    return (this.#date ??= toDate(this.#created));
+    return new Date(this.#createdMs);
   }
 
-  /** As a plain HistoryEvent (the getter is not an own property). */
+  /** As a plain HistoryEvent (the getters are not own properties). */
   toJSON(): HistoryEvent {
     return { id: this.id, activityId: this.activityId, eventType: this.eventType, data: this.data, createdAt: this.createdAt };
   }
 }
 
-type HistoryTuple = [number | string, string, string, string | null, string | null, string];
+type HistoryTuple = [number | string, string, string, string | null, string | null, number | string];
 
 export function toHistoryList(value: unknown): HistoryEvent[] {
   const rows = toJsonValue<HistoryTuple[]>(value);
   const out = new Array<HistoryEvent>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const r = rows[i]!;
-    const data: Payload = typeof r[4] === "string" ? { type: "binary", bytes: hexToBytes(r[4]) } : { type: "json", json: str(r[3]) };
-    out[i] = new LoadedHistoryEvent(toNumber(r[0]), str(r[1]), str(r[2]), data, r[5]);
+    const type = str(r[2]);
+    const binary = typeof r[4] === "string";
+    out[i] = new LoadedHistoryEvent(toNumber(r[0]), str(r[1]), EVENT_TYPES.get(type) ?? type, binary ? null : str(r[3]), binary ? r[4] : null, toNumber(r[5]));
   }
   return out;
 }
