@@ -3,7 +3,10 @@
  * `{prefix}:{n}` where `n` counts calls with that prefix in call order
  * (`charge:1`, `sleep:2`, `receive_orders:1`). The engine derives more ids from
  * them with reserved characters: `{id}#{attempt}` for failed attempts and
- * `{id}#retry{attempt}` for retry timers.
+ * `{id}#retry{attempt}` for retry timers. Only a counted id ends in
+ * `:{digits}` (ids built on another, `{id}:result`, `{id}:wait`, end in a word;
+ * explicit ids have no `:`), so counted ids never collide with any other
+ * (replay.ts `claim` relies on it).
  *
  * User text that becomes part of an id (channel and group names, event types,
  * explicit ids) is escaped so it can never produce a reserved character: `%`,

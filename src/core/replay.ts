@@ -194,7 +194,7 @@ export class ReplayState {
   /** Rows at derived ids (`id#n` failed attempts), by id. */
   private readonly derived = new Map<string, HistoryEvent>();
   private readonly counters = new Map<string, number>();
-  /** Ids handed out so far: an id is used once per run. */
+  /** Ids claimed so far but the counted ones (see `claim`): an id is used once per run. */
   private readonly used = new Set<string>();
   /** Operations waiting for their record, in the order they were opened. */
   readonly open = new Map<string, OpenOperation>();
@@ -260,11 +260,24 @@ export class ReplayState {
   nextId(prefix: string): string {
     const n = (this.counters.get(prefix) ?? 0) + 1;
     this.counters.set(prefix, n);
-    return `${prefix}:${n}`;
+    return (this.counted = `${prefix}:${n}`);
   }
 
-  /** Claim `id` for one operation (`what.describe` names it, read only for the error); a second operation with the same id in one run is a bug in the code. */
+  /** The id `nextId` made last, until it is claimed. */
+  private counted: string | null = null;
+
+  /**
+   * Claim `id` for one operation (`what.describe` names it, read only for the error); a second operation
+   * with the same id in one run is a bug in the code. A counted id (`nextId`) is unique by construction —
+   * a prefix's counter only grows, `{prefix}:{n}` splits back at its last `:`, and no other id ends in
+   * `:{digits}` (explicit ids have no `:`, ids.ts) — so only the others are remembered: a cold replay
+   * claims one id per history entry.
+   */
   claim(id: string, what: { readonly describe: string }): boolean {
+    if (id === this.counted) {
+      this.counted = null;
+      return true;
+    }
     if (this.used.has(id)) {
       this.fatal ??= new NonDeterminismError(`two operations use the id ${id} (the second is ${what.describe}); explicit ids must be unique within a run`);
       return false;
