@@ -354,11 +354,37 @@ export function decodeActivityRecord(state: ReplayState, ev: HistoryEvent, activ
   if (data.type === "binary") {
     return ev.eventType === EV.ActivityCompleted ? { ok: true, value: data.bytes } : { mismatch: `holds a binary ${ev.eventType} record` };
   }
+  if (ev.eventType === EV.ActivityCompleted) {
+    const result = recordedResult(data.json, activityName);
+    if (result !== NOT_THE_USUAL_SHAPE) return { ok: true, value: result };
+  }
   const v = fromJson(data.json) as { name?: unknown; result?: unknown; error?: SerializedError } | null;
   if (typeof v?.name === "string" && v.name !== activityName) return { mismatch: `history recorded "${v.name}" but the code now calls "${activityName}"` };
   if (ev.eventType === EV.ActivityCompleted) return { ok: true, value: v?.result };
   if (ev.eventType === EV.ActivityFailed) return { ok: false, error: state.restoreError(v!.error!) };
   return { mismatch: `holds a ${ev.eventType} record, not an activity result` };
+}
+
+const NOT_THE_USUAL_SHAPE = Symbol("not the usual shape");
+/** `{"name":<name>,"result":` by activity name: how the engine writes a completed activity (execute.ts resultPayload). */
+const resultPrefixes = new Map<string, string>();
+
+/**
+ * The result in an activity's record as the engine writes it, `{"name":<this name>,"result":R}`, decoded
+ * from R alone: a cold replay decodes one record per history entry, and the name is checked by comparing
+ * text instead of being parsed. Anything else — another name, a retried activity's `"attempts"` after R
+ * (then R's text followed by `,"attempts":…` is no JSON value and does not parse), other spacing — is
+ * NOT_THE_USUAL_SHAPE, decoded whole by the caller.
+ */
+function recordedResult(json: string, activityName: string): unknown {
+  let prefix = resultPrefixes.get(activityName);
+  if (prefix === undefined) resultPrefixes.set(activityName, (prefix = `{"name":${JSON.stringify(activityName)},"result":`));
+  if (!json.startsWith(prefix) || json.charCodeAt(json.length - 1) !== 125 /* } */) return NOT_THE_USUAL_SHAPE;
+  try {
+    return fromJson(json.slice(prefix.length, -1));
+  } catch {
+    return NOT_THE_USUAL_SHAPE;
+  }
 }
 
 /**

@@ -142,4 +142,45 @@ describe("replay core regressions", () => {
     }) as never;
     for (const mode of ["warm", "cold"] as const) expect((await simulate(fn, [], mode)).output).toBe("MessageTimeoutError");
   });
+  it("a recorded result decodes the same whether its text is the engine's usual shape or not (the cold-replay fast path reads only the result's text)", async () => {
+    const { ReplayRun, ReplayState } = await import("../../src/core/replay.ts");
+    const { createWorkflowContext } = await import("../../src/core/operation.ts");
+    const { toJson } = await import("../../src/core/serialization.ts");
+    const fast = activity("fast_shape", async () => null);
+    const replayed = async (json: string) => {
+      const state = new ReplayState([{ id: 1, activityId: "fast_shape:1", eventType: "ActivityCompleted", data: { type: "json", json }, createdAt: new Date(0) }], {});
+      let got: unknown = "unset";
+      const fn = (async (ctx: WorkflowContext) => {
+        got = await fast(ctx);
+        return got;
+      }) as never;
+      const r = await new ReplayRun(fn, null, state, createWorkflowContext({ instanceId: "i", workflowName: "w", run: 1 }, state)).next();
+      return { kind: r.outcome.kind, got, message: r.outcome.kind === "nondeterminism" ? r.outcome.error.message : null };
+    };
+    const at = new Date("2026-01-02T03:04:05.678Z");
+    const result = { at, bytes: new Uint8Array([1, 2]), $tag: "escaped", list: [1, { $date: "user data" }] };
+    const usual = toJson({ name: "fast_shape", result });
+    expect(usual.startsWith('{"name":"fast_shape","result":')).toBe(true);
+    for (const json of [usual, toJson({ name: "fast_shape", result, attempts: 3 }), ` ${usual}`, usual.replace('"result":', '"result" :')]) {
+      const r = await replayed(json);
+      expect(r.kind).toBe("completed");
+      expect(r.got).toEqual(result);
+    }
+    expect((await replayed('{"name":"fast_shape","result":7,"attempts":2}')).got).toBe(7);
+    expect((await replayed('{"name":"fast_shape","result":null}')).got).toBeNull();
+    const other = await replayed(toJson({ name: "fast_shape_v2", result }));
+    expect(other.kind).toBe("nondeterminism");
+    expect(other.message).toMatch(/"fast_shape_v2".*"fast_shape"/);
+  });
+
+  it("counted ids and explicit ids never collide: an explicit id that reads like a counted one is escaped, and each is claimed once", async () => {
+    const echo = activity("cnt_echo", async (_c, n: number) => n);
+    const fn = (async (ctx: WorkflowContext) => Promise.all([echo(ctx, 1), echo.withId("cnt_echo:1")(ctx, 2), echo(ctx, 3)])) as never;
+    for (const mode of ["warm", "cold"] as const) {
+      const r = await simulate(fn, [], mode);
+      expect(r.status).toBe("completed");
+      expect(r.output).toEqual([1, 2, 3]);
+      expect(r.history.map((h) => h.activityId).sort()).toEqual(["cnt_echo%3A1", "cnt_echo:1", "cnt_echo:2"]);
+    }
+  });
 });
