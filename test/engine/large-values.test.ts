@@ -3,7 +3,8 @@
 // report through the API with no history row over 64 KiB; a 2 MiB input goes
 // by reference once the body limit allows it (413 by default); deleting an
 // instance deletes its values; a value over MAX_VALUE_BYTES is a typed error
-// naming it; with a key set, a value by reference is encrypted too.
+// naming it; with a key set, a value by reference is encrypted too. Postgres
+// through postgres.js and Neon's driver, and PGlite.
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
@@ -31,10 +32,18 @@ const CANARY = "canary-large-5e1b";
 const secretReport = activity("secret_report", async () => `${CANARY}:${"y".repeat(400 * 1024)}`);
 const secretLarge = workflow("secret_large", async (ctx) => ({ size: (await secretReport(ctx)).length }));
 
+const bigPart = activity("big_part", async () => "b".repeat(400 * 1024));
+const smallPart = activity("small_part", async () => "s");
+const twoParts = workflow("two_parts", async (ctx) => {
+  const big = await bigPart(ctx);
+  const small = await smallPart(ctx);
+  return { big: big.length, small };
+});
+
 let pg: { url: string; open(): Database };
 const apps: TestApp[] = [];
 const app = (extra: Partial<Parameters<typeof makeTestApp>[1]> = {}, database = pg.open()) => {
-  const a = makeTestApp(database, { workflows: [largeReport, echo, tooLarge, secretLarge], ...extra });
+  const a = makeTestApp(database, { workflows: [largeReport, echo, tooLarge, secretLarge, twoParts], ...extra });
   apps.push(a);
   return a;
 };
@@ -125,6 +134,23 @@ describe("large values by reference on Postgres", () => {
     expect(Number(left!.n)).toBe(0);
   });
 
+  it("a fork owns copies of the values its copied history references: it finishes after its source is purged", { timeout: 60_000 }, async () => {
+    const a = app();
+    await a.edda.start("two_parts", null, { instanceId: "parts-1" });
+    await a.waitFor("parts-1", ["completed"]);
+    const res = await post(a, "/instances/parts-1/fork", { fromActivityId: "small_part:1" });
+    expect(res.status, await res.clone().text()).toBe(201);
+    const { instanceId } = (await res.json()) as { instanceId: string };
+    expect((await largestRows(a.database, instanceId)).values).toBeGreaterThanOrEqual(1);
+    const engine = await engineOf(a.edda);
+    expect(await engine.storage.purgeFinishedInstances(0, 10, { onlyInstanceId: "parts-1" })).toEqual(["parts-1"]);
+    const done = await a.waitFor(instanceId, ["completed", "failed"], 30_000);
+    expect(done.output).toEqual({ big: 400 * 1024, small: "s" });
+    // Read again after the purge: the fork's copied record resolves from the fork's own rows.
+    const copied = (await engine.storage.loadHistory(instanceId)).find((e) => e.activityId === "big_part:1");
+    expect(copied?.data.type === "json" && copied.data.json.length).toBeGreaterThan(400 * 1024);
+  });
+
   it("a value over MAX_VALUE_BYTES fails its activity with PayloadTooLargeError naming the value and the limit, catchable in the workflow", { timeout: 60_000 }, async () => {
     const a = app();
     await a.edda.start("too_large", {}, { instanceId: "too-large" });
@@ -144,6 +170,12 @@ describe("large values by reference on Postgres", () => {
     const dump = execFileSync(join(findPostgresBin(), "pg_dump"), ["--no-owner", "--dbname", pg.url], { encoding: "utf8", maxBuffer: 512 * MiB });
     expect(dump).toContain("secret-large");
     expect(dump).not.toContain(CANARY);
+  });
+});
+
+describe("large values by reference on Neon's driver (local WebSocket proxy)", () => {
+  it("large_report returns a 5 MiB report through the API, with no history row over 64 KiB", { timeout: 120_000 }, async () => {
+    await largeReportThroughApi(app({}, await openTestDatabase("neon", "lv_neon")), "lr-neon");
   });
 });
 
