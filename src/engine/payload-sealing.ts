@@ -71,10 +71,15 @@ async function openTexts(s: Storage, b: PayloadBoundary, instanceId: string, tex
 
 const needsOpen = (p: Payload | null): p is { type: "json"; json: string } => p !== null && p.type === "json" && (holdsSealed(p.json) || holdsRef(p.json));
 
-async function openInstance<T extends InstanceRecord | null>(s: Storage, b: PayloadBoundary, r: T): Promise<T> {
+async function openInstance<T extends InstanceRecord | null>(s: Storage, b: PayloadBoundary, r: T, opts: { keepRefs?: boolean } = {}): Promise<T> {
   if (r === null) return r;
   const rec = r as InstanceRecord;
   const out = rec.outputData;
+  if (opts.keepRefs) {
+    if (!holdsRef(rec.inputData) && holdsSealed(rec.inputData)) rec.inputData = await openJson(b.codec, rec.inputData);
+    if (out !== null && !holdsRef(out) && holdsSealed(out)) rec.outputData = await openJson(b.codec, out);
+    return r;
+  }
   if (!holdsSealed(rec.inputData) && !holdsRef(rec.inputData) && (out === null || (!holdsSealed(out) && !holdsRef(out)))) return r;
   const [input, output] = await openTexts(s, b, rec.instanceId, out === null ? [rec.inputData] : [rec.inputData, out]);
   rec.inputData = input!;
@@ -235,7 +240,9 @@ function methods(s: Storage, b: PayloadBoundary): Methods {
     },
     async listInstances(query) {
       const page = await s.listInstances(query);
-      await Promise.all(page.instances.map((i) => openInstance(s, b, i)));
+      // A page never loads values by reference (50 inputs of up to 32 MiB each, for a list that shows none):
+      // one stays its reference, `{"$ref": "<id>:<bytes>:<sha-256>"}`; the instance's own read resolves it.
+      await Promise.all(page.instances.map((i) => openInstance(s, b, i, { keepRefs: true })));
       return page;
     },
     async acquireLease(instanceId, workerId, leaseSeconds, opts) {

@@ -123,6 +123,9 @@ describe("large values by reference on Postgres", () => {
     const rows = await largestRows(roomy.database, "in-2m");
     expect(rows.input).toBeLessThanOrEqual(64 * 1024);
     expect(rows.values).toBe(1);
+    // A list page never loads values by reference: it shows the reference (the instance's own read resolves it).
+    const list = (await (await get(roomy, "/instances?workflow=echo_input&include=payloads")).json()) as { instances: { instanceId: string; input: unknown }[] };
+    expect(list.instances.find((i) => i.instanceId === "in-2m")?.input).toEqual({ $ref: expect.stringMatching(/^[0-9a-f-]{36}:\d+:[0-9a-f]{64}$/) as unknown });
   });
 
   it("deleting an instance (retention) deletes its values by reference", { timeout: 60_000 }, async () => {

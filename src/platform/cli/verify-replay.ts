@@ -63,7 +63,9 @@ export async function verifyReplayCommand(argv: string[], env: Record<string, st
     let cursor: string | null = null;
     do {
       const page = await storage.listInstances({ status: REPLAYED, limit: Math.min(500, limit - findings.length), cursor, ...(values.workflow ? { workflowName: values.workflow as string } : {}) });
-      for (const inst of page.instances) {
+      for (const listed of page.instances) {
+        // A page keeps large values as references: the instance's own read resolves its input.
+        const inst = (await storage.getInstance(listed.instanceId)) ?? listed;
         const base = { instanceId: inst.instanceId, workflow: inst.workflowName, status: inst.status };
         const wf = workflows.get(inst.workflowName);
         if (!wf) {
