@@ -11,7 +11,7 @@ import type { ActivityRegistry } from "../core/registry.ts";
 import type { WebhookLinks } from "../core/replay.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import type { ErrorClass, ErrorViewOptions } from "../core/serialization.ts";
-import type { ConcludeResult, Fence, StepConclusion, Storage } from "../storage/types.ts";
+import type { ConcludeResult, Fence, LeasedInstance, StepConclusion, Storage } from "../storage/types.ts";
 import type { Dispatcher } from "./dispatcher.ts";
 import type { EngineHooks } from "./hooks.ts";
 import type { WarmRuns } from "./warm-runs.ts";
@@ -70,6 +70,12 @@ export interface LoneConclusions {
   conclude(fence: Fence, conclusion: StepConclusion): Promise<ConcludeResult>;
 }
 
+/** What a step uses of group load (group-load.ts `GroupLoad` has it). */
+export interface LeasedReads {
+  /** `loadLeased(fence)`: read with the other handed-off reads of the same turn. */
+  load(fence: Fence): Promise<LeasedInstance | null>;
+}
+
 /** Each workflow's source hash, its definition recorded once per process (source-hashes.ts). */
 export interface DefinitionRecorder {
   hash(wf: Workflow): Promise<string>;
@@ -92,6 +98,8 @@ export interface EngineParts {
   readonly warmRuns: WarmRuns;
   /** Lone conclusions of one turn in one statement (group-commit.ts); null: each its own. */
   readonly groupCommit: LoneConclusions | null;
+  /** Handed-off reads of one turn in one statement (group-load.ts); null: each its own. */
+  readonly leasedReads: LeasedReads | null;
   // Settings.
   readonly serviceName: string;
   readonly workerId: string;

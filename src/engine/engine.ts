@@ -25,6 +25,7 @@ import { SourceHashes } from "./source-hashes.ts";
 import { afterStart, createValidated, validateInput, type Created, type ParentLink, type StartOptions } from "./starts.ts";
 import { WarmRuns } from "./warm-runs.ts";
 import { GroupCommit, type GroupCommitOptions } from "./group-commit.ts";
+import { GroupLoad } from "./group-load.ts";
 import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
 import { metricsFor, type Metrics, type MetricsApi } from "./metrics.ts";
@@ -153,6 +154,7 @@ export class Engine implements StepRunner, EngineParts {
   /** Starts are created leased to their first step (the local dispatcher runs it in this process). */
   private readonly startsLeased: boolean;
   readonly groupCommit: GroupCommit | null;
+  readonly leasedReads: GroupLoad | null;
 
   constructor(opts: EngineOptions) {
     const storage = sealPayloads(opts.storage, { codec: opts.payloadCodec ?? null, thresholdBytes: opts.largeValues?.thresholdBytes ?? DEFAULT_LARGE_VALUE_BYTES });
@@ -160,6 +162,8 @@ export class Engine implements StepRunner, EngineParts {
     // Over a transaction (a Storage with afterCommit) a failed group would abort it: no fallback there.
     const inTransaction = typeof (storage as { afterCommit?: unknown }).afterCommit === "function";
     this.groupCommit = opts.groupCommit === false || inTransaction ? null : new GroupCommit(storage, opts.groupCommit);
+    // The handed-off reads of one turn go together where the conclusions do (the same option turns both off).
+    this.leasedReads = this.groupCommit ? new GroupLoad(storage, opts.groupCommit ? opts.groupCommit.maxBatch : undefined) : null;
     this.clock = opts.clock ?? Date.now;
     this.definitions = new SourceHashes(storage);
     this.quarantineAfter = Math.max(1, Math.trunc(opts.quarantineAfterFailures ?? DEFAULT_QUARANTINE_AFTER));

@@ -33,7 +33,7 @@ import { EncryptedMatchError, holdsSealed, openJson, openPayload, sealJson, seal
 import { copyOutOfLine, holdsRef, outOfLine, refOf, resolveRefs, storeOutOfLine, type OutOfLine } from "../storage/payload-refs.ts";
 import type { MatchDocument } from "../core/model.ts";
 import type { LeasedInstance, StepConclusion } from "../storage/leases.ts";
-import type { CompensationRecord, Fence, HistoryEvent, InstanceRecord, NewCompensation, NewHistoryEvent, Payload, Storage, TxStorage } from "../storage/types.ts";
+import type { CompensationRecord, Fence, HistoryEvent, InstanceRecord, LeasedLoad, NewCompensation, NewHistoryEvent, Payload, Storage, TxStorage } from "../storage/types.ts";
 
 const SEALING = Symbol("edda.payloadSealing");
 
@@ -191,6 +191,7 @@ type Methods = Pick<
   | "listInstances"
   | "acquireLease"
   | "loadLeased"
+  | "loadLeasedMany"
   | "concludeStep"
   | "concludeSteps"
   | "registerCompensations"
@@ -250,6 +251,20 @@ function methods(s: Storage, b: PayloadBoundary): Methods {
     },
     async loadLeased(fence) {
       return openLeased(s, b, await s.loadLeased(fence));
+    },
+    async loadLeasedMany(fences) {
+      const loads = await s.loadLeasedMany(fences);
+      // Each row opens on its own: one that cannot (a key this deployment lacks) fails only its step.
+      return Promise.all(
+        loads.map(async (l): Promise<LeasedLoad> => {
+          if (!l.ok) return l;
+          try {
+            return { ok: true, leased: await openLeased(s, b, l.leased) };
+          } catch (error) {
+            return { ok: false, error };
+          }
+        }),
+      );
     },
     async concludeStep(fence, conclusion, opts) {
       const rows: OutOfLine[] = [];

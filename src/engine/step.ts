@@ -58,6 +58,7 @@ export type StepDeps = Uses<
   | "clock"
   | "webhookLinks"
   | "groupCommit"
+  | "leasedReads"
 >;
 
 export type StepResult =
@@ -95,7 +96,7 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
   try {
     if (req.lease && !leased) {
       const handed = { instanceId: req.instanceId, ...req.lease };
-      leased = await storage.loadLeased(handed);
+      leased = await (deps.leasedReads ? deps.leasedReads.load(handed) : storage.loadLeased(handed));
       // A cancel or deadline landed after the hand-off and kept the lock for this step: give it back and take
       // the instance as it is now (its compensations).
       if (!leased && !(await storage.releaseFencedOut(handed))) {

@@ -26,6 +26,9 @@ export interface LeasedInstance {
 
 export type { ConcludeOptions, ConcludeResult, FencedConclusion, StepConclusion } from "./conclusion.ts";
 
+/** `loadLeasedMany`'s answer for one fence: the leased instance (null: the fence no longer holds), or why it could not be opened. */
+export type LeasedLoad = { ok: true; leased: LeasedInstance | null } | { ok: false; error: unknown };
+
 /** Leases (fenced by their token) and the writes that conclude a step under one. */
 export interface LeasesArea {
   /**
@@ -37,6 +40,11 @@ export interface LeasesArea {
   acquireLease(instanceId: string, workerId: string, leaseSeconds: number, opts?: { withHistory?: boolean; handedOff?: { workerId: string; token: number } }): Promise<LeasedInstance | null>;
   /** Load instance + history when `fence` still holds the lease (handed-off lease). One statement. */
   loadLeased(fence: Fence): Promise<LeasedInstance | null>;
+  /**
+   * `loadLeased` for several fences in one statement (the steps of a queue batch, of a batched follow-up
+   * request: engine/group-load.ts). The answer at index i is fence i's; the instances must be distinct.
+   */
+  loadLeasedMany(fences: readonly Fence[]): Promise<LeasedLoad[]>;
   renewLease(fence: Fence, leaseSeconds: number): Promise<boolean>;
   releaseLease(fence: Fence): Promise<boolean>;
   /**
@@ -195,6 +203,21 @@ export function leasesArea(ex: Executor): LeasesArea {
       const { text, params } = LOAD_LEASED(fence);
       const [row] = await queryText<Row>(ex, text, params);
       return row ? toLeased(row, true) : null;
+    },
+
+    async loadLeasedMany(fences) {
+      if (fences.length === 0) return [];
+      const wanted = JSON.stringify(fences.map((f, i) => ({ ord: i, iid: f.instanceId, worker: f.workerId, token: f.token })));
+      const rows = await queryRows<Row>(
+        ex,
+        sql`SELECT f.ord AS load_ord, ${INSTANCE_COLUMNS}, ${historyJson(sql`w.instance_id`)} AS history
+            FROM json_to_recordset(${wanted}::json) AS f(ord int, iid text, worker text, token bigint)
+            JOIN workflow_instances w ON w.instance_id = f.iid AND w.locked_by = f.worker AND w.lock_token = f.token
+            WHERE w.lock_expires_at > ${DB_NOW}`,
+      );
+      const out: LeasedLoad[] = fences.map(() => ({ ok: true, leased: null }));
+      for (const row of rows) out[Number(row.load_ord)] = { ok: true, leased: toLeased(row, true) };
+      return out;
     },
 
     async renewLease(fence, leaseSeconds) {

@@ -36,7 +36,7 @@ import type { TagsArea } from "./tags.ts";
 
 export * from "./records.ts";
 export type { InstanceEnd, InstancePage, ListInstancesQuery, NewInstance } from "./instances.ts";
-export type { ConcludeOptions, ConcludeResult, LeasedInstance, StepConclusion } from "./leases.ts";
+export type { ConcludeOptions, ConcludeResult, LeasedInstance, LeasedLoad, StepConclusion } from "./leases.ts";
 export type { HistoryPage, HistoryPreview, HistoryPreviewPage } from "./history.ts";
 export type { ChildSummary } from "./lifecycle.ts";
 export type { NewChannelMessage, SubscribeOptions } from "./channels.ts";

@@ -54,6 +54,31 @@ export function leaseCases(ctx: ContractContext): void {
       expect(await ctx.storage.loadLeased({ ...lease.fence, workerId: "other" })).toBeNull();
     });
 
+    it("loadLeasedMany answers each fence in order in one statement, as loadLeased would one by one", async () => {
+      const held = await newInstance(ctx.storage);
+      await ctx.storage.appendHistory(held.instanceId, [
+        { activityId: "a:1", eventType: "ActivityCompleted", data: json({ n: 1 }) },
+        { activityId: "b:1", eventType: "ActivityCompleted", data: binary(ALL_BYTES) },
+      ]);
+      const stale = await newInstance(ctx.storage);
+      const expired = await newInstance(ctx.storage);
+      const empty = await newInstance(ctx.storage);
+      const a = (await ctx.storage.acquireLease(held.instanceId, "w", 30))!;
+      const b = (await ctx.storage.acquireLease(stale.instanceId, "w", 30))!;
+      const c = (await ctx.storage.acquireLease(expired.instanceId, "w", 0.2))!;
+      const d = (await ctx.storage.acquireLease(empty.instanceId, "w", 30))!;
+      await sleep(400);
+      const fences = [{ ...b.fence, token: b.fence.token + 1 }, c.fence, a.fence, { ...d.fence, workerId: "other" }, d.fence];
+      const before = ctx.database.stats.statements;
+      const loads = await ctx.storage.loadLeasedMany(fences);
+      expect(ctx.database.stats.statements - before).toBe(1);
+      const one = await Promise.all(fences.map((f) => ctx.storage.loadLeased(f)));
+      const shape = (l: (typeof one)[number]) => (l ? { fence: l.fence, status: l.instance.status, history: l.history.map((h) => [h.id, h.activityId, h.data]) } : null);
+      expect(loads.map((l) => (l.ok ? shape(l.leased) : "error"))).toEqual(one.map(shape));
+      expect(loads.map((l) => l.ok && l.leased !== null)).toEqual([false, false, true, false, true]);
+      expect(await ctx.storage.loadLeasedMany([])).toEqual([]);
+    });
+
     it("renews and releases only with the right fence; every release and acquisition bumps the token", async () => {
       const inst = await newInstance(ctx.storage);
       const lease = (await ctx.storage.acquireLease(inst.instanceId, "w", 0.5))!;
