@@ -2,7 +2,7 @@
 // on the documented exclusion list), each workflow's input schema in it, and
 // the schemas in it are the ones that validate requests. Unit tier: the app is
 // built on a database factory that refuses, and no route here opens one (the
-// token check against a real database is in openapi.test.ts).
+// token check: openapi-auth.unit.test.ts).
 import SwaggerParser from "@apidevtools/swagger-parser";
 import { z } from "zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
