@@ -11,7 +11,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { largeReport } from "../../functions/workflows/large-report.ts";
 import { engineOf } from "../../src/edda.ts";
-import { activity, MAX_VALUE_BYTES, workflow } from "../../src/index.ts";
+import { activity, invoke, MAX_VALUE_BYTES, workflow } from "../../src/index.ts";
 import { toBase64 } from "../../src/core/serialization.ts";
 import { queryRows, type Database } from "../../src/storage/database.ts";
 import { freshPostgres, makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
@@ -40,10 +40,16 @@ const twoParts = workflow("two_parts", async (ctx) => {
   return { big: big.length, small };
 });
 
+const bigChild = workflow("big_child", async (ctx) => ({ text: await bigPart(ctx) }));
+const bigParent = workflow("big_parent", async (ctx) => {
+  const out = await invoke(ctx, bigChild, null);
+  return { length: out.text.length };
+});
+
 let pg: { url: string; open(): Database };
 const apps: TestApp[] = [];
 const app = (extra: Partial<Parameters<typeof makeTestApp>[1]> = {}, database = pg.open()) => {
-  const a = makeTestApp(database, { workflows: [largeReport, echo, tooLarge, secretLarge, twoParts], ...extra });
+  const a = makeTestApp(database, { workflows: [largeReport, echo, tooLarge, secretLarge, twoParts, bigChild, bigParent], ...extra });
   apps.push(a);
   return a;
 };
@@ -152,6 +158,17 @@ describe("large values by reference on Postgres", () => {
     // Read again after the purge: the fork's copied record resolves from the fork's own rows.
     const copied = (await engine.storage.loadHistory(instanceId)).find((e) => e.activityId === "big_part:1");
     expect(copied?.data.type === "json" && copied.data.json.length).toBeGreaterThan(400 * 1024);
+  });
+
+  it("a child's large output reaches its parent: recorded in the parent's history by a reference the parent owns, encrypted too", { timeout: 60_000 }, async () => {
+    for (const [id, extra] of [["parent-plain", {}], ["parent-sealed", { encryptionKeys: toBase64(crypto.getRandomValues(new Uint8Array(32))) }]] as const) {
+      const a = app(extra);
+      await a.edda.start("big_parent", null, { instanceId: id });
+      const done = await a.waitFor(id, ["completed", "failed"], 30_000);
+      expect(done.output).toEqual({ length: 400 * 1024 });
+      expect((await largestRows(a.database, id)).values).toBeGreaterThanOrEqual(1);
+      expect((await largestRows(a.database, id)).history).toBeLessThanOrEqual(64 * 1024);
+    }
   });
 
   it("a value over MAX_VALUE_BYTES fails its activity with PayloadTooLargeError naming the value and the limit, catchable in the workflow", { timeout: 60_000 }, async () => {
