@@ -60,8 +60,8 @@ export interface MetricsSink {
   quarantined(task: string): void;
   leasesTakenOver(n: number): void;
   sweepTask(task: string, result: "ok" | "failed" | "skipped", seconds: number): void;
-  /** Sample the gauges only the database knows (one read-only statement). */
-  sampleGauges(storage: Storage): Promise<void>;
+  /** Sample the gauges only the database knows (one read-only statement); `registered`: this app's workflows (others count as pinned). */
+  sampleGauges(storage: Storage, registered?: readonly string[]): Promise<void>;
 }
 
 /** What a step uses of group commit (group-commit.ts `GroupCommit` has it). */

@@ -435,6 +435,8 @@ export class Engine implements StepRunner, EngineParts {
   checkReadable(): Promise<void> { return inspection.checkReadable(this); }
   /** Throws when the database cannot be written (a system-lock row, taken and released). */
   checkWritable(lock: string): Promise<void> { return inspection.checkWritable(this, lock, this.workerId); }
+  /** Leases that expired untaken: their engine died or stalled; the sweep's stale-lease task retakes them. */
+  expiredLeases() { return inspection.expiredLeases(this); }
   /** Refuse a viewer session from now until `expiresAt` (logout). */
   revokeViewerSession(sessionId: string, expiresAt: Date): Promise<void> { return inspection.revokeViewerSession(this, sessionId, expiresAt); }
   viewerSessionRevoked(sessionId: string): Promise<boolean> { return inspection.viewerSessionRevoked(this, sessionId); }
@@ -512,7 +514,7 @@ export class Engine implements StepRunner, EngineParts {
 
   /** Sample the metrics gauges now (a scrape asks before it collects); nothing without metrics. */
   async sampleMetrics(): Promise<void> {
-    await this.metrics?.sampleGauges(this.storage);
+    await this.metrics?.sampleGauges(this.storage, [...this.workflows.keys()]);
   }
 
 }

@@ -78,6 +78,11 @@ export async function checkWritable(e: Uses<"storage">, lock: string, holder: st
   if (await e.storage.tryAcquireSystemLock(lock, holder, 5)) await e.storage.releaseSystemLock(lock, holder);
 }
 
+/** Runnable instances whose lease expired and that nobody has taken over (readiness detail). */
+export function expiredLeases(e: Uses<"storage">) {
+  return e.storage.expiredLeases();
+}
+
 /** End a viewer session server-side: its id is refused until `expiresAt`, when its cookie expires anyway. */
 export function revokeViewerSession(e: Uses<"storage">, sessionId: string, expiresAt: Date): Promise<void> {
   return e.storage.revokeViewerSession(sessionId, expiresAt);

@@ -20,6 +20,8 @@
  *   edda.outbox.lag                 gauge                           age in seconds of the oldest unrelayed row
  *   edda.outbox.dead_letters        gauge      {status}             invalid, expired
  *   edda.instances.quarantined_now  gauge
+ *   edda.instances.unfinished       gauge      {status, reason}     unfinished instances by status and why they are not moving (GET /instances/:id/why's kind)
+ *   edda.instances.oldest_age       gauge      {reason}             seconds the oldest instance with this reason has been in it (a stall shows here first)
  *
  * The gauges are what only the database knows: one read-only statement
  * (storage/gauges.ts) samples them at the end of each sweep and before each
@@ -89,6 +91,8 @@ export class Metrics implements MetricsSink {
     const outboxLag = gauge("edda.outbox.lag", "Age of the oldest outbox row not yet relayed", "s");
     const deadLetters = gauge("edda.outbox.dead_letters", "Outbox rows set aside, by status");
     const quarantinedNow = gauge("edda.instances.quarantined_now", "Instances quarantined now");
+    const unfinished = gauge("edda.instances.unfinished", "Unfinished instances by status and by why they are not moving (GET /instances/:id/why)");
+    const oldestAge = gauge("edda.instances.oldest_age", "How long the oldest instance with this reason has been in it", "s");
     meter.addBatchObservableCallback(
       (r) => {
         const s = this.sample;
@@ -101,8 +105,14 @@ export class Metrics implements MetricsSink {
         r.observe(deadLetters, s.deadLetters.invalid, { status: "invalid" });
         r.observe(deadLetters, s.deadLetters.expired, { status: "expired" });
         r.observe(quarantinedNow, s.quarantined);
+        const oldest = new Map<string, number>();
+        for (const w of s.reasons) {
+          r.observe(unfinished, w.count, { status: w.status, reason: w.reason });
+          oldest.set(w.reason, Math.max(oldest.get(w.reason) ?? 0, w.oldestSeconds));
+        }
+        for (const [reason, seconds] of oldest) r.observe(oldestAge, seconds, { reason });
       },
-      [queueDepth, timersDue, fireLag, outboxPending, outboxLag, deadLetters, quarantinedNow],
+      [queueDepth, timersDue, fireLag, outboxPending, outboxLag, deadLetters, quarantinedNow, unfinished, oldestAge],
     );
   }
 
@@ -125,8 +135,8 @@ export class Metrics implements MetricsSink {
   }
 
   /** Sample the database's gauges; they report this sample until the next. */
-  async sampleGauges(storage: Storage): Promise<void> {
-    this.observe(await storage.sampleGauges(QUEUE_KEYS_SAMPLED));
+  async sampleGauges(storage: Storage, registered?: readonly string[]): Promise<void> {
+    this.observe(await storage.sampleGauges(QUEUE_KEYS_SAMPLED, registered));
   }
 
   observe(sample: GaugeSample): void {

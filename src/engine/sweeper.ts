@@ -404,7 +404,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   if (deps.metrics) {
     // A purge that keeps failing only leaves the row out (retention); the others quarantine the instance.
     for (const f of report.rowFailures) if (f.setAside && f.task !== "retention") deps.metrics.quarantined(f.task);
-    await deps.metrics.sampleGauges(storage).catch((err: unknown) => console.error("edda: sampling the metrics gauges failed", err));
+    await deps.metrics.sampleGauges(storage, [...deps.workflows.keys()]).catch((err: unknown) => console.error("edda: sampling the metrics gauges failed", err));
   }
   report.durationMs = Date.now() - started;
   return report;

@@ -182,15 +182,26 @@ export function createApp(opts: AppOptions): Hono {
       }
     },
   );
-  let readiness: { at: number; outcome: "writable" | "failing" | "timeout" } | null = null;
-  const readyAnswer = (c: Context, outcome: "writable" | "failing" | "timeout") =>
-    outcome === "writable" ? c.json({ status: "ready", database: outcome }) : c.json({ status: "not_ready", database: outcome }, 503);
-  const ready = z.object({ status: z.enum(["ready", "not_ready"]), database: z.enum(["writable", "failing", "timeout"]) });
+  type Leases = { expired: number; oldestExpiredSeconds: number };
+  let readiness: { at: number; outcome: "writable" | "failing" | "timeout"; leases: Leases | null } | null = null;
+  const readyAnswer = (c: Context, r: { outcome: "writable" | "failing" | "timeout"; leases: Leases | null }) => {
+    const detail = r.leases ? { leases: r.leases } : {};
+    return r.outcome === "writable" ? c.json({ status: "ready", database: r.outcome, ...detail }) : c.json({ status: "not_ready", database: r.outcome, ...detail }, 503);
+  };
+  const ready = z.object({
+    status: z.enum(["ready", "not_ready"]),
+    database: z.enum(["writable", "failing", "timeout"]),
+    leases: z
+      .object({ expired: z.number().int().describe("runnable instances whose lease expired and nobody took over (an engine died or stalled)"), oldestExpiredSeconds: z.number().describe("how long ago the oldest of them expired") })
+      .optional()
+      .describe("detail: leases the sweep has not retaken yet (it releases them at its next run); readiness does not depend on it"),
+  });
   app.get(
     "/readyz",
     documented({
       operationId: "ready",
       summary: `Readiness: a write to the database (a system-lock row, taken and released) within ${READY_TIMEOUT_MS} ms; one outcome answers for ${READY_CACHE_MS} ms`,
+      description: "`leases` (when the write succeeded): how many leases expired without being taken over, and how long ago the oldest did — a stall the sweep has not cleared yet (GET /instances/{id}/why says `leased` for each).",
       tags: ["operations"],
       auth: "none",
       responses: { 200: { description: "ready: writes succeed", schema: ready }, 503: { description: "writes fail or take too long (a full disk, a read-only replica, a statement timeout)", schema: ready } },
@@ -199,22 +210,27 @@ export function createApp(opts: AppOptions): Hono {
       // An unauthenticated probe must not be a way to make the database write at will: the outcome of the
       // last check is the answer for a second (settled outcomes only: a Worker may not await another request's I/O).
       const now = Date.now();
-      if (readiness && now - readiness.at < READY_CACHE_MS) return readyAnswer(c, readiness.outcome);
+      if (readiness && now - readiness.at < READY_CACHE_MS) return readyAnswer(c, readiness);
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), READY_TIMEOUT_MS)));
+      const timeout = new Promise<{ outcome: "timeout"; leases: null }>((resolve) => (timer = setTimeout(() => resolve({ outcome: "timeout", leases: null }), READY_TIMEOUT_MS)));
       const write = (async () => {
         const e = await engine(c);
         // The same upsert the sweep's lock takes: a real write through the engine's own path.
         await e.checkWritable(READY_LOCK);
-        return "writable" as const;
+        // A detail, not a condition: a failed read leaves it out.
+        const leases = await e.expiredLeases().then(
+          (l) => ({ expired: l.count, oldestExpiredSeconds: Math.round(l.oldestSeconds * 10) / 10 }),
+          () => null,
+        );
+        return { outcome: "writable" as const, leases };
       })().catch((err: unknown) => {
         console.error(`edda: readiness check failed: ${err instanceof Error ? err.name : "error"}${sqlStateOf(err) ? ` (SQLSTATE ${sqlStateOf(err)})` : ""}`);
-        return "failing" as const;
+        return { outcome: "failing" as const, leases: null };
       });
-      const outcome = await Promise.race([write, timeout]);
+      const r = await Promise.race([write, timeout]);
       clearTimeout(timer);
-      readiness = { at: Date.now(), outcome };
-      return readyAnswer(c, outcome);
+      readiness = { at: Date.now(), ...r };
+      return readyAnswer(c, r);
     },
   );
 

@@ -41,6 +41,8 @@ const flaky = activity(
 );
 const retrying = workflow("why_retrying", async (ctx) => flaky(ctx));
 const idle = workflow("why_idle", async () => "idle");
+/** Registered in both apps: started where its follow-up is refused, it is app A's to run. */
+const stuck = workflow("why_stuck", async () => "stuck");
 const stepB = activity("why_step_b", async () => "b");
 const stepC = activity("why_step_c", async () => "c");
 const upV1 = workflow("why_up", async (ctx) => {
@@ -57,6 +59,15 @@ const poisoned = workflow("why_poisoned", async (ctx) => echo(ctx));
 const TOKEN = "why-token";
 let pg: { url: string; open(): Database };
 let a: TestApp;
+/** Take the lease as an engine that then dies: once the refused follow-up gave its hand-off back. */
+async function leaseAndDie(db: Database, instanceId: string, seconds: number): Promise<void> {
+  const storage = createStorage(db);
+  for (let i = 0; i < 100; i++) {
+    if (await storage.acquireLease(instanceId, "engine-that-died", seconds)) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`could not lease ${instanceId}`);
+}
 /** The same database with a dispatcher whose follow-ups are all refused (503), registering only `why_idle`. */
 let dropping: Edda;
 let droppingDb: Database;
@@ -68,7 +79,7 @@ async function why(id: string, edda: Edda = a.edda): Promise<WhyView> {
   expect(res.status).toBe(200);
   return (await res.json()) as WhyView;
 }
-const WORKFLOWS = [holding, sleeper, listener, payer, parent, hooked, gate, rated, debounced, retrying, upV1, poisoned];
+const WORKFLOWS = [stuck, holding, sleeper, listener, payer, parent, hooked, gate, rated, debounced, retrying, upV1, poisoned];
 const near = (iso: string | undefined, ms: number, slackMs = 60_000) => {
   expect(iso).toBeDefined();
   expect(Math.abs(new Date(iso!).getTime() - ms)).toBeLessThan(slackMs);
@@ -79,7 +90,7 @@ beforeAll(async () => {
   a = makeTestApp(pg.open(), { workflows: WORKFLOWS, serviceName: "why-a", apiToken: TOKEN, quarantineAfterFailures: 2 });
   droppingDb = pg.open();
   const refuse: typeof fetch = async () => new Response("unavailable", { status: 503 });
-  dropping = createEdda({ workflows: [idle], database: droppingDb, secret: "s", apiToken: TOKEN, dispatcher: new HttpDispatcher({ baseUrl: "http://edda.test", secret: "s", fetch: refuse }) });
+  dropping = createEdda({ workflows: [idle, stuck], database: droppingDb, secret: "s", apiToken: TOKEN, dispatcher: new HttpDispatcher({ baseUrl: "http://edda.test", secret: "s", fetch: refuse }) });
   // Real database faults: the history rows of instances named why-poison-* are refused, so every step throws while concluding.
   await a.database.db.execute(sql`
     CREATE FUNCTION why_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -225,8 +236,7 @@ describe("GET /instances/:id/why on Postgres: one reason per state", () => {
     expect(w).toMatchObject({ status: "running", reason: { kind: "dispatch_pending", facts: {} } });
     expect(w.reason.next).toContain("next sweep");
     // An engine takes the lease for 1 s and dies (nothing releases it).
-    const storage = createStorage(droppingDb);
-    expect(await storage.acquireLease(instanceId, "engine-that-died", 1)).not.toBeNull();
+    await leaseAndDie(droppingDb, instanceId, 1);
     expect((await why(instanceId, dropping)).reason).toMatchObject({ kind: "running", facts: { engine: "engine-that-died" } });
     await new Promise((r) => setTimeout(r, 1_200));
     const left = await why(instanceId, dropping);
@@ -276,5 +286,32 @@ describe("GET /instances/:id/why on Postgres: one reason per state", () => {
     const res2 = await api(a.edda, "/instances/%00/why");
     expect(res2.status).toBeLessThan(500);
     expect(res2.status).toBeGreaterThanOrEqual(400);
+  });
+
+  it("the metrics' reasons (one statement over the rows) agree with the route on every unfinished instance; /readyz details the expired leases", { timeout: 30_000 }, async () => {
+    // A lease left by a dead engine on an instance app A runs (so it is leased, not pinned, there).
+    const { instanceId } = await dropping.start(stuck, undefined);
+    await leaseAndDie(droppingDb, instanceId, 1);
+    await new Promise((r) => setTimeout(r, 1_200));
+    await a.dispatcher.idle();
+    const unfinished = (await a.edda.findInstances({ limit: 200 })).instances.filter((i) => !["completed", "failed", "cancelled"].includes(i.status));
+    const expected = new Map<string, number>();
+    for (const i of unfinished) {
+      const key = `${i.status}|${(await why(i.instanceId)).reason.kind}`;
+      expected.set(key, (expected.get(key) ?? 0) + 1);
+    }
+    const sample = await createStorage(a.database).sampleGauges(10, WORKFLOWS.map((w) => w.workflowName));
+    const sampled = new Map(sample.reasons.map((r) => [`${r.status}|${r.reason}`, r.count]));
+    expect(sampled).toEqual(expected);
+    // Most kinds produced above are still there to compare (the quarantine test's sweeps moved the parked and leased ones on).
+    expect(new Set(sample.reasons.map((r) => r.reason))).toEqual(new Set(["timer", "message", "event", "child", "webhook", "concurrency", "rate_limit", "debounce", "retry_backoff", "leased", "pinned", "quarantined"]));
+    expect((await why(instanceId)).reason.kind).toBe("leased");
+    const leased = sample.reasons.find((r) => r.reason === "leased")!;
+    expect(leased.oldestSeconds).toBeGreaterThan(0);
+    const ready = await a.edda.fetch(new Request("http://localhost/readyz"));
+    expect(ready.status).toBe(200);
+    const body = (await ready.json()) as { status: string; leases: { expired: number; oldestExpiredSeconds: number } };
+    expect(body).toMatchObject({ status: "ready", database: "writable", leases: { expired: leased.count } });
+    expect(body.leases.oldestExpiredSeconds).toBeGreaterThan(0);
   });
 });

@@ -158,6 +158,13 @@ describe("with the OpenTelemetry SDK", () => {
     expect(valueOf(ms, "edda.outbox.dead_letters", { status: "invalid" })).toBe(1);
     expect(valueOf(ms, "edda.outbox.dead_letters", { status: "expired" })).toBe(0);
     expect(valueOf(ms, "edda.instances.quarantined_now")).toBe(1);
+    // Instances by status and by why they are not moving (GET /instances/:id/why), the oldest age per reason.
+    expect(valueOf(ms, "edda.instances.unfinished", { status: "queued", reason: "concurrency" })).toBe(2);
+    expect(valueOf(ms, "edda.instances.unfinished", { status: "waiting_for_message", reason: "message" })).toBe(2);
+    expect(valueOf(ms, "edda.instances.unfinished", { status: "quarantined", reason: "quarantined" })).toBe(1);
+    expect(valueOf(ms, "edda.instances.unfinished", { status: "waiting_for_timer", reason: "timer" })).toBeGreaterThanOrEqual(1);
+    expect(valueOf(ms, "edda.instances.oldest_age", { reason: "concurrency" })).toBeGreaterThanOrEqual(0);
+    expect(valueOf(ms, "edda.instances.unfinished", { status: "completed", reason: "none" })).toBeUndefined();
 
     // The sweep fires the late timer and samples again: nothing is due any more.
     await sweep();
@@ -204,6 +211,8 @@ describe("GET /metrics on Node", () => {
     expect(family("edda_instances_started_total")?.metrics.find((m) => m.labels?.workflow === "m_ok")?.value).toBe("2");
     // Sampled at the scrape, not at the last sweep (there was none).
     expect(family("edda_queue_depth")?.metrics.find((m) => m.labels?.key === "m_gate:beta")?.value).toBe("1");
+    expect(family("edda_instances_unfinished")?.metrics.find((m) => m.labels?.status === "queued" && m.labels.reason === "concurrency")?.value).toBe("1");
+    expect(Number(family("edda_instances_oldest_age")?.metrics.find((m) => m.labels?.reason === "concurrency")?.value)).toBeGreaterThanOrEqual(0);
   });
 
   it("a bad request leaves the endpoint serving", async () => {
