@@ -81,7 +81,7 @@ afterAll(async () => {
 });
 
 describe("encryption at rest on Postgres", () => {
-  it("canaries in the input, an activity result, a message, compensation args and the output are in the API's answers and absent from pg_dump", { timeout: 60_000 }, async () => {
+  it("canaries in the input, an activity result, a message, compensation args and the output are in the API's and the viewer's answers and absent from pg_dump", { timeout: 60_000 }, async () => {
     const a = app([oldKey], "enc-a");
     await runToEnd(a, "enc-1");
     const view = (await (await api(a, "/instances/enc-1?history=1")).json()) as { status: string; input: unknown; output: unknown; history: unknown[] };
@@ -93,6 +93,11 @@ describe("encryption at rest on Postgres", () => {
     expect(shown).toContain(CANARY.message);
     const engine = await (await import("../../src/edda.ts")).engineOf(a.edda);
     expect((await engine.storage.listCompensations("enc-1")).map((c) => c.args)).toEqual([JSON.stringify([CANARY.comp])]);
+
+    // The viewer reads through the same engine: its instance page shows the decrypted input.
+    const page = await (await api(a, "/ui/instances/enc-1")).text();
+    expect(page).toContain(CANARY.input);
+    expect(page).not.toContain("$enc");
 
     const text = dump();
     expect(text).toContain("enc-1"); // the dump is of this database, ids in the clear
