@@ -63,28 +63,29 @@ function answered(err: unknown): boolean {
   return false;
 }
 
-export class GroupCommit implements LoneConclusions {
-  readonly stats: GroupCommitStats = { statements: 0, conclusions: 0, fallbacks: 0 };
-  private queue: Pending[] = [];
+/**
+ * The fenced calls of one turn, in batches: pushed items wait until the turn's I/O callbacks have run, then
+ * go to `send` at most `maxBatch` at a time, an instance at most once per batch (a second call for it goes in
+ * the next). Group commit and group load (group-load.ts) are this queue over their statements.
+ */
+export class TurnQueue<T extends { fence: Fence }> {
+  private queue: T[] = [];
   private scheduled = false;
-  private readonly maxBatch: number;
+  readonly maxBatch: number;
 
   constructor(
-    private readonly storage: Storage,
-    opts: GroupCommitOptions = {},
+    private readonly send: (batch: T[]) => Promise<void>,
+    maxBatch = DEFAULT_MAX_BATCH,
   ) {
-    this.maxBatch = Math.max(1, Math.trunc(opts.maxBatch ?? DEFAULT_MAX_BATCH));
+    this.maxBatch = Math.max(1, Math.trunc(maxBatch));
   }
 
-  /** The lone conclusion of one step under `fence`: written with those of this turn, in one statement. */
-  conclude(fence: Fence, conclusion: StepConclusion): Promise<ConcludeResult> {
-    return new Promise<ConcludeResult>((resolve, reject) => {
-      this.queue.push({ fence, conclusion, resolve, reject });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        nextTurn(() => this.flush());
-      }
-    });
+  push(item: T): void {
+    this.queue.push(item);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      nextTurn(() => this.flush());
+    }
   }
 
   private flush(): void {
@@ -92,8 +93,8 @@ export class GroupCommit implements LoneConclusions {
     let rest = this.queue;
     this.queue = [];
     while (rest.length > 0) {
-      const batch: Pending[] = [];
-      const later: Pending[] = [];
+      const batch: T[] = [];
+      const later: T[] = [];
       const seen = new Set<string>();
       for (const p of rest) {
         if (batch.length < this.maxBatch && !seen.has(p.fence.instanceId)) {
@@ -104,6 +105,23 @@ export class GroupCommit implements LoneConclusions {
       void this.send(batch);
       rest = later;
     }
+  }
+}
+
+export class GroupCommit implements LoneConclusions {
+  readonly stats: GroupCommitStats = { statements: 0, conclusions: 0, fallbacks: 0 };
+  private readonly queue: TurnQueue<Pending>;
+
+  constructor(
+    private readonly storage: Storage,
+    opts: GroupCommitOptions = {},
+  ) {
+    this.queue = new TurnQueue((batch) => this.send(batch), opts.maxBatch);
+  }
+
+  /** The lone conclusion of one step under `fence`: written with those of this turn, in one statement. */
+  conclude(fence: Fence, conclusion: StepConclusion): Promise<ConcludeResult> {
+    return new Promise<ConcludeResult>((resolve, reject) => this.queue.push({ fence, conclusion, resolve, reject }));
   }
 
   private async send(batch: Pending[]): Promise<void> {

@@ -15,7 +15,7 @@
  */
 import type { Fence, LeasedInstance, Storage } from "../storage/types.ts";
 import type { LeasedReads } from "./deps.ts";
-import { DEFAULT_MAX_BATCH, nextTurn } from "./group-commit.ts";
+import { TurnQueue } from "./group-commit.ts";
 
 interface Pending {
   fence: Fence;
@@ -31,42 +31,18 @@ export interface GroupLoadStats {
 
 export class GroupLoad implements LeasedReads {
   readonly stats: GroupLoadStats = { statements: 0, loads: 0 };
-  private queue: Pending[] = [];
-  private scheduled = false;
+  private readonly queue: TurnQueue<Pending>;
 
   constructor(
     private readonly storage: Storage,
-    private readonly maxBatch = DEFAULT_MAX_BATCH,
-  ) {}
+    maxBatch?: number,
+  ) {
+    this.queue = new TurnQueue((batch) => this.send(batch), maxBatch);
+  }
 
   /** `loadLeased(fence)`, read with the others of this turn. */
   load(fence: Fence): Promise<LeasedInstance | null> {
-    return new Promise<LeasedInstance | null>((resolve, reject) => {
-      this.queue.push({ fence, resolve, reject });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        nextTurn(() => this.flush());
-      }
-    });
-  }
-
-  private flush(): void {
-    this.scheduled = false;
-    let rest = this.queue;
-    this.queue = [];
-    while (rest.length > 0) {
-      const batch: Pending[] = [];
-      const later: Pending[] = [];
-      const seen = new Set<string>();
-      for (const p of rest) {
-        if (batch.length < this.maxBatch && !seen.has(p.fence.instanceId)) {
-          seen.add(p.fence.instanceId);
-          batch.push(p);
-        } else later.push(p);
-      }
-      void this.send(batch);
-      rest = later;
-    }
+    return new Promise<LeasedInstance | null>((resolve, reject) => this.queue.push({ fence, resolve, reject }));
   }
 
   private async send(batch: Pending[]): Promise<void> {
