@@ -39,6 +39,26 @@ it("a worker killed mid-activity: after its lease expires another worker's sweep
   expect(await lockedBy("crash-1")).toMatch(/^worker-a:/);
 
   await p.a.stop("SIGKILL");
+  // Issue 37: what GET /instances/:id/why says from B after the kill -9, polled until the end. The lease of the
+  // dead engine still reads as its step running until it expires (until = the lease's end, 2 s at most away),
+  // then leased by it (for as long as B's next sweep, 300 ms, takes to retake it), then B's step, then none.
+  type Why = { reason: { kind: string; until?: string; blockedBy?: string[]; facts: { engine?: string } } };
+  const seen: Why["reason"][] = [];
+  for (let i = 0; i < 1000; i++) {
+    const r = (await api<Why>(p.b.url, "GET", "/instances/crash-1/why")).body.reason;
+    if (seen.at(-1)?.kind !== r.kind || seen.at(-1)?.facts.engine !== r.facts.engine) seen.push(r);
+    if (r.kind === "none") break;
+    await new Promise((res) => setTimeout(res, 20));
+  }
+  const first = seen[0]!;
+  expect(first).toMatchObject({ kind: "running", facts: { engine: expect.stringMatching(/^worker-a:/) } });
+  expect(first.blockedBy).toEqual([first.facts.engine]);
+  expect(new Date(first.until!).getTime() - Date.now()).toBeLessThan(2_500);
+  expect(seen.at(-1)!.kind).toBe("none");
+  for (const r of seen.slice(1, -1)) {
+    if (r.kind === "leased") expect(r.facts.engine).toBe(first.facts.engine);
+    else expect(r).toMatchObject({ kind: "running", facts: { engine: expect.stringMatching(/^worker-b:/) } });
+  }
   const done = await waitForStatus(p.b.url, "crash-1", ["completed", "failed"], 20_000);
   expect(done.status).toBe("completed");
   expect(done.output).toEqual({ charged: 42, by: "worker-b", receipt: "receipt for 42" });
