@@ -261,12 +261,20 @@ export function toHistoryEvent(r: Row): HistoryEvent {
   };
 }
 
+/** The model's event types, in one order: a history entry names its type by its index here. */
+const EVENT_TYPES: readonly string[] = Object.values(EV);
+/**
+ * `event_type` as its index in EVENT_TYPES (a number in the JSON: no string to parse and keep per entry,
+ * a sixth of an entry's text), or as text for a type the model does not know.
+ */
+const EVENT_TYPE_CODE: SQL = sql.raw(`CASE h.event_type ${EVENT_TYPES.map((t, i) => `WHEN '${t}' THEN to_json(${i})`).join(" ")} ELSE to_json(h.event_type) END`);
+
 /**
  * The current history of the instance `instanceIdExpr` as one JSON array
  * ordered by id, for loading it in the same statement as a lease
  * acquisition. Each entry is a positional array — [id, activity_id,
- * event_type, event_data, event_data_binary as hex, created_at as epoch
- * milliseconds] — not an object: a cold step parses the whole history, and
+ * event_type (EVENT_TYPE_CODE), event_data, event_data_binary as hex,
+ * created_at as epoch milliseconds] — not an object: a cold step parses the whole history, and
  * keys repeated per entry nearly double the text the driver decodes and
  * parses. `event_data` stays a string (its exact stored text), decoded only
  * when replay delivers it. The time is a number, cut to the millisecond as a
@@ -275,15 +283,13 @@ export function toHistoryEvent(r: Row): HistoryEvent {
  */
 export function historyJson(instanceIdExpr: SQL): SQL {
   return sql`(SELECT coalesce(json_agg(json_build_array(
-      h.id, h.activity_id, h.event_type,
+      h.id, h.activity_id, ${EVENT_TYPE_CODE},
       CASE WHEN h.data_type = 'binary' THEN NULL ELSE h.event_data END,
       CASE WHEN h.data_type = 'binary' THEN encode(h.event_data_binary, 'hex') END,
       (extract(epoch FROM date_trunc('milliseconds', h.created_at)) * 1000)::int8) ORDER BY h.id), '[]'::json)
     FROM workflow_history h WHERE h.instance_id = ${instanceIdExpr})`;
 }
 
-/** Each event type's one string: a loaded entry keeps it instead of the copy the JSON parse made. */
-const EVENT_TYPES = new Map<string, string>(Object.values(EV).map((t) => [t, t]));
 
 /**
  * A history entry of `historyJson`, one object with no other per entry: a
@@ -334,16 +340,18 @@ class LoadedHistoryEvent implements HistoryEvent {
   }
 }
 
-type HistoryTuple = [number | string, string, string, string | null, string | null, number | string];
+type HistoryTuple = [number | string, string, number | string, string | null, string | null, number | string];
 
 export function toHistoryList(value: unknown): HistoryEvent[] {
   const rows = toJsonValue<HistoryTuple[]>(value);
   const out = new Array<HistoryEvent>(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const r = rows[i]!;
-    const type = str(r[2]);
+    const code = r[2];
+    const type = typeof code === "number" ? EVENT_TYPES[code] : str(code);
+    if (type === undefined) throw new TypeError(`unknown event type code ${code}`);
     const binary = typeof r[4] === "string";
-    out[i] = new LoadedHistoryEvent(toNumber(r[0]), str(r[1]), EVENT_TYPES.get(type) ?? type, binary ? null : str(r[3]), binary ? r[4] : null, toNumber(r[5]));
+    out[i] = new LoadedHistoryEvent(toNumber(r[0]), str(r[1]), type, binary ? null : str(r[3]), binary ? r[4] : null, toNumber(r[5]));
   }
   return out;
 }
