@@ -38,7 +38,7 @@ const cold = sizes.map((h) => `| ${h.toLocaleString("en-US")} | ${f(num(`replay_
 const targetRows = (re: RegExp) => d.targets.filter((t) => re.test(t.name)).map((t) => `| ${t.name} | ${t.met === null ? "n/a" : t.met ? "**met**" : "**missed**"}: ${t.detail} |`);
 const { machine, started_at, commit, config } = d.meta;
 const run = (only: string) =>
-  `a ${config.mode} run (\`npm run bench -- --quick --only=${only}\`) at \`${commit ?? "?"}\`, ${started_at.slice(0, 16)}Z, load ${machine.loadavg_start.map((l) => l.toFixed(1)).join("/")} → ${machine.loadavg_end.map((l) => l.toFixed(1)).join("/")}`;
+  `a ${config.mode} run (\`npm run bench -- ${config.mode === "quick" ? "--quick " : ""}--only=${only}\`) at \`${commit ?? "?"}\`, ${started_at.slice(0, 16)}Z, load ${machine.loadavg_start.map((l) => l.toFixed(1)).join("/")} → ${machine.loadavg_end.map((l) => l.toFixed(1)).join("/")}`;
 const replayOnly = num("local_steps_per_s") === null && num("replay_cold_cpu_us_per_entry") !== null;
 const COLD_BEGIN = "<!-- cold-replay:begin -->";
 const COLD_END = "<!-- cold-replay:end -->";
