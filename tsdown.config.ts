@@ -19,6 +19,7 @@ export default defineConfig({
     mcp: "src/mcp.ts",
     viewer: "src/viewer.ts",
     testing: "src/testing/index.ts",
+    agent: "src/agent/index.ts",
     cli: "src/platform/cli.ts",
   },
   format: "esm",

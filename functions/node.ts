@@ -7,10 +7,11 @@
  */
 import { serveNode } from "../src/platform/node.ts";
 import { webhooks, workflows } from "./workflows/index.ts";
+import { agentWorkflows } from "./workflows/agents.ts";
 import { mcp } from "../src/mcp.ts";
 import { ConfigurationError } from "../src/core/errors.ts";
 
-const node = await serveNode({ workflows, webhooks, mcp: mcp(), prometheus: "unless-off", autoMigrate: true }).catch((err: unknown) => {
+const node = await serveNode({ workflows: [...workflows, ...agentWorkflows], webhooks, mcp: mcp(), prometheus: "unless-off", autoMigrate: true }).catch((err: unknown) => {
   // A setting to fix (a taken port, an unauthenticated public bind) is one line, not a stack.
   if (!(err instanceof ConfigurationError)) throw err;
   console.error(`edda-edge: ${err.message}`);

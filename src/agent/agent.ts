@@ -1,0 +1,165 @@
+/**
+ * A durable agent loop in workflow code: model call, tool calls, again, until
+ * the model answers without calling a tool or the step budget is spent.
+ *
+ * Every effect is an Edda operation, so the loop replays from history:
+ * - each model call is the activity `{name}.model:n` (model-call.ts); its
+ *   recorded turn is what a replay sees, never a new call;
+ * - each tool call is the activity `{name}.tool.{tool}:n`, with the tool's
+ *   own retries; a tool that fails for good is reported to the model as an
+ *   error (the failure is recorded, so every replay reports the same);
+ * - a tool with `needsApproval` first emits `approval-requested` on the
+ *   stream and waits for a message on the approval channel (with a
+ *   timeout): approved, the tool runs; denied or timed out, the model is
+ *   told so and the tool never runs.
+ * The conversation itself is never stored as such: it is rebuilt on each
+ * replay from the recorded turns and tool results, so the history grows by
+ * one model turn and one result per tool call.
+ */
+import type { ModelMessage, ToolResultPart } from "ai";
+import type { Activity } from "../core/activity.ts";
+import type { WorkflowContext } from "../core/context.ts";
+import { activity } from "../core/definitions.ts";
+import { EddaError, MessageTimeoutError } from "../core/errors.ts";
+import { emit } from "../core/stream.ts";
+import { waitMessage } from "../core/waits.ts";
+import { modelCallActivity } from "./model-call.ts";
+import type { AgentInput, AgentOptions, AgentResult, AgentTool, AgentToolCall, AgentTools, AgentUsage, ModelTurn } from "./types.ts";
+
+/** The model asked for tools on its last allowed call: the run ends without a final answer. */
+export class AgentStepLimitError extends EddaError {
+  override name = "AgentStepLimitError";
+  constructor(
+    message: string,
+    readonly steps: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface Agent<T extends AgentTools = AgentTools> {
+  readonly agentName: string;
+  readonly options: AgentOptions<T>;
+  /** Run the loop inside a workflow; resolves with the final answer. */
+  run(ctx: WorkflowContext, input: AgentInput): Promise<AgentResult>;
+}
+
+const DEFAULT_MAX_STEPS = 10;
+const DEFAULT_APPROVAL_TIMEOUT_SECONDS = 24 * 3600;
+
+interface Decision {
+  approved: boolean;
+  approver: string | null;
+  reason: string | null;
+}
+
+function readDecision(data: unknown): Decision {
+  const d = (typeof data === "object" && data !== null ? data : {}) as Record<string, unknown>;
+  return {
+    approved: d.approved === true,
+    approver: typeof d.approver === "string" ? d.approver : null,
+    reason: typeof d.reason === "string" ? d.reason : null,
+  };
+}
+
+/** A tool's output as the model reads it: text stays text, anything else is JSON. */
+function toolOutput(value: unknown): ToolResultPart["output"] {
+  if (typeof value === "string") return { type: "text", value };
+  return { type: "json", value: (value ?? null) as never };
+}
+
+const errorText = (err: unknown): string => {
+  const cause = err instanceof Error && err.cause instanceof Error ? err.cause : err;
+  return cause instanceof Error ? cause.message : String(cause);
+};
+
+/**
+ * Define an agent once, at module level (its activities are registered by
+ * name, `{name}.model` and `{name}.tool.{tool}`), and run it from workflows
+ * with `agent.run(ctx, { prompt })`.
+ */
+export function defineAgent<T extends AgentTools>(name: string, options: AgentOptions<T>): Agent<T> {
+  const maxSteps = options.maxSteps ?? DEFAULT_MAX_STEPS;
+  if (!Number.isInteger(maxSteps) || maxSteps < 1) throw new TypeError(`agent ${name}: maxSteps must be a positive integer, got ${maxSteps}`);
+  const callModel = modelCallActivity(name, options as AgentOptions);
+  const toolActivities = new Map<string, Activity<[unknown], unknown>>();
+  for (const [toolName, t] of Object.entries(options.tools ?? {}) as [string, AgentTool][]) {
+    toolActivities.set(
+      toolName,
+      activity(`${name}.tool.${toolName}`, (ctx, input: unknown) => t.execute(input, ctx), {
+        transactional: t.transactional ?? false,
+        ...(t.retry ? { retry: t.retry } : {}),
+        ...(t.timeoutSeconds !== undefined ? { timeoutSeconds: t.timeoutSeconds } : {}),
+      }),
+    );
+  }
+  const channel = options.approval?.channel ?? "approval";
+  const approvalTimeout = options.approval?.timeoutSeconds ?? DEFAULT_APPROVAL_TIMEOUT_SECONDS;
+  const eventsTopic = options.stream === false ? null : (options.stream?.eventsTopic ?? "agent");
+
+  async function approve(ctx: WorkflowContext, call: ModelTurn["toolCalls"][number]): Promise<Decision> {
+    if (eventsTopic !== null) await emit(ctx, { type: "approval-requested", toolCallId: call.toolCallId, toolName: call.toolName, input: call.input, channel }, { topic: eventsTopic });
+    let decision: Decision;
+    try {
+      decision = readDecision((await waitMessage(ctx, channel, { timeoutSeconds: approvalTimeout })).data);
+    } catch (err) {
+      if (!(err instanceof MessageTimeoutError)) throw err;
+      decision = { approved: false, approver: null, reason: `no decision within ${approvalTimeout} s` };
+    }
+    if (eventsTopic !== null) await emit(ctx, { type: "approval", toolCallId: call.toolCallId, toolName: call.toolName, ...decision }, { topic: eventsTopic });
+    return decision;
+  }
+
+  /** One tool call to its record: checked, approved if it must be, run as its activity. */
+  async function runTool(ctx: WorkflowContext, call: ModelTurn["toolCalls"][number], decision: Decision | undefined): Promise<AgentToolCall> {
+    const base = { toolCallId: call.toolCallId, toolName: call.toolName, input: call.input, ...(decision ? { approval: decision } : {}) };
+    const run = toolActivities.get(call.toolName);
+    if (call.error !== undefined) return { ...base, error: call.error };
+    if (!run) return { ...base, error: `no tool named "${call.toolName}"` };
+    if (decision && !decision.approved) {
+      return { ...base, error: `not approved${decision.approver ? ` by ${decision.approver}` : ""}${decision.reason ? `: ${decision.reason}` : ""}` };
+    }
+    try {
+      return { ...base, output: await run(ctx, call.input) };
+    } catch (err) {
+      return { ...base, error: errorText(err) };
+    }
+  }
+
+  async function run(ctx: WorkflowContext, input: AgentInput): Promise<AgentResult> {
+    const messages: ModelMessage[] = input.messages ? [...input.messages] : [{ role: "user", content: input.prompt }];
+    const usage: AgentUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
+    const calls: AgentToolCall[] = [];
+    for (let step = 1; step <= maxSteps; step++) {
+      const turn = await callModel(ctx, messages);
+      messages.push(...turn.messages);
+      usage.inputTokens += turn.usage.inputTokens;
+      usage.outputTokens += turn.usage.outputTokens;
+      usage.totalTokens += turn.usage.totalTokens;
+      if (turn.toolCalls.length === 0) return { text: turn.text, steps: step, finishReason: turn.finishReason, usage, toolCalls: calls, messages };
+      // Decisions first, one wait at a time in the model's order (each takes the next message on the
+      // channel); then every tool that may run, together: their activities run in one step.
+      const decisions = new Map<string, Decision>();
+      for (const call of turn.toolCalls) {
+        const t = options.tools?.[call.toolName];
+        if (call.error !== undefined || !t) continue;
+        const needs = typeof t.needsApproval === "function" ? t.needsApproval(call.input) : t.needsApproval === true;
+        if (needs) decisions.set(call.toolCallId, await approve(ctx, call));
+      }
+      const done = await Promise.all(turn.toolCalls.map((call) => runTool(ctx, call, decisions.get(call.toolCallId))));
+      calls.push(...done);
+      messages.push({
+        role: "tool",
+        content: done.map((c) => ({
+          type: "tool-result" as const,
+          toolCallId: c.toolCallId,
+          toolName: c.toolName,
+          output: c.error !== undefined ? ({ type: "error-text", value: c.error } as const) : toolOutput(c.output),
+        })),
+      });
+    }
+    throw new AgentStepLimitError(`agent "${name}" made ${maxSteps} model calls (its maxSteps) without a final answer`, maxSteps);
+  }
+
+  return { agentName: name, options, run };
+}
