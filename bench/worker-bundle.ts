@@ -22,6 +22,7 @@ const label: Record<WorkerVariant, string> = {
   "recipe+mcp": "README recipe with mcp()",
   "recipe+viewer": "README recipe with viewer()",
   "recipe+neon": "README recipe on Neon's driver (driver: neonServerless)",
+  "recipe+agent": "README recipe with an agent (edda-edge/agent)",
   examples: "functions/worker.ts (examples, MCP and viewer on)",
 };
 const results: Record<string, { rawBytes: number; gzipBytes: number }> = {};

@@ -37,7 +37,9 @@ export class AgentStepLimitError extends EddaError {
   }
 }
 
+/** An agent defined with `defineAgent`: its name (its activities' prefix) and options, and `run`. */
 export interface Agent<T extends AgentTools = AgentTools> {
+  /** The prefix of its activities: `{agentName}.model`, `{agentName}.tool.{tool}`. */
   readonly agentName: string;
   readonly options: AgentOptions<T>;
   /** Run the loop inside a workflow; resolves with the final answer. */

@@ -37,6 +37,7 @@ export interface AgentTool<I = any, O = any> {
 /** A record of tools by the name the model calls them with. */
 export type AgentTools = Record<string, AgentTool>;
 
+/** The approval gate of tools with `needsApproval`. */
 export interface AgentApprovalOptions {
   /** The channel decisions arrive on (default "approval"): `POST /instances/:id/messages`. */
   channel?: string;
@@ -52,9 +53,11 @@ export interface AgentOptions<T extends AgentTools = AgentTools> {
   model: LanguageModel | (() => LanguageModel | Promise<LanguageModel>);
   /** The system prompt. */
   system?: string;
+  /** The tools the model may call, by name. */
   tools?: T;
   /** The step budget: model calls per run (default 10); past it the run throws AgentStepLimitError. */
   maxSteps?: number;
+  /** Where and how long tools with `needsApproval` wait for their decision. */
   approval?: AgentApprovalOptions;
   /**
    * Where tokens go on the instance's stream: text deltas as strings on
@@ -66,14 +69,16 @@ export interface AgentOptions<T extends AgentTools = AgentTools> {
   retry?: RetryPolicy;
   /** Limit on one model call attempt. */
   timeoutSeconds?: number;
-  /** Passed to the model on each call. */
+  /** Sampling temperature, passed to the model on each call. */
   temperature?: number;
+  /** Most tokens one model call may generate. */
   maxOutputTokens?: number;
 }
 
 /** Input of one run: a prompt, or the conversation so far. */
 export type AgentInput = { prompt: string; messages?: never } | { messages: ModelMessage[]; prompt?: never };
 
+/** Tokens used, summed over the run's model calls. */
 export interface AgentUsage {
   inputTokens: number;
   outputTokens: number;
@@ -103,6 +108,7 @@ export interface AgentToolCall {
   approval?: { approved: boolean; approver: string | null; reason: string | null };
 }
 
+/** What `agent.run` resolves with. */
 export interface AgentResult {
   /** The final answer's text. */
   text: string;

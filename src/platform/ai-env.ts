@@ -13,9 +13,6 @@ export interface AiModelSettings {
   apiKey: string | undefined;
 }
 
-/** The variables that configure the agent example's model, as its refusal names them. */
-export const AI_ENV_VARIABLES = ["EDDA_AI_BASE_URL", "EDDA_AI_MODEL", "EDDA_AI_API_KEY"] as const;
-
 /** The process's environment where there is one (Node, Deno's `process`, Workers with nodejs_compat); else none. */
 function processEnv(): Record<string, unknown> {
   return (globalThis as { process?: { env?: Record<string, unknown> } }).process?.env ?? {};

@@ -26,14 +26,15 @@ export interface WorkerBundle {
 
 const ROOT = join(import.meta.dirname, "..", "..");
 
-export type WorkerVariant = "examples" | "recipe" | "recipe+mcp" | "recipe+viewer" | "recipe+neon";
+export type WorkerVariant = "examples" | "recipe" | "recipe+mcp" | "recipe+viewer" | "recipe+neon" | "recipe+agent";
 
 /**
  * The README's Worker recipe (worker.js and wrangler.toml, read from the
  * README) in a temporary folder, its `edda-edge/…` imports pointed at the
  * sources (the subpaths of deno.json's exports); "recipe+mcp" adds
  * `mcp: mcp()`, "recipe+viewer" `viewer: viewer()`, "recipe+neon"
- * `driver: neonServerless`.
+ * `driver: neonServerless`, "recipe+agent" a workflow that runs an agent
+ * from `edda-edge/agent`.
  */
 async function writeRecipe(dir: string, variant: Exclude<WorkerVariant, "examples">): Promise<void> {
   const { files } = readRecipes(ROOT);
@@ -44,6 +45,13 @@ async function writeRecipe(dir: string, variant: Exclude<WorkerVariant, "example
   if (variant === "recipe+mcp") worker = `import { mcp } from "edda-edge/mcp";\n${worker.replace(call, "createWorker({ workflows: [hello], mcp: mcp() })")}`;
   if (variant === "recipe+viewer") worker = `import { viewer } from "edda-edge/viewer";\n${worker.replace(call, "createWorker({ workflows: [hello], viewer: viewer() })")}`;
   if (variant === "recipe+neon") worker = `import { neonServerless } from "edda-edge/drivers/neon-serverless";\n${worker.replace(call, "createWorker({ workflows: [hello], driver: neonServerless })")}`;
+  if (variant === "recipe+agent") {
+    const ask = [
+      `const helper = defineAgent("helper", { model: () => { throw new Error("bundled, never called"); } });`,
+      `const ask = workflow("ask", async (ctx, input) => (await helper.run(ctx, { prompt: input.question })).text);`,
+    ].join("\n");
+    worker = `import { defineAgent } from "edda-edge/agent";\n${worker.replace(call, "createWorker({ workflows: [hello, ask] })").replace(/^export default/m, `${ask}\nexport default`)}`;
+  }
   worker = worker.replace(/from "edda-edge(\/[^"]*)?"/g, (_m, sub: string | undefined) => `from ${JSON.stringify(join(ROOT, entries[`.${sub ?? ""}`]!))}`);
   await writeFile(join(dir, "worker.js"), worker);
   await writeFile(join(dir, "wrangler.toml"), files["wrangler.toml"]!);
