@@ -88,19 +88,12 @@ describe("outbox dead letters", () => {
     expect((await get("/outbox/dead-letters?status=invalid")).body.events.map((e: { eventId: string }) => e.eventId)).not.toContain(expired);
   });
 
-  it("bad parameters, cursors and ids are 4xx and change nothing", async () => {
+  it("unknown ids are 404 and a dead letter is not redelivered without the token; nothing changes (parameter refusals: dead-letter-params.unit.test.ts)", async () => {
     const before = await allRows();
     const sent = broker.received.length;
-    for (const path of ["/outbox/dead-letters?limit=101", "/outbox/dead-letters?limit=0", "/outbox/dead-letters?cursor=not-a-cursor", `/outbox/dead-letters?cursor=${btoa('["x","y"]')}`, "/outbox/dead-letters?status=published", "/outbox/dead-letters?include=everything"]) {
-      const r = await get(path);
-      expect(r.status, path).toBe(400);
-      expect(r.body.error_type).toBe("BadRequest");
-    }
     expect((await post("/outbox/dead-letters/no-such-event/redeliver")).status).toBe(404);
     expect((await post("/outbox/dead-letters/no-such-event/discard")).status).toBe(404);
-    expect((await post(`/outbox/dead-letters/${"x".repeat(256)}/redeliver`)).status).toBe(400);
     expect((await t.edda.app.request(`/outbox/dead-letters/${expired}/redeliver`, { method: "POST" })).status).toBe(401);
-    expect((await t.edda.app.request("/outbox/dead-letters")).status).toBe(401);
     expect(await allRows()).toEqual(before);
     expect(broker.received.length).toBe(sent);
   });
