@@ -9,6 +9,7 @@
  */
 import { ConfigurationError } from "./core/errors.ts";
 import { encryptionCodec, type PayloadCodec } from "./core/payload-codec.ts";
+import type { LargeValueStore } from "./storage/payload-refs.ts";
 import { ActivityRegistry } from "./core/registry.ts";
 import type { Context } from "hono";
 import type { Hono } from "hono";
@@ -58,8 +59,8 @@ export interface EddaOptions {
   encryptionKeys?: string | readonly string[];
   /** Your own payload codec (a KMS) instead of `encryptionKeys`: Edda stores what `encode` returns. */
   payloadCodec?: PayloadCodec;
-  /** Inputs, outputs and history records over `thresholdBytes` (default 256 KiB) are stored once, by reference. */
-  largeValues?: { thresholdBytes?: number };
+  /** Inputs, outputs and history records over `thresholdBytes` (default 256 KiB) are stored once, by reference: in `workflow_payloads`, or `store` (`r2Values(bucket)`). */
+  largeValues?: { thresholdBytes?: number; store?: LargeValueStore };
   /** Bearer token(s) for the public API (EDDA_API_TOKEN). */
   apiToken?: string | string[];
   /** Bearer token(s) CloudEvents ingestion accepts besides the API token (EDDA_EVENTS_TOKEN). */

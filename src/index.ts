@@ -37,6 +37,7 @@ export {
 export { patched } from "./core/patched.ts";
 export { encryptionCodec, EncryptedMatchError, PayloadDecryptionError, type PayloadCodec } from "./core/payload-codec.ts";
 export { MAX_VALUE_BYTES } from "./core/serialization.ts";
+export type { LargeValueStore, OutOfLine } from "./storage/payload-refs.ts";
 export { invoke, startChild } from "./engine/children.ts";
 export type { ChildOptions } from "./engine/children.ts";
 export type { ErrorClass } from "./core/serialization.ts";
@@ -78,6 +79,6 @@ export type { ChildSummary, FailureTask, InstanceFilter, InstanceStatus, ListIns
 export { INSTANCE_STATUSES, WHY_KINDS, type WhyKind } from "./core/model.ts";
 export type { ChannelMode, ExpiryCounter, ExpiryTask } from "./core/model.ts";
 export type { ApiSurface } from "./http/routes.ts";
-export type { Database, DatabaseDriver, DriverConnection, DriverName, Db, QueryStats } from "./storage/database.ts";
+export type { Database, DatabaseDriver, DriverConnection, DriverName, Db, Executor, QueryStats, Tx } from "./storage/database.ts";
 export { migrate } from "./storage/migrate.ts";
 export type { MigrationResult } from "./storage/migrate.ts";

@@ -30,8 +30,9 @@
  * code. A text holding no envelope costs one substring scan.
  */
 import { EncryptedMatchError, holdsSealed, openJson, openPayload, sealJson, sealPayload, type PayloadCodec } from "../core/payload-codec.ts";
-import { copyOutOfLine, holdsRef, outOfLine, refOf, resolveRefs, storeOutOfLine, type OutOfLine } from "../storage/payload-refs.ts";
+import { holdsRef, outOfLine, refOf, resolveRefs, type LargeValueStore, type OutOfLine } from "../storage/payload-refs.ts";
 import type { MatchDocument } from "../core/model.ts";
+import { logError } from "../core/log.ts";
 import type { LeasedInstance, StepConclusion } from "../storage/leases.ts";
 import type { CompensationRecord, Fence, HistoryEvent, InstanceRecord, LeasedLoad, NewCompensation, NewHistoryEvent, Payload, Storage, TxStorage } from "../storage/types.ts";
 
@@ -42,6 +43,8 @@ export interface PayloadBoundary {
   codec: PayloadCodec | null;
   /** Infinity: every value inline. */
   thresholdBytes: number;
+  /** Where values by reference are kept (`postgresValues`, or an R2 bucket). */
+  store: LargeValueStore;
 }
 
 type Sealing = Storage & { readonly [SEALING]: PayloadBoundary };
@@ -65,7 +68,7 @@ export function sealPayloads<S extends Storage>(storage: S, boundary: PayloadBou
 
 /** Texts of one instance as loaded → as the engine sees them: references resolved (one statement), envelopes opened. */
 async function openTexts(s: Storage, b: PayloadBoundary, instanceId: string, texts: string[]): Promise<string[]> {
-  const resolved = await resolveRefs(s.executor, instanceId, texts);
+  const resolved = await resolveRefs(b.store, s.executor, instanceId, texts);
   return Promise.all(resolved.map((t) => (holdsSealed(t) ? openJson(b.codec, t) : Promise.resolve(t))));
 }
 
@@ -95,7 +98,7 @@ async function openInstance<T extends InstanceRecord | null>(s: Storage, b: Payl
 async function openEvents<T extends { data: Payload | null }>(s: Storage, b: PayloadBoundary, instanceId: string, events: T[]): Promise<T[]> {
   const todo = events.filter((e) => needsOpen(e.data));
   if (todo.length === 0) return events;
-  const texts = await resolveRefs(s.executor, instanceId, todo.map((e) => (e.data as { json: string }).json));
+  const texts = await resolveRefs(b.store, s.executor, instanceId, todo.map((e) => (e.data as { json: string }).json));
   await Promise.all(todo.map(async (e, i) => ((e as { data: Payload }).data = await openPayload(b.codec, { type: "json", json: texts[i]! }))));
   return events;
 }
@@ -205,6 +208,7 @@ type Methods = Pick<
   | "listCompensations"
   | "recordChildOutcome"
   | "copyHistoryPrefix"
+  | "purgeFinishedInstances"
   | "publishMessage"
   | "takeNextMessage"
   | "setWaiting"
@@ -229,7 +233,7 @@ function methods(s: Storage, b: PayloadBoundary): Methods {
       const r = rows.length
         ? await s.transaction(async (tx) => {
             const created = await tx.createInstance(stored);
-            if (created.created) await storeOutOfLine(tx.executor, rows);
+            if (created.created) await b.store.put(tx.executor, rows);
             return created;
           })
         : await s.createInstance(stored);
@@ -269,13 +273,13 @@ function methods(s: Storage, b: PayloadBoundary): Methods {
     async concludeStep(fence, conclusion, opts) {
       const rows: OutOfLine[] = [];
       const stored = await storeConclusion(b, conclusion, fence.instanceId, rows);
-      await storeOutOfLine(s.executor, rows);
+      await b.store.put(s.executor, rows);
       return s.concludeStep(fence, stored, opts);
     },
     async concludeSteps(items) {
       const rows: OutOfLine[] = [];
       const stored = await Promise.all(items.map(async (i) => ({ fence: i.fence, conclusion: await storeConclusion(b, i.conclusion, i.fence.instanceId, rows) })));
-      await storeOutOfLine(s.executor, rows);
+      await b.store.put(s.executor, rows);
       return s.concludeSteps(stored);
     },
     async registerCompensations(fence, comps) {
@@ -284,13 +288,13 @@ function methods(s: Storage, b: PayloadBoundary): Methods {
     async recurInstance(fence, newInputData) {
       const rows: OutOfLine[] = [];
       const stored = await storeText(b, newInputData, fence.instanceId, rows);
-      await storeOutOfLine(s.executor, rows);
+      await b.store.put(s.executor, rows);
       return s.recurInstance(fence, stored);
     },
     async appendHistory(instanceId, events) {
       const rows: OutOfLine[] = [];
       const stored = await storeEvents(b, events, instanceId, rows);
-      await storeOutOfLine(s.executor, rows);
+      await b.store.put(s.executor, rows);
       return s.appendHistory(instanceId, stored);
     },
     async loadHistory(instanceId) {
@@ -323,14 +327,20 @@ function methods(s: Storage, b: PayloadBoundary): Methods {
     async recordChildOutcome(parentId, activityId, event) {
       const rows: OutOfLine[] = [];
       const data = await storePayload(b, event.data, parentId, rows);
-      await storeOutOfLine(s.executor, rows);
+      await b.store.put(s.executor, rows);
       return s.recordChildOutcome(parentId, activityId, { ...event, data });
     },
     async copyHistoryPrefix(from, to, beforeEventId) {
       const n = await s.copyHistoryPrefix(from, to, beforeEventId);
       // The copied records reference their source's values: the fork owns copies (each instance's are deleted with it).
-      await copyOutOfLine(s.executor, from, to);
+      await b.store.copy(s.executor, from, to);
       return n;
+    },
+    async purgeFinishedInstances(olderThanSeconds, limit, opts) {
+      const ids = await s.purgeFinishedInstances(olderThanSeconds, limit, opts);
+      // An object store's values go after their instances; one left behind by a failure here is unreferenced.
+      if (ids.length && b.store.deleted) await b.store.deleted(ids).catch((err: unknown) => logError("edda: values of purged instances not deleted", err, { instances: ids.length }));
+      return ids;
     },
     async publishMessage(msg) {
       return openMessage(b, await s.publishMessage(codec ? { ...msg, data: await sealPayload(codec, msg.data) } : msg));

@@ -38,11 +38,13 @@ import type { SweepTask } from "../engine/sweeper.ts";
 import { configurationProblem } from "../http/problem.ts";
 import type { DatabaseDriver } from "../storage/database.ts";
 import { postgresJs } from "../storage/drivers/postgres-js.ts";
+import { r2Values, type R2BucketLike } from "../storage/r2-values.ts";
 import { readConfig, unauthenticatedRefusal, withEnvironment, type EddaConfig, type EddaEnv } from "./env.ts";
 import { chooseDriver, ConfigurationError, openServerlessDatabase } from "./serverless.ts";
 
 /** The parts of the Workers runtime types this adapter uses (no @cloudflare/workers-types). */
 export type { EddaConfig, EddaEnv } from "./env.ts";
+export { r2Values, type R2BucketLike } from "../storage/r2-values.ts";
 
 export interface Fetcher {
   fetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response>;
@@ -79,6 +81,8 @@ export interface WorkerEnv extends EddaEnv {
   SELF?: Fetcher;
   /** Optional Queues producer for follow-ups; this worker must consume that queue. */
   EDDA_QUEUE?: Queue;
+  /** Optional R2 bucket: values by reference (over the large-value threshold) are kept there instead of in `workflow_payloads`. */
+  EDDA_VALUES?: R2BucketLike;
 }
 
 /**
@@ -204,6 +208,8 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
         return database;
       },
       secret,
+      // An explicit store wins over the binding, as options win over the environment.
+      ...(env.EDDA_VALUES && !options.largeValues?.store ? { largeValues: { ...options.largeValues, store: r2Values(env.EDDA_VALUES) } } : {}),
       outbox: {
         ...opts.outbox,
         fetch: (input, init) => {

@@ -1,6 +1,6 @@
 /**
  * Large values by reference: a payload text over the threshold is stored
- * once in `workflow_payloads`, owned by its instance, and the row that would
+ * once in `workflow_payloads` (or an R2 bucket), owned by its instance, and the row that would
  * have held it (a history record, an input, an output) keeps
  * `{"$ref":"<ref>:<bytes>:<sha-256 hex>"}` instead — the same one-key tag
  * shape as the other envelopes (user `$` keys are escaped, so user data never
@@ -60,37 +60,55 @@ export async function outOfLine(text: string, instanceId: string, thresholdBytes
   return `${REF_START}${ref}:${bytes.length}:${await sha256Hex(bytes)}"}`;
 }
 
-/** Write the rows (before, or in the transaction of, the statement that references them). */
-export async function storeOutOfLine(ex: Executor, rows: readonly OutOfLine[]): Promise<void> {
-  if (rows.length === 0) return;
-  const values = sql.join(
-    rows.map((r) => sql`(${r.instanceId}::text, ${r.ref}::text, ${r.size}::int, ${r.data}::text)`),
-    sql`, `,
-  );
-  await ex.execute(sql`INSERT INTO workflow_payloads (instance_id, ref, size, data) VALUES ${values} ON CONFLICT DO NOTHING`);
+/**
+ * Where values by reference live: the Postgres table by default (every driver, PGlite included,
+ * transactional with the step, deleted with its instance by the foreign key), or an object store
+ * (`r2Values`, storage/r2-values.ts) whose `deleted` the purge calls with the ids it deleted.
+ */
+export interface LargeValueStore {
+  /** Write the rows (before, or in the transaction of, the statement that references them). */
+  put(ex: Executor, rows: readonly OutOfLine[]): Promise<void>;
+  /** The values of `refs` of one instance that exist (a missing one is left out). */
+  get(ex: Executor, instanceId: string, refs: readonly string[]): Promise<Map<string, string>>;
+  /** Copy an instance's values to another (a fork, whose copied history references them). */
+  copy(ex: Executor, from: string, to: string): Promise<void>;
+  /** These instances were deleted (retention): remove their values. The table needs none (its foreign key cascades). */
+  deleted?(instanceIds: readonly string[]): Promise<void>;
 }
 
-/** Copy an instance's values by reference to another (a fork, whose copied history references them). */
-export async function copyOutOfLine(ex: Executor, from: string, to: string): Promise<void> {
-  await ex.execute(sql`INSERT INTO workflow_payloads (instance_id, ref, size, data)
-    SELECT ${to}::text, ref, size, data FROM workflow_payloads WHERE instance_id = ${from}::text ON CONFLICT DO NOTHING`);
-}
+export const postgresValues: LargeValueStore = {
+  async put(ex, rows) {
+    if (rows.length === 0) return;
+    const values = sql.join(
+      rows.map((r) => sql`(${r.instanceId}::text, ${r.ref}::text, ${r.size}::int, ${r.data}::text)`),
+      sql`, `,
+    );
+    await ex.execute(sql`INSERT INTO workflow_payloads (instance_id, ref, size, data) VALUES ${values} ON CONFLICT DO NOTHING`);
+  },
+  async get(ex, instanceId, refs) {
+    const list = sql.join(refs.map((r) => sql`${r}::text`), sql`, `);
+    const rows = await queryRows<{ ref: string; data: string }>(ex, sql`SELECT ref, data FROM workflow_payloads WHERE instance_id = ${instanceId}::text AND ref IN (${list})`);
+    return new Map(rows.map((r) => [r.ref, r.data]));
+  },
+  async copy(ex, from, to) {
+    await ex.execute(sql`INSERT INTO workflow_payloads (instance_id, ref, size, data)
+      SELECT ${to}::text, ref, size, data FROM workflow_payloads WHERE instance_id = ${from}::text ON CONFLICT DO NOTHING`);
+  },
+};
 
 /**
  * The texts with every reference replaced by its value, for one instance,
  * in one statement for all of them. Texts without a reference are returned
  * as they are, and then nothing is read.
  */
-export async function resolveRefs(ex: Executor, instanceId: string, texts: readonly string[]): Promise<string[]> {
+export async function resolveRefs(store: LargeValueStore, ex: Executor, instanceId: string, texts: readonly string[]): Promise<string[]> {
   const wanted = new Map<string, { size: number; hash: string }>();
   for (const t of texts) {
     if (!holdsRef(t)) continue;
     for (const m of t.matchAll(REF)) wanted.set(m[1]!, { size: Number(m[2]), hash: m[3]! });
   }
   if (wanted.size === 0) return texts as string[];
-  const refs = sql.join([...wanted.keys()].map((r) => sql`${r}::text`), sql`, `);
-  const rows = await queryRows<{ ref: string; data: string }>(ex, sql`SELECT ref, data FROM workflow_payloads WHERE instance_id = ${instanceId}::text AND ref IN (${refs})`);
-  const found = new Map(rows.map((r) => [r.ref, r.data]));
+  const found = await store.get(ex, instanceId, [...wanted.keys()]);
   await Promise.all(
     [...wanted].map(async ([ref, want]) => {
       const data = found.get(ref);

@@ -13,6 +13,7 @@ import { sealPayloads } from "../../engine/payload-sealing.ts";
 import { encryptionCodec } from "../../core/payload-codec.ts";
 import { createPostgresJsDatabase } from "../../storage/drivers/postgres-js.ts";
 import { createStorage } from "../../storage/pg-storage.ts";
+import { postgresValues } from "../../storage/payload-refs.ts";
 
 import { readConfig } from "../env.ts";
 import { DATABASE_URL_OPTIONS, databaseUrl, parseCommand, UsageError, type Io } from "./args.ts";
@@ -57,7 +58,7 @@ export async function verifyReplayCommand(argv: string[], env: Record<string, st
   const database = createPostgresJsDatabase({ url, max: 2 });
   // Read as the engine reads: values by reference resolved, sealed ones opened with EDDA_ENCRYPTION_KEY(S) (or refused by name).
   const keys = readConfig(env).encryptionKeys;
-  const storage = sealPayloads(createStorage(database), { codec: keys ? encryptionCodec(keys) : null, thresholdBytes: Infinity });
+  const storage = sealPayloads(createStorage(database), { codec: keys ? encryptionCodec(keys) : null, thresholdBytes: Infinity, store: postgresValues });
   const findings: Finding[] = [];
   try {
     let cursor: string | null = null;
