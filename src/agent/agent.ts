@@ -9,9 +9,9 @@
  *   own retries; a tool that fails for good is reported to the model as an
  *   error (the failure is recorded, so every replay reports the same);
  * - a tool with `needsApproval` first emits `approval-requested` on the
- *   stream and waits for a message on the approval channel (with a
- *   timeout): approved, the tool runs; denied or timed out, the model is
- *   told so and the tool never runs.
+ *   stream and waits for a message on the approval channel, or a POST to a
+ *   per-wait URL (`via: "webhook"`), with a timeout: approved, the tool
+ *   runs; denied or timed out, the model is told so and the tool never runs.
  * The conversation itself is never stored as such: it is rebuilt on each
  * replay from the recorded turns and tool results, so the history grows by
  * one model turn and one result per tool call.
@@ -23,6 +23,8 @@ import { activity } from "../core/definitions.ts";
 import { EddaError, MessageTimeoutError } from "../core/errors.ts";
 import { emit } from "../core/stream.ts";
 import { waitMessage } from "../core/waits.ts";
+import { WebhookExpiredError } from "../core/webhook-waits.ts";
+import { createWebhook } from "../engine/webhook-waits.ts";
 import { modelCallActivity } from "./model-call.ts";
 import type { AgentInput, AgentOptions, AgentResult, AgentTool, AgentToolCall, AgentTools, AgentUsage, ModelTurn } from "./types.ts";
 
@@ -99,13 +101,22 @@ export function defineAgent<T extends AgentTools>(name: string, options: AgentOp
   const approvalTimeout = options.approval?.timeoutSeconds ?? DEFAULT_APPROVAL_TIMEOUT_SECONDS;
   const eventsTopic = options.stream === false ? null : (options.stream?.eventsTopic ?? "agent");
 
+  const byWebhook = options.approval?.via === "webhook";
+
   async function approve(ctx: WorkflowContext, call: ModelTurn["toolCalls"][number]): Promise<Decision> {
-    if (eventsTopic !== null) await emit(ctx, { type: "approval-requested", toolCallId: call.toolCallId, toolName: call.toolName, input: call.input, channel }, { topic: eventsTopic });
+    const request = { type: "approval-requested", toolCallId: call.toolCallId, toolName: call.toolName, input: call.input };
     let decision: Decision;
     try {
-      decision = readDecision((await waitMessage(ctx, channel, { timeoutSeconds: approvalTimeout })).data);
+      if (byWebhook) {
+        const hook = await createWebhook(ctx, { expiresIn: approvalTimeout });
+        if (eventsTopic !== null) await emit(ctx, { ...request, url: hook.url }, { topic: eventsTopic });
+        decision = readDecision((await hook.wait()).body);
+      } else {
+        if (eventsTopic !== null) await emit(ctx, { ...request, channel }, { topic: eventsTopic });
+        decision = readDecision((await waitMessage(ctx, channel, { timeoutSeconds: approvalTimeout })).data);
+      }
     } catch (err) {
-      if (!(err instanceof MessageTimeoutError)) throw err;
+      if (!(err instanceof MessageTimeoutError || err instanceof WebhookExpiredError)) throw err;
       decision = { approved: false, approver: null, reason: `no decision within ${approvalTimeout} s` };
     }
     if (eventsTopic !== null) await emit(ctx, { type: "approval", toolCallId: call.toolCallId, toolName: call.toolName, ...decision }, { topic: eventsTopic });

@@ -39,7 +39,14 @@ export type AgentTools = Record<string, AgentTool>;
 
 /** The approval gate of tools with `needsApproval`. */
 export interface AgentApprovalOptions {
-  /** The channel decisions arrive on (default "approval"): `POST /instances/:id/messages`. */
+  /**
+   * How a decision arrives: `"message"` (default), a message on `channel`
+   * (`POST /instances/:id/messages`); `"webhook"`, a POST of the decision to a
+   * URL of this wait's own (`createWebhook`; needs EDDA_SECRET), given in the
+   * `approval-requested` event as `url`.
+   */
+  via?: "message" | "webhook";
+  /** The channel decisions arrive on (default "approval"). */
   channel?: string;
   /** How long a tool waits for its decision (default one day); past it the call is denied to the model. */
   timeoutSeconds?: number;

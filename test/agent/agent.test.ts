@@ -67,6 +67,8 @@ const tools = {
 let current = scripted([]);
 const shop = defineAgent("shop", { model: () => current.model, tools, approval: { channel: "approval", timeoutSeconds: 600 }, retry: { initialIntervalSeconds: 0.05, maxAttempts: 3 } });
 const budgeted = defineAgent("budgeted", { model: () => current.model, tools, maxSteps: 2 });
+const hooked = defineAgent("hooked", { model: () => current.model, tools, approval: { via: "webhook", timeoutSeconds: 600 } });
+const hookedFlow = workflow("hooked_agent", async (ctx, { question }: { question: string }) => hooked.run(ctx, { prompt: question }));
 const shopFlow = workflow("shop_agent", async (ctx, { question }: { question: string }) => shop.run(ctx, { prompt: question }));
 const budgetFlow = workflow("budgeted_agent", async (ctx, { question }: { question: string }) => budgeted.run(ctx, { prompt: question }));
 
@@ -86,7 +88,7 @@ let t: TestApp;
 let engine: Engine;
 beforeAll(async () => {
   database = await openTestDatabase("postgres-js", "agent");
-  t = makeTestApp(database, { workflows: [shopFlow, budgetFlow] });
+  t = makeTestApp(database, { workflows: [shopFlow, budgetFlow, hookedFlow] });
   engine = await engineOf(t.edda);
 }, 60_000);
 afterAll(async () => {
@@ -94,10 +96,14 @@ afterAll(async () => {
   await database?.close();
 });
 
-async function streamOf(id: string, topics?: string[]): Promise<unknown[]> {
+/** The stream's JSON items (until the end, or the first `count`). */
+async function streamOf(id: string, topics?: string[], count = Infinity): Promise<unknown[]> {
   const events = await engine.openStream(id, { after: 0, ...(topics ? { topics } : {}) });
   const out: unknown[] = [];
-  for await (const ev of events! as AsyncIterable<StreamEvent>) if (ev.type === "item" && ev.item.data.type === "json") out.push(fromJson(ev.item.data.json));
+  for await (const ev of events! as AsyncIterable<StreamEvent>) {
+    if (ev.type === "item" && ev.item.data.type === "json") out.push(fromJson(ev.item.data.json));
+    if (out.length >= count) break;
+  }
   return out;
 }
 
@@ -156,6 +162,27 @@ describe("an agent with an approval gate", () => {
     expect(done.output).toMatchObject({ text: "Sorry, no refund.", toolCalls: [{ toolName: "refund", error: "not approved by bob: outside the window" }] });
     expect(ran).toEqual([]);
     expect(toolResults(current.prompts[1])).toEqual([{ toolName: "refund", output: { type: "error-text", value: "not approved by bob: outside the window" } }]);
+  });
+});
+
+describe("an approval by per-wait URL (via: webhook)", () => {
+  it("the approval request carries a URL of the wait's own; a POST of the decision to it runs the refund, a second POST is 410", { timeout: 30_000 }, async () => {
+    current = scripted([[call("c1", "refund", { orderId: "o-7" }), finish("tool-calls")], [...text("Done."), finish("stop")]]);
+    ran.length = 0;
+    const { instanceId } = await t.edda.start("hooked_agent", { question: "Refund o-7" });
+    await t.waitFor(instanceId, ["waiting_for_webhook"]);
+    const [requested] = (await streamOf(instanceId, ["agent"], 1)) as { type: string; url?: string }[];
+    expect(requested).toMatchObject({ type: "approval-requested", toolName: "refund", input: { orderId: "o-7" } });
+    const url = requested!.url!;
+    expect(url).toMatch(/^\/hooks\/[A-Za-z0-9_-]{43}$/);
+    expect((await t.edda.why(instanceId))?.reason.kind).toBe("webhook");
+    expect(ran).toEqual([]);
+    const post = (body: unknown) => t.edda.fetch(new Request(`http://127.0.0.1${url}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }));
+    expect((await post({ approved: true, approver: "carol" })).status).toBe(202);
+    const done = await t.waitFor(instanceId);
+    expect(done.output).toMatchObject({ text: "Done.", toolCalls: [{ toolName: "refund", output: { refunded: "o-7" }, approval: { approved: true, approver: "carol" } }] });
+    expect(ran.map((r) => r.tool)).toEqual(["refund"]);
+    expect((await post({ approved: true, approver: "mallory" })).status).toBe(410);
   });
 });
 
