@@ -94,7 +94,6 @@ describe("repairs on real Postgres with several engines", () => {
     expect((await post(a0(), "/instances/rp-nope/rerun")).status).toBe(404);
     const done = (await queryRows<{ instance_id: string }>(db(), sql`SELECT instance_id FROM workflow_instances WHERE workflow_name = 'rp_ship' LIMIT 1`))[0]!.instance_id;
     expect((await post(a0(), `/instances/${done}/rerun`, { input: { order: 7 } })).status).toBe(422);
-    expect((await post(a0(), `/instances/${done}/rerun`, { requestId: "no spaces/allowed" })).status).toBe(422);
     expect(await queryRows<{ n: number }>(db(), sql`SELECT count(*)::int AS n FROM workflow_instances`)).toEqual(before);
     await post(a0(), `/instances/${live.instanceId}/messages`, { channel: "rp-go", data: 1 });
     expect((await a0().waitFor(live.instanceId)).status).toBe("completed");
@@ -139,7 +138,6 @@ describe("repairs on real Postgres with several engines", () => {
     expect(diverged.status).toBe(409);
     expect(((await diverged.json()) as { error: string }).error).toMatch(/does not replay with the deployed code/);
     expect((await post(a0(), `/instances/${failed.instanceId}/fork`, { fromActivityId: "rp_nothing:1" })).status).toBe(422);
-    expect((await post(a0(), `/instances/${failed.instanceId}/fork`, {})).status).toBe(422);
     const live = await a0().edda.start(waiter, null);
     await a0().waitFor(live.instanceId, ["waiting_for_message"]);
     expect((await post(a0(), `/instances/${live.instanceId}/fork`, { fromActivityId: "x" })).status).toBe(409);

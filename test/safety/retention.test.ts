@@ -2,12 +2,11 @@
 // history, attempt rows, compensations, archived recur runs), CloudEvent
 // dedupe rows and channel messages once they are older than the configured
 // retention, in bounded batches; young rows and unfinished instances stay,
-// and an instance's archived runs stay visible until then.
+// and an instance's archived runs stay visible until then. EDDA_RETENTION_DAYS
+// as read from the environment: test/platform/env-settings.test.ts.
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { activity, registerCompensation, workflow } from "../../src/index.ts";
-import { ConfigurationError } from "../../src/core/errors.ts";
-import { readConfig } from "../../src/platform/env.ts";
 import { queryRows } from "../../src/storage/database.ts";
 import { makeTestApp, openTestDatabase, type TestApp } from "../support/engine.ts";
 
@@ -106,10 +105,4 @@ it("old CloudEvent dedupe rows and channel messages go, young ones stay", async 
   const left = await queryRows<{ event_id: string }>(t.database.db, sql`SELECT event_id FROM cloudevent_dedupe WHERE source = '/retention'`);
   expect(left.map((x) => x.event_id)).toEqual(["e-young"]);
   expect(await rows(sql`SELECT 1 FROM channel_messages WHERE channel = 'r.ping'`)).toBe(1);
-});
-
-it("EDDA_RETENTION_DAYS sets every retention; a bad value is a configuration error", () => {
-  expect(readConfig({ EDDA_RETENTION_DAYS: "3" }).retention).toEqual({ finishedInstancesSeconds: 259_200, channelMessagesSeconds: 259_200, cloudEventDedupeSeconds: 259_200 });
-  expect(readConfig({}).retention).toBeUndefined();
-  expect(() => readConfig({ EDDA_RETENTION_DAYS: "soon" })).toThrow(ConfigurationError);
 });
