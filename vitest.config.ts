@@ -1,8 +1,11 @@
 // Vitest config: the tests in four tiers (projects), by what they need.
 //   unit     no database, no other runtime (and any *.unit.test.ts): pure core,
-//            the OpenAPI document, the viewer's timeline,
-//            the client's types, platform options. No global set-up, so a test
-//            that needs Postgres fails here at once (nothing is provided).
+//            the step decision and the wait table, the dispatchers, the HTTP
+//            routes' refusals on the real app over noDatabase()
+//            (test/support/no-database.ts), the OpenAPI document, the viewer's
+//            timeline and login gate, the client, platform options. No global
+//            set-up, so a test that needs Postgres fails here at once (nothing
+//            is provided).
 //   storage  the storage contract on every driver, migrations, the harness.
 //   engine   the engine, channels, HTTP API, viewer, MCP and client in-process,
 //            on real Postgres or PGlite (every test file not listed elsewhere).
