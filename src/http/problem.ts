@@ -12,7 +12,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { logError } from "../core/log.ts";
-import { ConfigurationError, ConflictError, InvalidArgumentError, NotFoundError, ValidationError } from "../core/errors.ts";
+import { ConfigurationError, ConflictError, InvalidArgumentError, NotFoundError, PayloadTooLargeError, ValidationError } from "../core/errors.ts";
 import { PayloadDecryptionError } from "../core/payload-codec.ts";
 
 export class BadRequestError extends Error {
@@ -98,6 +98,8 @@ export function onError(err: unknown, c: Context) {
   if (err instanceof ValidationError) return problem(c, 422, err.message, "ValidationError", { issues: err.issues });
   if (err instanceof NotFoundError) return problem(c, 404, err.message, "NotFoundError");
   if (err instanceof ConflictError) return problem(c, 409, err.message, "ConflictError");
+  // A value over the largest one Edda stores (a start's input, a message's data): refused by name, nothing stored.
+  if (err instanceof PayloadTooLargeError) return problem(c, 413, err.message, "PayloadTooLarge", { slot: err.slot, limit: err.limit });
   // A stored value this deployment cannot open (no key, a key it lacks, altered bytes): the server's fault, said plainly.
   if (err instanceof PayloadDecryptionError) return problem(c, 500, err.message, "PayloadDecryptionError", { reason: err.reason, retryable: false });
   if (err instanceof BadRequestError) return problem(c, err.status, err.message, err.status === 401 ? "Unauthorized" : err.status === 415 ? "UnsupportedMediaType" : "BadRequest", err.extra);

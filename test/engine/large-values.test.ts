@@ -134,6 +134,16 @@ describe("large values by reference on Postgres", () => {
     expect(list.instances.find((i) => i.instanceId === "in-2m")?.input).toEqual({ $ref: expect.stringMatching(/^[0-9a-f-]{36}:\d+:[0-9a-f]{64}$/) as unknown });
   });
 
+  it("an input over MAX_VALUE_BYTES in a body the limit lets through: 413 naming the value and the limit, nothing created", { timeout: 60_000 }, async () => {
+    const roomy = app({ maxBodyBytes: 40 * MiB });
+    const res = await post(roomy, "/workflows/echo_input/instances", { instanceId: "in-33m", input: { blob: "z".repeat(MAX_VALUE_BYTES) } });
+    expect(res.status).toBe(413);
+    const body = (await res.json()) as { error_type: string; detail: string; limit: number };
+    expect(body).toMatchObject({ error_type: "PayloadTooLarge", limit: MAX_VALUE_BYTES });
+    expect(body.detail).toMatch(/the input of workflow "echo_input" is 32\.0 MiB; the largest value Edda stores is 32 MiB/);
+    expect(await roomy.edda.getInstance("in-33m")).toBeNull();
+  });
+
   it("deleting an instance (retention) deletes its values by reference", { timeout: 60_000 }, async () => {
     const a = app();
     const engine = await engineOf(a.edda);
