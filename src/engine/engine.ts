@@ -437,6 +437,8 @@ export class Engine implements StepRunner, EngineParts {
   checkWritable(lock: string): Promise<void> { return inspection.checkWritable(this, lock, this.workerId); }
   /** Leases that expired untaken: their engine died or stalled; the sweep's stale-lease task retakes them. */
   expiredLeases() { return inspection.expiredLeases(this); }
+  /** When a sweep task last ran against this database (null: never). */
+  lastSweepAt() { return inspection.lastSweepAt(this); }
   /** Refuse a viewer session from now until `expiresAt` (logout). */
   revokeViewerSession(sessionId: string, expiresAt: Date): Promise<void> { return inspection.revokeViewerSession(this, sessionId, expiresAt); }
   viewerSessionRevoked(sessionId: string): Promise<boolean> { return inspection.viewerSessionRevoked(this, sessionId); }

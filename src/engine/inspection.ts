@@ -5,6 +5,7 @@
  */
 import type { InstanceFilter, ListInstancesQuery } from "../storage/types.ts";
 import type { Uses } from "./deps.ts";
+import { SWEEP_LOCK_PREFIX } from "./sweeper.ts";
 
 /** One page of instances matching `query` (an InvalidArgumentError for a stale cursor). */
 export function listInstances(e: Uses<"storage">, query: ListInstancesQuery) {
@@ -81,6 +82,11 @@ export async function checkWritable(e: Uses<"storage">, lock: string, holder: st
 /** Runnable instances whose lease expired and that nobody has taken over (readiness detail). */
 export function expiredLeases(e: Uses<"storage">) {
   return e.storage.expiredLeases();
+}
+
+/** When any sweep task last ran (its system lock's `locked_at`), or null: no sweep has run against this database. */
+export function lastSweepAt(e: Uses<"storage">) {
+  return e.storage.systemLockLastTaken(SWEEP_LOCK_PREFIX, { prefix: true });
 }
 
 /** End a viewer session server-side: its id is refused until `expiresAt`, when its cookie expires anyway. */

@@ -114,6 +114,10 @@ function defaultCpuClock(): () => number {
   return () => performance.now();
 }
 
+/** The system lock of a sweep task; its `locked_at` says when the task last ran (GET /instances/:id/why). */
+export const SWEEP_LOCK_PREFIX = "edda.sweep.";
+export const sweepLock = (task: SweepTask): string => `${SWEEP_LOCK_PREFIX}${task}`;
+
 /** A sweep's tasks: one per wait kind that comes due by itself (core/model.ts), then the others. */
 export type SweepTask =
   | ExpiryTask
@@ -249,7 +253,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   /** Whether the task ran, or was deferred (out of budget) or skipped (its lock held by another sweep). */
   const runTask = async (name: SweepTask, batchOnce: () => Promise<number>, repeat: boolean): Promise<"ok" | "skipped" | "deferred"> => {
     if (!inBudget()) return (report.deferred.push(name), "deferred");
-    const lock = `edda.sweep.${name}`;
+    const lock = sweepLock(name);
     if (!(await storage.tryAcquireSystemLock(lock, holder, lockSeconds))) return (report.skipped.push(name), "skipped");
     let held = Date.now();
     try {

@@ -17,6 +17,7 @@ import { fromPayload, fromJson } from "../core/serialization.ts";
 import { resolveRetryPolicy } from "../core/retry.ts";
 import type { InstanceRecord } from "../storage/types.ts";
 import type { Uses } from "./deps.ts";
+import { sweepLock, type SweepTask } from "./sweeper.ts";
 import { failureView } from "./views.ts";
 import type { WhyReason, WhyReasonOf, WhyView } from "./why-view.ts";
 
@@ -85,7 +86,7 @@ async function reasonOf(e: WhyDeps, inst: InstanceRecord, depth: number): Promis
     });
   }
   if (inst.status === "queued") return queued(e, inst);
-  if (inst.status === "running" || inst.status === "compensating") return runnable(e, inst);
+  if (inst.status === "running" || inst.status === "compensating") return await runnable(e, inst);
   const declared = waitKindOf(inst.status);
   if (declared) return WAIT_REASONS[declared.kind](e, inst, depth);
   // A status this build does not know (a newer deploy wrote it): say so rather than guess.
@@ -110,7 +111,7 @@ async function parked(e: WhyDeps, inst: InstanceRecord): Promise<WhyReason> {
 }
 
 /** A runnable instance: a step holds its lease, or the lease expired with its holder, or nobody took it yet. */
-function runnable(e: WhyDeps, inst: InstanceRecord): WhyReason {
+async function runnable(e: WhyDeps, inst: InstanceRecord): Promise<WhyReason> {
   const now = e.clock();
   const step = inst.currentActivityId ?? (inst.status === "compensating" ? "its compensations" : "its next step");
   if (inst.lockedBy !== null && (inst.lockExpiresAt === null || inst.lockExpiresAt.getTime() > now)) {
@@ -125,22 +126,32 @@ function runnable(e: WhyDeps, inst: InstanceRecord): WhyReason {
     });
   }
   if (inst.lockedBy !== null) {
+    const sweep = await lastSweep(e, "stale_leases");
     return reason({
       kind: "leased",
       since: iso(inst.lockExpiresAt),
       blockedBy: [inst.lockedBy],
-      detail: `the lease of ${inst.lockedBy} on ${step} expired ${inst.lockExpiresAt ? relative(inst.lockExpiresAt, now) : ""} and nobody has taken it over (its engine died or stalled)`.replace("  ", " "),
+      detail: `the lease of ${inst.lockedBy} on ${step} expired ${inst.lockExpiresAt ? relative(inst.lockExpiresAt, now) : ""} and nobody has taken it over (its engine died or stalled); ${sweep.clause}`.replace("  ", " "),
       next: "the sweep's stale-lease task releases it and resumes the instance at its next run (the cron, or POST /_edda/sweep); cancel it to stop it",
-      facts: { engine: inst.lockedBy, expiredAt: iso(inst.lockExpiresAt) },
+      facts: { engine: inst.lockedBy, expiredAt: iso(inst.lockExpiresAt), lastSweepAt: sweep.at },
     });
   }
+  const sweep = await lastSweep(e, "resumable");
   return reason({
     kind: "dispatch_pending",
     since: iso(inst.updatedAt),
-    detail: `ready to run ${step}, but no step has taken it: its follow-up was not delivered (or is still on its way)`,
+    detail: `ready to run ${step}, but no step has taken it: its follow-up was not delivered (or is still on its way); ${sweep.clause}`,
     next: "the next sweep dispatches it (runnable instances idle for 2 s are resumed); cancel it to stop it",
-    facts: { idleSince: inst.updatedAt.toISOString() },
+    facts: { idleSince: inst.updatedAt.toISOString(), lastSweepAt: sweep.at },
   });
+}
+
+/** When the sweep task that moves an instance last ran, and a clause saying so (a sweep that never ran is the commonest stall). */
+async function lastSweep(e: WhyDeps, task: SweepTask): Promise<{ at: string | null; clause: string }> {
+  const at = await e.storage.systemLockLastTaken(sweepLock(task));
+  return at
+    ? { at: at.toISOString(), clause: `the sweep's ${task} task last ran ${relative(at, e.clock())}` }
+    : { at: null, clause: `no sweep has run its ${task} task yet (on Workers: is a cron trigger configured? on Node: is the sweeper on?)` };
 }
 
 const bare = (inst: InstanceRecord, key: string): string => key.slice(inst.workflowName.length + 1);
@@ -209,15 +220,16 @@ const WAIT_REASONS: { [K in WaitKind]: WaitReason } = {
     const retry = t ? /^(.*)#retry(\d+)$/.exec(t.timerId) : null;
     if (t && retry) return retryBackoff(e, inst, retry[1]!, Number(retry[2]), t.expiresAt);
     const wake = typeof e.dispatcher.wakeIn === "function";
+    const sweep = await lastSweep(e, "timers");
     return reason({
       kind: "timer",
       since: iso(inst.updatedAt),
       ...(t ? { until: t.expiresAt.toISOString() } : {}),
       detail: t
-        ? `sleeping at ${t.activityId} until ${t.expiresAt.toISOString()} (${relative(t.expiresAt, now)}); fired by ${wake ? "this app's dispatcher wake-up or " : ""}the sweep`
+        ? `sleeping at ${t.activityId} until ${t.expiresAt.toISOString()} (${relative(t.expiresAt, now)}); fired by ${wake ? "this app's dispatcher wake-up or " : ""}the sweep (${sweep.clause})`
         : "waiting for a timer, but none is registered (the sweep's stale checks will find it)",
       next: WAIT_KINDS.timer.why.next,
-      facts: { timerId: t?.timerId ?? "", activityId: t?.activityId ?? "", dispatcherWakeUp: wake },
+      facts: { timerId: t?.timerId ?? "", activityId: t?.activityId ?? "", dispatcherWakeUp: wake, lastSweepAt: sweep.at },
     });
   },
 
@@ -294,6 +306,7 @@ async function retryBackoff(e: WhyDeps, inst: InstanceRecord, activityId: string
   const name = typeof data?.name === "string" ? data.name : null;
   const def = name ? e.activities.find(name) : undefined;
   const maxAttempts = def ? resolveRetryPolicy(def.options.retry, e.retryPolicy).maxAttempts : null;
+  const sweep = await lastSweep(e, "timers");
   const lastError = data?.error ? { type: String(data.error.name ?? "Error"), message: cut(String(data.error.message ?? "")) } : null;
   return reason({
     kind: "retry_backoff",
@@ -301,6 +314,6 @@ async function retryBackoff(e: WhyDeps, inst: InstanceRecord, activityId: string
     until: at.toISOString(),
     detail: `attempt ${attempt}${maxAttempts ? ` of ${maxAttempts}` : ""} of ${name ?? activityId} failed${lastError ? ` (${lastError.type}: ${lastError.message})` : ""}; attempt ${attempt + 1} ${relative(at, e.clock())}`,
     next: `attempt ${attempt + 1} runs at ${at.toISOString()} (its retry timer); cancel it to stop retrying`,
-    facts: { activityId, activityName: name, attempt, maxAttempts, lastError, nextAttemptAt: at.toISOString() },
+    facts: { activityId, activityName: name, attempt, maxAttempts, lastError, nextAttemptAt: at.toISOString(), lastSweepAt: sweep.at },
   });
 }

@@ -183,9 +183,10 @@ export function createApp(opts: AppOptions): Hono {
     },
   );
   type Leases = { expired: number; oldestExpiredSeconds: number };
-  let readiness: { at: number; outcome: "writable" | "failing" | "timeout"; leases: Leases | null } | null = null;
-  const readyAnswer = (c: Context, r: { outcome: "writable" | "failing" | "timeout"; leases: Leases | null }) => {
-    const detail = r.leases ? { leases: r.leases } : {};
+  type Detail = { leases: Leases; sweep: { lastRunAt: string | null } };
+  let readiness: { at: number; outcome: "writable" | "failing" | "timeout"; leases: Detail | null } | null = null;
+  const readyAnswer = (c: Context, r: { outcome: "writable" | "failing" | "timeout"; leases: Detail | null }) => {
+    const detail = r.leases ?? {};
     return r.outcome === "writable" ? c.json({ status: "ready", database: r.outcome, ...detail }) : c.json({ status: "not_ready", database: r.outcome, ...detail }, 503);
   };
   const ready = z.object({
@@ -195,13 +196,17 @@ export function createApp(opts: AppOptions): Hono {
       .object({ expired: z.number().int().describe("runnable instances whose lease expired and nobody took over (an engine died or stalled)"), oldestExpiredSeconds: z.number().describe("how long ago the oldest of them expired") })
       .optional()
       .describe("detail: leases the sweep has not retaken yet (it releases them at its next run); readiness does not depend on it"),
+    sweep: z
+      .object({ lastRunAt: z.iso.datetime().nullable().describe("when a sweep task last ran against this database; null: never (no cron trigger, no sweeper)") })
+      .optional()
+      .describe("detail: the sweep, which fires timers and retakes expired leases"),
   });
   app.get(
     "/readyz",
     documented({
       operationId: "ready",
       summary: `Readiness: a write to the database (a system-lock row, taken and released) within ${READY_TIMEOUT_MS} ms; one outcome answers for ${READY_CACHE_MS} ms`,
-      description: "`leases` (when the write succeeded): how many leases expired without being taken over, and how long ago the oldest did — a stall the sweep has not cleared yet (GET /instances/{id}/why says `leased` for each).",
+      description: "`leases` (when the write succeeded): how many leases expired without being taken over, and how long ago the oldest did — a stall the sweep has not cleared yet (GET /instances/{id}/why says `leased` for each); `sweep.lastRunAt`: when a sweep task last ran (null: never).",
       tags: ["operations"],
       auth: "none",
       responses: { 200: { description: "ready: writes succeed", schema: ready }, 503: { description: "writes fail or take too long (a full disk, a read-only replica, a statement timeout)", schema: ready } },
@@ -218,8 +223,8 @@ export function createApp(opts: AppOptions): Hono {
         // The same upsert the sweep's lock takes: a real write through the engine's own path.
         await e.checkWritable(READY_LOCK);
         // A detail, not a condition: a failed read leaves it out.
-        const leases = await e.expiredLeases().then(
-          (l) => ({ expired: l.count, oldestExpiredSeconds: Math.round(l.oldestSeconds * 10) / 10 }),
+        const leases = await Promise.all([e.expiredLeases(), e.lastSweepAt()]).then(
+          ([l, swept]) => ({ leases: { expired: l.count, oldestExpiredSeconds: Math.round(l.oldestSeconds * 10) / 10 }, sweep: { lastRunAt: swept?.toISOString() ?? null } }),
           () => null,
         );
         return { outcome: "writable" as const, leases };

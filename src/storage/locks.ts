@@ -4,16 +4,22 @@
  * Acquisition is one INSERT .. ON CONFLICT DO UPDATE whose WHERE re-checks the
  * current holder under the row lock, so of several racers exactly one wins;
  * an expired lock is taken over; the holder may re-acquire its own lock.
+ * A release keeps `locked_at`, so a sweep task's row says when it last ran.
  */
 import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
-import { DB_NOW, dbNowPlus } from "./rows.ts";
+import { DB_NOW, dbNowPlus, toNullableDate } from "./rows.ts";
 
 /** System locks: named, expiring leases for tasks one worker runs at a time. */
 export interface LocksArea {
   tryAcquireSystemLock(name: string, holder: string, leaseSeconds: number): Promise<boolean>;
   renewSystemLock(name: string, holder: string, leaseSeconds: number): Promise<boolean>;
   releaseSystemLock(name: string, holder: string): Promise<void>;
+  /**
+   * When the lock was last taken (a release keeps `locked_at`): for a sweep task's lock, when the task
+   * last ran; with `prefix`, the latest of every lock whose name starts with it. Null: never.
+   */
+  systemLockLastTaken(name: string, opts?: { prefix?: boolean }): Promise<Date | null>;
 }
 
 export function locksArea(ex: Executor): LocksArea {
@@ -47,8 +53,16 @@ export function locksArea(ex: Executor): LocksArea {
 
     async releaseSystemLock(name, holder) {
       await ex.execute(sql`
-        UPDATE system_locks SET locked_by = NULL, locked_at = NULL, lock_expires_at = NULL
+        UPDATE system_locks SET locked_by = NULL, lock_expires_at = NULL
         WHERE lock_name = ${name} AND locked_by = ${holder}`);
+    },
+
+    async systemLockLastTaken(name, opts) {
+      const rows = await queryRows<{ at: unknown }>(
+        ex,
+        opts?.prefix ? sql`SELECT max(locked_at) AS at FROM system_locks WHERE starts_with(lock_name, ${name})` : sql`SELECT locked_at AS at FROM system_locks WHERE lock_name = ${name}`,
+      );
+      return toNullableDate(rows[0]?.at ?? null);
     },
   };
 }

@@ -233,7 +233,9 @@ describe("GET /instances/:id/why on Postgres: one reason per state", () => {
     // Started through an app whose follow-ups are refused: runnable, and no step has it.
     const { instanceId } = await dropping.start(idle, undefined);
     const w = await why(instanceId, dropping);
-    expect(w).toMatchObject({ status: "running", reason: { kind: "dispatch_pending", facts: {} } });
+    // No sweep has run against this database yet: the commonest stall, said as such.
+    expect(w).toMatchObject({ status: "running", reason: { kind: "dispatch_pending", facts: { lastSweepAt: null } } });
+    expect(w.reason.detail).toContain("no sweep has run its resumable task yet");
     expect(w.reason.next).toContain("next sweep");
     // An engine takes the lease for 1 s and dies (nothing releases it).
     await leaseAndDie(droppingDb, instanceId, 1);
@@ -241,7 +243,7 @@ describe("GET /instances/:id/why on Postgres: one reason per state", () => {
     await new Promise((r) => setTimeout(r, 1_200));
     const left = await why(instanceId, dropping);
     expect(left.reason).toMatchObject({ kind: "leased", blockedBy: ["engine-that-died"], facts: { engine: "engine-that-died" } });
-    expect(left.reason.detail).toMatch(/expired \d+ s ago and nobody has taken it over/);
+    expect(left.reason.detail).toMatch(/expired \d+ s ago and nobody has taken it over .*; no sweep has run its stale_leases task yet/);
     expect(left.reason.next).toContain("stale-lease");
     // Seen from app A, which does not register why_idle: no step there will ever run it.
     expect((await why(instanceId)).reason).toMatchObject({ kind: "pinned", facts: { workflowName: "why_idle" } });
@@ -305,12 +307,16 @@ describe("GET /instances/:id/why on Postgres: one reason per state", () => {
     expect(sampled).toEqual(expected);
     // Most kinds produced above are still there to compare (the quarantine test's sweeps moved the parked and leased ones on).
     expect(new Set(sample.reasons.map((r) => r.reason))).toEqual(new Set(["timer", "message", "event", "child", "webhook", "concurrency", "rate_limit", "debounce", "retry_backoff", "leased", "pinned", "quarantined"]));
-    expect((await why(instanceId)).reason.kind).toBe("leased");
+    // The quarantine test's sweeps ran: the reason says when the stale-lease task last ran.
+    const stale = await why(instanceId);
+    expect(stale.reason).toMatchObject({ kind: "leased", facts: { lastSweepAt: expect.any(String) } });
+    expect(stale.reason.detail).toMatch(/the sweep's stale_leases task last ran \d+ s ago/);
     const leased = sample.reasons.find((r) => r.reason === "leased")!;
     expect(leased.oldestSeconds).toBeGreaterThan(0);
     const ready = await a.edda.fetch(new Request("http://localhost/readyz"));
     expect(ready.status).toBe(200);
-    const body = (await ready.json()) as { status: string; leases: { expired: number; oldestExpiredSeconds: number } };
+    const body = (await ready.json()) as { status: string; leases: { expired: number; oldestExpiredSeconds: number }; sweep: { lastRunAt: string | null } };
+    near(body.sweep.lastRunAt ?? undefined, Date.now());
     expect(body).toMatchObject({ status: "ready", database: "writable", leases: { expired: leased.count } });
     expect(body.leases.oldestExpiredSeconds).toBeGreaterThan(0);
   });

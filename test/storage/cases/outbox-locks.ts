@@ -131,6 +131,23 @@ export function outboxAndLockCases(ctx: ContractContext): void {
       expect(await ctx.storage.renewSystemLock(uid("unknown"), "a", 30)).toBe(false);
     });
 
+    it("remembers when it was last taken after its release (a sweep task's last run), by name or by prefix", async () => {
+      const prefix = uid("last");
+      expect(await ctx.storage.systemLockLastTaken(`${prefix}.a`)).toBeNull();
+      expect(await ctx.storage.systemLockLastTaken(prefix, { prefix: true })).toBeNull();
+      expect(await ctx.storage.tryAcquireSystemLock(`${prefix}.a`, "h", 30)).toBe(true);
+      await ctx.storage.releaseSystemLock(`${prefix}.a`, "h");
+      const first = await ctx.storage.systemLockLastTaken(`${prefix}.a`);
+      expect(first).toBeInstanceOf(Date);
+      expect(Math.abs(first!.getTime() - Date.now())).toBeLessThan(60_000);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(await ctx.storage.tryAcquireSystemLock(`${prefix}.b`, "h", 30)).toBe(true);
+      const latest = await ctx.storage.systemLockLastTaken(prefix, { prefix: true });
+      expect(latest!.getTime()).toBeGreaterThan(first!.getTime());
+      // released, it is free for anyone all the same
+      expect(await ctx.storage.tryAcquireSystemLock(`${prefix}.a`, "other", 30)).toBe(true);
+    });
+
     it("is taken over after it expires (fractional lease), and the old holder can no longer renew", async () => {
       const name = uid("lock");
       expect(await ctx.storage.tryAcquireSystemLock(name, "a", 0.3)).toBe(true);
