@@ -6,8 +6,9 @@
  * - each model call is the activity `{name}.model:n` (model-call.ts); its
  *   recorded turn is what a replay sees, never a new call;
  * - each tool call is the activity `{name}.tool.{tool}:n`, with the tool's
- *   own retries; a tool that fails for good is reported to the model as an
- *   error (the failure is recorded, so every replay reports the same);
+ *   own retries, or a child instance of the tool's workflow; a tool that
+ *   fails for good is reported to the model as an error (the failure is
+ *   recorded, so every replay reports the same);
  * - a tool with `needsApproval` first emits `approval-requested` on the
  *   stream and waits for a message on the approval channel, or a POST to a
  *   per-wait URL (`via: "webhook"`), with a timeout: approved, the tool
@@ -25,6 +26,7 @@ import { emit } from "../core/stream.ts";
 import { waitMessage } from "../core/waits.ts";
 import { WebhookExpiredError } from "../core/webhook-waits.ts";
 import { createWebhook } from "../engine/webhook-waits.ts";
+import { invoke } from "../engine/children.ts";
 import { modelCallActivity } from "./model-call.ts";
 import type { AgentInput, AgentOptions, AgentResult, AgentTool, AgentToolCall, AgentTools, AgentUsage, ModelTurn } from "./types.ts";
 
@@ -86,16 +88,22 @@ export function defineAgent<T extends AgentTools>(name: string, options: AgentOp
   const maxSteps = options.maxSteps ?? DEFAULT_MAX_STEPS;
   if (!Number.isInteger(maxSteps) || maxSteps < 1) throw new TypeError(`agent ${name}: maxSteps must be a positive integer, got ${maxSteps}`);
   const callModel = modelCallActivity(name, options as AgentOptions);
-  const toolActivities = new Map<string, Activity<[unknown], unknown>>();
+  /** How each tool's call runs: its activity, or a child instance of its workflow. */
+  const toolRuns = new Map<string, (ctx: WorkflowContext, input: unknown) => Promise<unknown>>();
   for (const [toolName, t] of Object.entries(options.tools ?? {}) as [string, AgentTool][]) {
-    toolActivities.set(
-      toolName,
-      activity(`${name}.tool.${toolName}`, (ctx, input: unknown) => t.execute(input, ctx), {
-        transactional: t.transactional ?? false,
-        ...(t.retry ? { retry: t.retry } : {}),
-        ...(t.timeoutSeconds !== undefined ? { timeoutSeconds: t.timeoutSeconds } : {}),
-      }),
-    );
+    if ((t.execute === undefined) === (t.workflow === undefined)) throw new TypeError(`agent ${name}: tool ${toolName} needs exactly one of execute and workflow`);
+    if (t.workflow) {
+      const child = t.workflow;
+      toolRuns.set(toolName, (ctx, input) => invoke(ctx, child, input));
+      continue;
+    }
+    const execute = t.execute!;
+    const run: Activity<[unknown], unknown> = activity(`${name}.tool.${toolName}`, (ctx, input: unknown) => execute(input, ctx), {
+      transactional: t.transactional ?? false,
+      ...(t.retry ? { retry: t.retry } : {}),
+      ...(t.timeoutSeconds !== undefined ? { timeoutSeconds: t.timeoutSeconds } : {}),
+    });
+    toolRuns.set(toolName, run);
   }
   const channel = options.approval?.channel ?? "approval";
   const approvalTimeout = options.approval?.timeoutSeconds ?? DEFAULT_APPROVAL_TIMEOUT_SECONDS;
@@ -126,7 +134,7 @@ export function defineAgent<T extends AgentTools>(name: string, options: AgentOp
   /** One tool call to its record: checked, approved if it must be, run as its activity. */
   async function runTool(ctx: WorkflowContext, call: ModelTurn["toolCalls"][number], decision: Decision | undefined): Promise<AgentToolCall> {
     const base = { toolCallId: call.toolCallId, toolName: call.toolName, input: call.input, ...(decision ? { approval: decision } : {}) };
-    const run = toolActivities.get(call.toolName);
+    const run = toolRuns.get(call.toolName);
     if (call.error !== undefined) return { ...base, error: call.error };
     if (!run) return { ...base, error: `no tool named "${call.toolName}"` };
     if (decision && !decision.approved) {

@@ -6,11 +6,14 @@
 import type { FlexibleSchema, LanguageModel, ModelMessage } from "ai";
 import type { ActivityContext } from "../core/context.ts";
 import type { RetryPolicy } from "../core/retry.ts";
+import type { Workflow } from "../core/definitions.ts";
 
 /**
  * A tool the model may call. Each call runs as its own activity
- * (`{agent}.tool.{name}:n`) with its own retries; its result is recorded, so
- * a replay hands the model the same result without running the tool again.
+ * (`{agent}.tool.{name}:n`) with its own retries — or, with `workflow`
+ * instead of `execute`, as a child instance of one of the app's workflows
+ * (`invoke`) — and its result is recorded, so a replay hands the model the
+ * same result without running the tool again.
  */
 export interface AgentTool<I = any, O = any> {
   /** What the tool does, for the model. */
@@ -18,7 +21,14 @@ export interface AgentTool<I = any, O = any> {
   /** The input's schema (zod or `jsonSchema(…)`): the model sees it, and its calls are checked against it. */
   inputSchema: FlexibleSchema<I>;
   /** Runs in an activity: at-least-once unless `transactional`, so pass `ctx.idempotencyKey` downstream. */
-  execute: (input: I, ctx: ActivityContext) => Promise<O> | O;
+  execute?: (input: I, ctx: ActivityContext) => Promise<O> | O;
+  /**
+   * Instead of `execute`: run the call as a child instance of this workflow
+   * (it must be one of the app's), the input its input, its output the
+   * result. `retry`, `transactional` and `timeoutSeconds` are the workflow's
+   * own business then.
+   */
+  workflow?: Workflow<I, O, string, any>;
   /**
    * Wait for a human decision before the tool runs: a message on the
    * agent's approval channel (`{ approved, approver?, reason? }`). A

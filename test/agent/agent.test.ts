@@ -68,6 +68,10 @@ let current = scripted([]);
 const shop = defineAgent("shop", { model: () => current.model, tools, approval: { channel: "approval", timeoutSeconds: 600 }, retry: { initialIntervalSeconds: 0.05, maxAttempts: 3 } });
 const budgeted = defineAgent("budgeted", { model: () => current.model, tools, maxSteps: 2 });
 const hooked = defineAgent("hooked", { model: () => current.model, tools, approval: { via: "webhook", timeoutSeconds: 600 } });
+/** A tool that is one of the app's workflows: each call a child instance. */
+const orderStatus = workflow("order_status", async (_ctx, { orderId }: { orderId: string }) => ({ orderId, status: orderId === "o-9" ? "lost" : "shipped" }));
+const delegating = defineAgent("delegating", { model: () => current.model, tools: { order_status: agentTool({ description: "An order's status", inputSchema: z.object({ orderId: z.string() }), workflow: orderStatus }) } });
+const delegatingFlow = workflow("delegating_agent", async (ctx, { question }: { question: string }) => delegating.run(ctx, { prompt: question }));
 const hookedFlow = workflow("hooked_agent", async (ctx, { question }: { question: string }) => hooked.run(ctx, { prompt: question }));
 const shopFlow = workflow("shop_agent", async (ctx, { question }: { question: string }) => shop.run(ctx, { prompt: question }));
 const budgetFlow = workflow("budgeted_agent", async (ctx, { question }: { question: string }) => budgeted.run(ctx, { prompt: question }));
@@ -88,7 +92,7 @@ let t: TestApp;
 let engine: Engine;
 beforeAll(async () => {
   database = await openTestDatabase("postgres-js", "agent");
-  t = makeTestApp(database, { workflows: [shopFlow, budgetFlow, hookedFlow] });
+  t = makeTestApp(database, { workflows: [shopFlow, budgetFlow, hookedFlow, orderStatus, delegatingFlow] });
   engine = await engineOf(t.edda);
 }, 60_000);
 afterAll(async () => {
@@ -183,6 +187,23 @@ describe("an approval by per-wait URL (via: webhook)", () => {
     expect(done.output).toMatchObject({ text: "Done.", toolCalls: [{ toolName: "refund", output: { refunded: "o-7" }, approval: { approved: true, approver: "carol" } }] });
     expect(ran.map((r) => r.tool)).toEqual(["refund"]);
     expect((await post({ approved: true, approver: "mallory" })).status).toBe(410);
+  });
+});
+
+describe("a workflow as a tool", () => {
+  it("each call of the tool is a child instance of its workflow; its output is the result the model reads", { timeout: 30_000 }, async () => {
+    current = scripted([[call("c1", "order_status", { orderId: "o-9" }), finish("tool-calls")], [...text("It is lost."), finish("stop")]]);
+    const { instanceId } = await t.edda.start("delegating_agent", { question: "Where is o-9?" });
+    const done = await t.waitFor(instanceId);
+    expect(done.output).toMatchObject({ text: "It is lost.", toolCalls: [{ toolName: "order_status", output: { orderId: "o-9", status: "lost" } }] });
+    expect(toolResults(current.prompts[1])).toEqual([{ toolName: "order_status", output: { type: "json", value: { orderId: "o-9", status: "lost" } } }]);
+    const children = (await t.edda.findInstances({ workflowName: "order_status" })).instances;
+    expect(children).toHaveLength(1);
+    expect(children[0]).toMatchObject({ status: "completed" });
+  });
+
+  it("a tool needs exactly one of execute and workflow", () => {
+    expect(() => defineAgent("neither", { model: () => current.model, tools: { x: { inputSchema: z.object({}) } } })).toThrow(/exactly one of execute and workflow/);
   });
 });
 
