@@ -92,8 +92,8 @@ async function openInstance<T extends InstanceRecord | null>(s: Storage, b: Payl
 
 /**
  * The events' data opened in place. The rows were built for this call (a
- * loaded history's entries are objects whose `data` is an own field), and
- * replacing the field keeps their lazily parsed times lazy.
+ * loaded history's entry takes a new `data` through its setter, rows.ts),
+ * and replacing it keeps the entry's lazily made parts lazy.
  */
 async function openEvents<T extends { data: Payload | null }>(s: Storage, b: PayloadBoundary, instanceId: string, events: T[]): Promise<T[]> {
   const todo = events.filter((e) => needsOpen(e.data));
