@@ -234,6 +234,18 @@ describe("failures and limits", () => {
     expect(toolResults(current.prompts[1])).toEqual([{ toolName: "broken", output: { type: "error-text", value: "the ledger is closed" } }]);
   });
 
+  it("a call whose input fails the tool's schema never runs the tool: the model is told why", { timeout: 30_000 }, async () => {
+    current = scripted([[call("c1", "lookup_order", { orderId: 42 }), finish("tool-calls")], [...text("Which order?"), finish("stop")]]);
+    ran.length = 0;
+    const { instanceId } = await t.edda.start("shop_agent", { question: "order 42" });
+    const done = await t.waitFor(instanceId);
+    expect(done.status).toBe("completed");
+    expect(ran).toEqual([]);
+    const [result] = toolResults(current.prompts[1]) as { toolName: string; output: { type: string; value: string } }[];
+    expect(result).toMatchObject({ toolName: "lookup_order", output: { type: "error-text" } });
+    expect(result!.output.value).toMatch(/orderId|string|input/i);
+  });
+
   it("the step budget: a model that keeps calling tools fails the run with AgentStepLimitError after maxSteps calls", { timeout: 30_000 }, async () => {
     const again = () => [call(`c${Math.random()}`, "lookup_order", { orderId: "o-1" }), finish("tool-calls" as const)];
     current = scripted([again(), again(), again()]);
