@@ -2,7 +2,7 @@
 // under vitest (kit.test.ts), `node --test` (kit.node.ts) and `deno test`
 // (kit.deno.ts). Each case opens its own kit: test time is per kit.
 import assert from "node:assert/strict";
-import { activity, ValidationError, workflow } from "../../src/index.ts";
+import { activity, sleep, ValidationError, waitMessage, workflow } from "../../src/index.ts";
 import { createTestEdda, verifyReplay, type TestEddaOptions } from "../../src/testing/index.ts";
 import type { Workflow } from "../../src/index.ts";
 import { charge, DAY, escalate, expenseApproval, hourlyRollup, partnerSync, payment, remind } from "./flows.ts";
@@ -40,9 +40,37 @@ function recordApprovalSideEffects(t: { replaceActivity: Awaited<ReturnType<type
   return { reminders, escalations };
 }
 
+/** Sleeps an hour, then waits for a message: what t.why says at each stage. */
+const napThenWait = workflow("kit_why_nap", async (ctx) => {
+  await sleep(ctx, 3600);
+  return (await waitMessage<string>(ctx, "kit-why-go")).data;
+});
+
 export function kitCases(database?: () => Promise<string>): KitCase[] {
   const db = async () => (database ? { database: await database() } : {});
   return [
+    {
+      name: "t.why says why an instance is not moving, in test time: the timer until its expiry, then the message wait, then none",
+      run: async () =>
+        withKit({ workflows: [napThenWait], startAt: START, ...(await db()) }, async (t) => {
+          const run = await t.start(napThenWait, undefined);
+          const sleeping = await t.why(run);
+          assert.equal(sleeping.status, "waiting_for_timer");
+          assert.equal(sleeping.reason.kind, "timer");
+          assert.equal(sleeping.reason.until, at(3600));
+          assert.match(sleeping.reason.detail, /^sleeping at sleep:1 until 2030-01-01T01:30:00\.000Z \(in 60 min\)/);
+          await t.advance("1h");
+          const waiting = await t.why(run);
+          assert.equal(waiting.reason.kind, "message");
+          if (waiting.reason.kind !== "message") return;
+          assert.equal(waiting.reason.facts.channel, "kit-why-go");
+          assert.equal(waiting.reason.facts.lastMessage, null);
+          await t.send(run, "kit-why-go", "now");
+          const done = await t.why(run);
+          assert.deepEqual([done.status, done.reason.kind], ["completed", "none"]);
+          await assert.rejects(t.why("no-such-instance"), /no instance "no-such-instance"/);
+        }),
+    },
     {
       name: "a 30-day approval with daily reminders and a 7-day escalation runs its whole month in test time",
       run: async () =>
