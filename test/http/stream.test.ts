@@ -105,11 +105,9 @@ it("disconnect and resume with Last-Event-ID, several times mid-stream: nothing 
   expect(payloads(rest)).toEqual(expected().slice(101).filter((p) => typeof p === "object" && p.i % 2 === 1));
 });
 
-it("bad resumes are refused, unknown instances are 404, and valid readers are unaffected", async () => {
+it("unknown instances are 404, and valid readers are unaffected by refused ones (the 400s for bad resumes: stream-requests.unit.test.ts)", async () => {
   const { instanceId } = await t.edda.start("ticking", 3);
   expect((await open(instanceId, { "last-event-id": "not-a-number" })).status).toBe(400);
-  expect((await open(instanceId, {}, "?after=-1")).status).toBe(400);
-  expect((await open(instanceId, {}, `?topic=${encodeURIComponent("a\u0000b")}`)).status).toBe(400);
   expect((await open("no-such-instance")).status).toBe(404);
   const evs = await readSse((await open(instanceId)).body!);
   expect(payloads(evs)).toEqual(["start", { i: 0 }, { i: 1 }, { i: 2 }, "done"]);
