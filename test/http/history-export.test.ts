@@ -64,11 +64,9 @@ describe("history export", () => {
     expect(await (await get(`/ui/instances/${instanceId}`)).text()).toContain(`href="/ui/instances/${instanceId}/history.json"`);
   });
 
-  it("refuses an unknown instance or format, and serves the next request", async () => {
+  it("refuses an unknown instance, and serves the next request (bad parameters: history-requests.unit.test.ts)", async () => {
     expect((await get("/instances/hx-nobody/history?format=ndjson")).status).toBe(404);
     expect((await get("/ui/instances/hx-nobody/history.json")).status).toBe(404);
-    expect((await get("/instances/hx-long-1/history?format=xml")).status).toBe(400);
-    expect((await t.edda.app.request("/instances/hx-long-1/history?format=ndjson")).status).toBe(401);
     const { instanceId } = await t.edda.start("hx.ping", { ok: 1 });
     await t.waitFor(instanceId);
     expect((await (await get(`/instances/${instanceId}/history?format=ndjson`)).text()).trimEnd().split("\n").length).toBeGreaterThan(0);
