@@ -46,7 +46,8 @@ describe("outgoing events", () => {
   });
 
   it("toJsonFormat, then fromJsonFormat, is the same event; bytes travel as data_base64", () => {
-    const json = fc.jsonValue().filter((v) => v !== null);
+    // As JSON carries them (-0 is written 0).
+    const json = fc.jsonValue().map((v) => JSON.parse(JSON.stringify(v)) as unknown).filter((v) => v !== null);
     fc.assert(
       fc.property(fc.oneof(json, fc.uint8Array({ maxLength: 40 })), fc.option(fc.stringMatching(/^[a-zA-Z0-9 äé€-]{1,20}$/), { nil: undefined }), (data, subject) => {
         const event = outgoingEvent({ ...base, subject }, data);
