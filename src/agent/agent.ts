@@ -28,6 +28,7 @@ import { WebhookExpiredError } from "../core/webhook-waits.ts";
 import { createWebhook } from "../engine/webhook-waits.ts";
 import { invoke } from "../engine/children.ts";
 import { modelCallActivity } from "./model-call.ts";
+import { mcpCallActivity } from "./mcp-tools.ts";
 import type { AgentInput, AgentOptions, AgentResult, AgentTool, AgentToolCall, AgentTools, AgentUsage, ModelTurn } from "./types.ts";
 
 /** The model asked for tools on its last allowed call: the run ends without a final answer. */
@@ -105,6 +106,7 @@ export function defineAgent<T extends AgentTools>(name: string, options: AgentOp
     });
     toolRuns.set(toolName, run);
   }
+  const callMcp = options.mcp ? mcpCallActivity(name, options.mcp) : undefined;
   const channel = options.approval?.channel ?? "approval";
   const approvalTimeout = options.approval?.timeoutSeconds ?? DEFAULT_APPROVAL_TIMEOUT_SECONDS;
   const eventsTopic = options.stream === false ? null : (options.stream?.eventsTopic ?? "agent");
@@ -134,7 +136,8 @@ export function defineAgent<T extends AgentTools>(name: string, options: AgentOp
   /** One tool call to its record: checked, approved if it must be, run as its activity. */
   async function runTool(ctx: WorkflowContext, call: ModelTurn["toolCalls"][number], decision: Decision | undefined): Promise<AgentToolCall> {
     const base = { toolCallId: call.toolCallId, toolName: call.toolName, input: call.input, ...(decision ? { approval: decision } : {}) };
-    const run = toolRuns.get(call.toolName);
+    // Not a local tool, yet a name the model was offered: one of the MCP server's (an unknown name is call.error).
+    const run = toolRuns.get(call.toolName) ?? (callMcp ? (c: WorkflowContext, input: unknown) => callMcp(c, call.toolName, input) : undefined);
     if (call.error !== undefined) return { ...base, error: call.error };
     if (!run) return { ...base, error: `no tool named "${call.toolName}"` };
     if (decision && !decision.approved) {
@@ -162,9 +165,10 @@ export function defineAgent<T extends AgentTools>(name: string, options: AgentOp
       // channel); then every tool that may run, together: their activities run in one step.
       const decisions = new Map<string, Decision>();
       for (const call of turn.toolCalls) {
+        if (call.error !== undefined) continue;
         const t = options.tools?.[call.toolName];
-        if (call.error !== undefined || !t) continue;
-        const needs = typeof t.needsApproval === "function" ? t.needsApproval(call.input) : t.needsApproval === true;
+        const rule = t ? t.needsApproval : options.mcp?.needsApproval;
+        const needs = typeof rule === "function" ? (t ? (rule as (input: unknown) => boolean)(call.input) : (rule as (n: string, input: unknown) => boolean)(call.toolName, call.input)) : rule === true;
         if (needs) decisions.set(call.toolCallId, await approve(ctx, call));
       }
       const done = await Promise.all(turn.toolCalls.map((call) => runTool(ctx, call, decisions.get(call.toolCallId))));

@@ -16,6 +16,7 @@ import { activity } from "../core/definitions.ts";
 import type { Activity } from "../core/activity.ts";
 import type { ActivityContext } from "../core/context.ts";
 import { StreamLimitError } from "../core/errors.ts";
+import { listMcpTools } from "./mcp-tools.ts";
 import type { AgentOptions, AgentTools, ModelTurn } from "./types.ts";
 
 /** Writes to the attempt's stream until the stream refuses (budget spent): tokens are a view, the recorded turn is the truth. */
@@ -38,15 +39,17 @@ function streamWriter(ctx: ActivityContext, topic: string | null) {
 }
 
 export function modelCallActivity(name: string, opts: AgentOptions): Activity<[ModelMessage[]], ModelTurn> {
-  const tools: ToolSet = {};
+  const local: ToolSet = {};
   for (const [toolName, t] of Object.entries(opts.tools ?? ({} as AgentTools))) {
-    tools[toolName] = { ...(t.description !== undefined ? { description: t.description } : {}), inputSchema: t.inputSchema };
+    local[toolName] = { ...(t.description !== undefined ? { description: t.description } : {}), inputSchema: t.inputSchema };
   }
   const topic = opts.stream === false ? null : (opts.stream?.topic ?? "tokens");
   return activity(
     `${name}.model`,
     async (ctx, messages: ModelMessage[]): Promise<ModelTurn> => {
       const model: LanguageModel = typeof opts.model === "function" ? await opts.model() : opts.model;
+      // A remote server's tools as it lists them now: the turn records what the model called.
+      const tools: ToolSet = opts.mcp ? { ...(await listMcpTools(opts.mcp, new Set(Object.keys(local)), ctx.signal)), ...local } : local;
       const result = streamText({
         model,
         ...(opts.system !== undefined ? { system: opts.system } : {}),

@@ -7,6 +7,7 @@ import type { FlexibleSchema, LanguageModel, ModelMessage } from "ai";
 import type { ActivityContext } from "../core/context.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import type { Workflow } from "../core/definitions.ts";
+import type { AgentMcpOptions } from "./mcp-tools.ts";
 
 /**
  * A tool the model may call. Each call runs as its own activity
@@ -72,6 +73,8 @@ export interface AgentOptions<T extends AgentTools = AgentTools> {
   system?: string;
   /** The tools the model may call, by name. */
   tools?: T;
+  /** A remote MCP server whose tools the model may call too (Streamable HTTP; mcp-tools.ts). */
+  mcp?: AgentMcpOptions;
   /** The step budget: model calls per run (default 10); past it the run throws AgentStepLimitError. */
   maxSteps?: number;
   /** Where and how long tools with `needsApproval` wait for their decision. */
