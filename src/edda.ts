@@ -7,6 +7,7 @@
  * a factory called per request (Workers: a client must not outlive the
  * request that opened it), closed once the request's background work is done.
  */
+import { deploymentOf } from "./engine/deployment.ts";
 import { ConfigurationError } from "./core/errors.ts";
 import { encryptionCodec, type PayloadCodec } from "./core/payload-codec.ts";
 import type { LargeValueStore } from "./storage/payload-refs.ts";
@@ -68,6 +69,8 @@ export interface EddaOptions {
   /** Let the events token target instances with the `eddainstanceid` extension (EDDA_EVENTS_TOKEN_TARGETING=1; default false). */
   eventsTokenTargeting?: boolean;
   serviceName?: string;
+  /** This deployment's id (`EDDA_DEPLOYMENT`), recorded on each instance it starts; default: the platform's version id, else the code's hash. */
+  deployment?: string;
   /** Where outbox events are POSTed as CloudEvents (EDDA_BROKER_URL); unset → rows stay pending. */
   brokerUrl?: string;
   /** Outbox relay tuning (retries, backoff, max age, fetch). */
@@ -288,6 +291,8 @@ function payloadCodecOf(opts: EddaOptions): PayloadCodec | null {
 
 export function createEdda(opts: EddaOptions): Edda {
   checkScheduledInputs(opts.workflows);
+  // A deployment id that cannot be stored is refused now, not at the first start.
+  if (opts.deployment !== undefined) deploymentOf(opts.deployment, opts.workflows);
   // `mcp: true` or a list was the option before MCP moved to its own entry: the error says how to write it now.
   if (opts.mcp !== undefined) surfaceParts(opts.mcp, "mcp", 'pass mcp() or mcp(["name", …]) from "edda-edge/mcp" (a separate entry, so bundles without MCP do not carry the SDK)').check(opts.workflows);
   if (opts.viewer) surfaceParts(opts.viewer, "viewer", 'pass viewer() from "edda-edge/viewer" (a separate entry, so bundles without the viewer do not carry its pages)').check(opts.workflows);
@@ -315,6 +320,7 @@ export function createEdda(opts: EddaOptions): Edda {
       activities,
       dispatcher,
       ...(opts.serviceName ? { serviceName: opts.serviceName } : {}),
+      ...(opts.deployment !== undefined ? { deployment: opts.deployment } : {}),
       ...(opts.leaseSeconds ? { leaseSeconds: opts.leaseSeconds } : {}),
       ...(opts.handoffLeaseSeconds ? { handoffLeaseSeconds: opts.handoffLeaseSeconds } : {}),
       ...(opts.retryPolicy ? { retryPolicy: opts.retryPolicy } : {}),

@@ -16,6 +16,7 @@ import type { DeadLetterView } from "../engine/dead-letters.ts";
 import type { ChildSummary, DeadLetterStatus } from "../engine/records.ts";
 import type { InstanceStatus, WhyKind } from "../core/model.ts";
 import type { WhyFacts, WhyReason, WhyReasonOf, WhyView } from "../engine/why-view.ts";
+import type { DeploymentsView, DeploymentView } from "../engine/deployment.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 import { streamEvents, type StreamEvent, type StreamOptions, type StreamTransport } from "./stream.ts";
 import { repairMethods, type RepairMethods } from "./repairs.ts";
@@ -25,7 +26,7 @@ export type { StreamEndEvent, StreamEvent, StreamEventKind, StreamItemEvent, Str
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 /** DeadLetter: an outbox event the relay set aside, the broker refused it (`invalid`) or it ran out of attempts or age (`expired`). */
 export type { DeadLetterView as DeadLetter, DeadLetterStatus };
-export type { ChildSummary, FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError, WhyFacts, WhyKind, WhyReason, WhyReasonOf, WhyView };
+export type { ChildSummary, DeploymentsView, DeploymentView, FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError, WhyFacts, WhyKind, WhyReason, WhyReasonOf, WhyView };
 
 export interface ClientOptions {
   /** The app's URL, e.g. `https://edda.example.com` (a path prefix is kept). */
@@ -95,6 +96,8 @@ export interface EddaClient<W extends WorkflowSet> extends RepairMethods<Workflo
   get(instanceId: string, opts?: { history?: boolean }): Promise<InstanceDetail | null>;
   /** Why the instance is not moving and what will move it (`GET /instances/:id/why`), or null if there is none with this id. */
   why(instanceId: string): Promise<WhyView | null>;
+  /** The deployments that started instances, with their unfinished ones by status (`GET /deployments`). */
+  deployments(): Promise<DeploymentsView>;
   list(query?: ListQuery<WorkflowName<W>>): Promise<{ instances: InstanceView[]; nextCursor: string | null }>;
   cancel(instanceId: string): Promise<{ status: InstanceStatus }>;
   /** One page of the history, oldest first (at most 500 entries; default 100); `after` is the previous page's `nextCursor`. */
@@ -322,6 +325,9 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
     async why(instanceId) {
       const r = await call<WhyView | null>("GET", `/instances/${enc(instanceId)}/why`, undefined, { accept: [404] });
       return r.status === 404 ? null : r.body;
+    },
+    async deployments() {
+      return (await call<DeploymentsView>("GET", "/deployments")).body;
     },
     async list(q = {}) {
       const params = new URLSearchParams();

@@ -38,7 +38,7 @@ export const BULK_ACTIONS: readonly BulkAction[] = ["cancel", "resume", "rerun"]
  */
 export const BULK_BATCH_SIZE = 25;
 
-export type BulkDeps = Uses<"definitions" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">;
+export type BulkDeps = Uses<"definitions" | "deployment" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">;
 
 export interface BulkRequest {
   filter: BulkFilter;

@@ -102,6 +102,8 @@ export interface EngineParts {
   readonly leasedReads: LeasedReads | null;
   // Settings.
   readonly serviceName: string;
+  /** This deployment's id (deployment.ts). */
+  readonly deployment: () => Promise<string>;
   readonly workerId: string;
   readonly defaultLeaseSeconds: number;
   readonly handoffLeaseSeconds: number;

@@ -26,6 +26,7 @@ import { afterStart, createValidated, validateInput, type Created, type ParentLi
 import { WarmRuns } from "./warm-runs.ts";
 import { GroupCommit, type GroupCommitOptions } from "./group-commit.ts";
 import { GroupLoad } from "./group-load.ts";
+import { deploymentOf, deploymentsView, type DeploymentsView } from "./deployment.ts";
 import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
 import { metricsFor, type Metrics, type MetricsApi } from "./metrics.ts";
@@ -59,6 +60,8 @@ export interface EngineOptions {
   activities?: ActivityRegistry;
   dispatcher: Dispatcher;
   serviceName?: string;
+  /** This deployment's id, recorded on every instance it starts (engine/deployment.ts); default: the code's hash. */
+  deployment?: string;
   workerId?: string;
   /** Lease length for a step (default 300 s; per-workflow `lockTimeoutSeconds` wins). */
   leaseSeconds?: number;
@@ -128,6 +131,7 @@ export class Engine implements StepRunner, EngineParts {
   readonly workflows = new Map<string, Workflow>();
   readonly activities: ActivityRegistry;
   readonly serviceName: string;
+  readonly deployment: () => Promise<string>;
   readonly workerId: string;
   readonly defaultLeaseSeconds: number;
   readonly handoffLeaseSeconds: number;
@@ -187,6 +191,7 @@ export class Engine implements StepRunner, EngineParts {
       this.workflows.set(wf.workflowName, wf);
     }
     this.serviceName = opts.serviceName ?? "edda-edge";
+    this.deployment = deploymentOf(opts.deployment, opts.workflows);
     this.workerId = opts.workerId ?? `${this.serviceName}:${crypto.randomUUID().slice(0, 8)}`;
     this.defaultLeaseSeconds = opts.leaseSeconds ?? 300;
     this.handoffLeaseSeconds = opts.handoffLeaseSeconds ?? 30;
@@ -387,6 +392,12 @@ export class Engine implements StepRunner, EngineParts {
     // One at a time: PGlite runs one statement at a time anyway, and a page is at most 100 rows.
     for (const inst of instances) reasons.set(inst.instanceId, await reasonOfRecord(this, inst));
     return reasons;
+  }
+
+  /** The deployments that started instances, with their unfinished ones by status (deployment.ts). */
+  async deployments(limit = 100): Promise<DeploymentsView> {
+    const [current, stored] = await Promise.all([this.deployment(), this.storage.listDeployments(limit)]);
+    return deploymentsView(current, stored);
   }
 
   /** Why the instance is not moving and what will move it (why.ts); null when there is no such instance. */

@@ -28,7 +28,7 @@ import { sourceHash } from "./source-hashes.ts";
 type ChildWait = Extract<WaitRequest, { kind: "child" }>;
 
 /** In the parent's step transaction: create the child (linked), dispatch it after the commit. */
-export async function startChildIn(deps: Uses<"definitions" | "dispatcher" | "hooks" | "serviceName" | "tracing" | "workflows">, storage: Storage, parentId: string, req: ChildStart, afterCommit: (cb: () => void) => void, scope?: DispatchScope): Promise<string> {
+export async function startChildIn(deps: Uses<"definitions" | "deployment" | "dispatcher" | "hooks" | "serviceName" | "tracing" | "workflows">, storage: Storage, parentId: string, req: ChildStart, afterCommit: (cb: () => void) => void, scope?: DispatchScope): Promise<string> {
   const wf = deps.workflows.get(req.workflowName);
   if (!wf) throw new TerminalError(`child workflow "${req.workflowName}" is not registered in this app`);
   const value = validateInput(wf, req.input);

@@ -47,7 +47,7 @@ export interface Repaired {
   created: boolean;
 }
 
-type StartDeps = Uses<"definitions" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">;
+type StartDeps = Uses<"definitions" | "deployment" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">;
 
 function checkRequestId(requestId: string | undefined): void {
   if (requestId !== undefined && !REQUEST_ID_PATTERN.test(requestId)) {

@@ -69,7 +69,7 @@ export async function listAppSchedules(deps: Uses<"storage" | "workflows"> & Par
   return deps.storage.listSchedules(scheduledWorkflows(deps).map((s) => s.wf.workflowName));
 }
 
-export async function runDueSchedules(deps: Uses<"definitions" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows"> & Partial<Uses<"clock">>, limit: number, scope?: DispatchScope, onStarted: (instanceId: string) => void = () => {}): Promise<number> {
+export async function runDueSchedules(deps: Uses<"definitions" | "deployment" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows"> & Partial<Uses<"clock">>, limit: number, scope?: DispatchScope, onStarted: (instanceId: string) => void = () => {}): Promise<number> {
   const scheduled = scheduledWorkflows(deps);
   if (scheduled.length === 0) return 0;
   await registerSchedules(deps);
@@ -140,7 +140,7 @@ async function scheduleRecord(deps: Uses<"storage">, workflowName: string): Prom
  * returns the instance it started (created=false).
  */
 export async function triggerSchedule(
-  deps: Uses<"definitions" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">,
+  deps: Uses<"definitions" | "deployment" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">,
   workflowName: string,
   requestId: string | undefined,
   scope?: DispatchScope,

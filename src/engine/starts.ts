@@ -67,7 +67,7 @@ export function validateInput(wf: Workflow, input: unknown): unknown {
 
 /** Create an instance whose input is already validated, on `storage` (possibly a transaction); `link` makes it a child. */
 export async function createValidated(
-  deps: Uses<"definitions" | "tracing" | "serviceName">,
+  deps: Uses<"definitions" | "deployment" | "tracing" | "serviceName">,
   storage: Storage,
   wf: Workflow,
   value: unknown,
@@ -83,6 +83,7 @@ export async function createValidated(
   const keys = flowKeys(wf, value); // before anything is stored: a bad key is a ValidationError
   const tags = startTags(wf, value); // likewise
   const sourceHash = await deps.definitions.hash(wf);
+  const deployment = await deps.deployment();
   const instanceId = opts.instanceId ?? crypto.randomUUID();
   const traceContext = deps.tracing?.started(wf.workflowName, instanceId, opts.traceparent) ?? null;
   const inputData = toStoredJson(value ?? null, `the input of workflow "${wf.workflowName}"`);
@@ -93,6 +94,7 @@ export async function createValidated(
       workflowName: wf.workflowName,
       sourceHash,
       ownerService: deps.serviceName,
+      deployment,
       inputData,
       lockTimeoutSeconds: wf.options.lockTimeoutSeconds ?? null,
       timeoutSeconds: wf.options.timeoutSeconds ?? null,

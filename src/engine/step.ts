@@ -46,6 +46,7 @@ export type StepDeps = Uses<
   | "tracing"
   | "warmRuns"
   | "serviceName"
+  | "deployment"
   | "workerId"
   | "defaultLeaseSeconds"
   | "handoffLeaseSeconds"

@@ -46,6 +46,8 @@ export interface InstanceView {
   forkOf: { instanceId: string; fromActivityId: string } | null;
   /** `start(…, { priority })`: order within a flow-control key's queue (default 0). */
   priority: number;
+  /** The deployment that started it (`GET /deployments`); null for instances from before deployments were recorded. */
+  deployment: string | null;
 }
 
 /** Keys are the values the workflow's key functions returned (without the `{workflow}:` prefix stored with them). */
@@ -133,6 +135,7 @@ export function toView(inst: InstanceRecord, errors: ErrorViewOptions = {}): Ins
     rerunOf: inst.originKind === "rerun" ? inst.originInstanceId : null,
     forkOf: inst.originKind === "fork" && inst.originInstanceId !== null ? { instanceId: inst.originInstanceId, fromActivityId: inst.originActivityId ?? "" } : null,
     priority: inst.priority,
+    deployment: inst.deployment,
   };
 }
 

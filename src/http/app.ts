@@ -32,6 +32,7 @@ import { webhookRoutes } from "./webhooks.ts";
 import { metricsRoutes } from "./metrics.ts";
 import { waitWebhookRoutes } from "./wait-webhooks.ts";
 import { whyRoutes } from "./why.ts";
+import { deploymentRoutes } from "./deployments.ts";
 import type { Webhook } from "../core/webhooks.ts";
 import { instanceNotFound, onError, problem, sqlStateOf } from "./problem.ts";
 import { instanceIdParam, instancePage, instanceView, started } from "./schemas.ts";
@@ -399,6 +400,7 @@ export function createApp(opts: AppOptions): Hono {
   cloudEventRoutes(api, helpers);
   resultRoutes(api, helpers);
   whyRoutes(api, helpers);
+  deploymentRoutes(api, helpers);
   streamRoutes(api, helpers);
   operationRoutes(api, helpers);
   scheduleRoutes(api, helpers);

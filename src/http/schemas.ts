@@ -43,6 +43,19 @@ export const whyReason = z
   })
   .describe("why the instance is not moving and what will move it");
 
+export const deploymentsView = z.object({
+  current: z.string().describe("the deployment answering this request"),
+  deployments: z.array(
+    z.object({
+      id: z.string().nullable().describe("EDDA_DEPLOYMENT, else the platform's version id, else `code:` and the workflows' code hash; null: instances from before deployments were recorded"),
+      current: z.boolean(),
+      startedAt: z.string().nullable().describe("when its oldest stored instance started; null for the current deployment before its first start"),
+      instances: z.record(z.string(), z.number().int()).describe("its unfinished instances by status"),
+      draining: z.boolean().describe("not current, and it still has unfinished instances"),
+    }),
+  ),
+});
+
 export const whyView = z.object({ instanceId: z.string(), status: z.enum(INSTANCE_STATUSES), reason: whyReason });
 
 export const instanceView = z.object({
@@ -78,6 +91,7 @@ export const instanceView = z.object({
     .nullable()
     .describe("POST /instances/{id}/fork: the instance whose history before fromActivityId this one continues, else null"),
   priority: z.number().int().describe("order within a flow-control key's queue: higher first, then oldest (default 0)"),
+  deployment: z.string().nullable().describe("the deployment that started it (GET /deployments); null for instances from before deployments were recorded"),
   children: z
     .array(z.object({ instanceId: z.string(), workflowName: z.string(), status: instanceStatus, detached: z.boolean() }))
     .optional()

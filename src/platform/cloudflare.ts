@@ -83,6 +83,8 @@ export interface WorkerEnv extends EddaEnv {
   EDDA_QUEUE?: Queue;
   /** Optional R2 bucket: values by reference (over the large-value threshold) are kept there instead of in `workflow_payloads`. */
   EDDA_VALUES?: R2BucketLike;
+  /** Optional version metadata binding (`version_metadata = { binding = "CF_VERSION_METADATA" }`): its id names this deployment when EDDA_DEPLOYMENT is unset. */
+  CF_VERSION_METADATA?: { id: string; tag?: string; timestamp?: string };
 }
 
 /**
@@ -190,7 +192,8 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
   function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, kind: InvocationKind): { edda: Edda; config: EddaConfig; subrequestLimit: number; statements: () => number } {
     const config = readConfig(env);
     // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
-    const options = withEnvironment(opts, config, { subrequestLimit: WORKERS_SUBREQUEST_BUDGET });
+    const version = env.CF_VERSION_METADATA?.id;
+    const options = withEnvironment(opts, config, { subrequestLimit: WORKERS_SUBREQUEST_BUDGET, ...(version ? { deployment: version } : {}) });
     const { secret } = options;
     const subrequestLimit = options.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET;
     const count = tally(kind);

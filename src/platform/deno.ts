@@ -89,7 +89,9 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
   const env = envOption ?? Deno.env.toObject();
   const config = readConfig(env);
   // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
-  const options = withEnvironment(eddaOptions, config);
+  // Deno Deploy names each deployment (DENO_DEPLOYMENT_ID): it names this one when EDDA_DEPLOYMENT is unset.
+  const denoDeployment = env.DENO_DEPLOYMENT_ID;
+  const options = withEnvironment(eddaOptions, config, denoDeployment ? { deployment: denoDeployment } : {});
   const { secret } = options;
   if (!secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
   // Secure by default: without a token (or EDDA_ALLOW_UNAUTHENTICATED=1) the server answers every request 503.

@@ -31,6 +31,7 @@ export interface EddaEnv {
   EDDA_ALLOW_UNAUTHENTICATED?: string;
   EDDA_BROKER_URL?: string;
   EDDA_SERVICE_NAME?: string;
+  EDDA_DEPLOYMENT?: string;
   EDDA_PUBLIC_URL?: string;
   EDDA_ALLOWED_HOSTS?: string;
   EDDA_TRUSTED_PROXIES?: string;
@@ -67,6 +68,7 @@ export interface EddaConfig {
   allowUnauthenticated: boolean;
   brokerUrl: string | undefined;
   serviceName: string;
+  deployment: string | undefined;
   publicUrl: string | undefined;
   /** Host values the server answers to besides loopback names (EDDA_ALLOWED_HOSTS, comma-separated, and EDDA_PUBLIC_URL's host). */
   allowedHosts: string[];
@@ -220,6 +222,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     allowUnauthenticated: flag(env, "EDDA_ALLOW_UNAUTHENTICATED"),
     brokerUrl: str(env.EDDA_BROKER_URL),
     serviceName: str(env.EDDA_SERVICE_NAME) ?? "edda-edge",
+    deployment: str(env.EDDA_DEPLOYMENT),
     publicUrl: str(env.EDDA_PUBLIC_URL),
     allowedHosts: configuredHosts(str(env.EDDA_ALLOWED_HOSTS), str(env.EDDA_PUBLIC_URL)),
     trustedProxies: trustedProxies(str(env.EDDA_TRUSTED_PROXIES)),
@@ -263,13 +266,14 @@ export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError |
 /** The app options an environment variable can supply (the adapters build the dispatcher and the sweep themselves). */
 export type EnvOptions = Pick<
   EddaOptions,
-  "serviceName" | "secret" | "encryptionKeys" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams"
+  "serviceName" | "deployment" | "secret" | "encryptionKeys" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams"
 >;
 
 /** Each option the environment supplies, from the parsed configuration. */
 function envOptions(config: EddaConfig): EnvOptions {
   return {
     serviceName: config.serviceName,
+    deployment: config.deployment,
     secret: config.secret,
     encryptionKeys: config.encryptionKeys,
     apiToken: config.apiToken,

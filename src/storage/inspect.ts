@@ -7,6 +7,7 @@
  */
 import { sql, type SQL } from "drizzle-orm";
 import { INSTANCE_STATUSES } from "./schema.ts";
+import { TERMINAL_STATUSES } from "./records.ts";
 import { availableTo } from "./channel-rules.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { instanceFilter } from "./instances.ts";
@@ -86,9 +87,20 @@ export interface FlowKeyPeers {
 }
 
 /** Read-only views for operators: no locks, each bounded. */
+/** A deployment that started instances (`GET /deployments`): its id (null: before deployments were recorded). */
+export interface DeploymentSummary {
+  deployment: string | null;
+  /** When its first instance still stored started. */
+  startedAt: Date;
+  /** Its unfinished instances by status (finished ones are not counted). */
+  unfinished: Partial<Record<InstanceStatus, number>>;
+}
+
 export interface InspectArea {
   /** Instances per status under the filter (statuses with none are 0). */
   countInstancesByStatus(filter: InstanceFilter): Promise<Record<InstanceStatus, number>>;
+  /** Every deployment with instances stored, the most recently started first (at most `limit`). */
+  listDeployments(limit: number): Promise<DeploymentSummary[]>;
   listSubscriptions(instanceId: string): Promise<SubscriptionRecord[]>;
   listTimers(instanceId: string): Promise<TimerRecord[]>;
   listGroups(instanceId: string): Promise<GroupMembership[]>;
@@ -121,6 +133,8 @@ function pending(m: string): SQL {
         OR (NOT EXISTS (SELECT 1 FROM ${broadcastSubs}) AND ${unclaimed}) END)`;
 }
 
+const TERMINAL = sql.raw(TERMINAL_STATUSES.map((s) => `'${s}'`).join(", "));
+
 export function inspectArea(ex: Executor): InspectArea {
   return {
     async countInstancesByStatus(filter) {
@@ -130,6 +144,21 @@ export function inspectArea(ex: Executor): InspectArea {
       const counts = Object.fromEntries(INSTANCE_STATUSES.map((s) => [s, 0])) as Record<InstanceStatus, number>;
       for (const r of rows) counts[r.status as InstanceStatus] = toNumber(r.n);
       return counts;
+    },
+
+    async listDeployments(limit) {
+      const rows = await queryRows<{ deployment: string | null; started_at: unknown; counts: unknown }>(
+        ex,
+        sql`SELECT deployment, min(started_at) AS started_at,
+                   coalesce(json_object_agg(status, n) FILTER (WHERE status NOT IN (${TERMINAL})), '{}'::json) AS counts
+            FROM (SELECT deployment, status, min(started_at) AS started_at, count(*)::int AS n FROM workflow_instances GROUP BY deployment, status) d
+            GROUP BY deployment ORDER BY min(started_at) DESC LIMIT ${limit}::int`,
+      );
+      return rows.map((r) => ({
+        deployment: r.deployment,
+        startedAt: toDate(r.started_at),
+        unfinished: (typeof r.counts === "string" ? JSON.parse(r.counts) : r.counts) as Partial<Record<InstanceStatus, number>>,
+      }));
     },
 
     async listSubscriptions(instanceId) {

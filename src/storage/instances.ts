@@ -44,6 +44,8 @@ export interface NewInstance {
   origin?: { instanceId: string; kind: "rerun" | "fork"; activityId: string | null } | null;
   /** Queued admission order within a flow-control key (default 0; higher first). */
   priority?: number;
+  /** The deployment starting it (engine/deployment.ts). */
+  deployment?: string | null;
   /** Tags (checked, core/tags.ts), written in the same statement when the instance is created. */
   tags?: Record<string, string> | null;
   /**
@@ -126,7 +128,7 @@ export function instancesArea(ex: Executor): InstancesArea {
           INSERT INTO workflow_instances (instance_id, workflow_name, source_hash, owner_service, input_data, lock_timeout_seconds, trace_context,
                                           parent_instance_id, parent_activity_id, detached, deadline_at, concurrency_key, status,
                                           rate_key, admitted_at, singleton_key, debounce_key, not_before,
-                                          origin_instance_id, origin_kind, origin_activity_id, priority,
+                                          origin_instance_id, origin_kind, origin_activity_id, priority, deployment,
                                           locked_by, locked_at, lock_expires_at, lock_token)
           VALUES (${input.instanceId}, ${input.workflowName}, ${input.sourceHash}, ${input.ownerService}, ${input.inputData},
                   ${input.lockTimeoutSeconds ?? null}::int, ${input.traceContext ?? null},
@@ -137,7 +139,7 @@ export function instancesArea(ex: Executor): InstancesArea {
                   ${input.singletonKey ?? null}::text, ${input.debounceKey ?? null}::text,
                   ${input.notBeforeSeconds != null ? dbNowPlus(input.notBeforeSeconds) : sql`NULL::timestamptz`},
                   ${input.origin?.instanceId ?? null}::text, ${input.origin?.kind ?? null}::text, ${input.origin?.activityId ?? null}::text,
-                  ${input.priority ?? 0}::int,
+                  ${input.priority ?? 0}::int, ${input.deployment ?? null}::text,
                   ${input.lease?.workerId ?? null}::text, ${input.lease ? DB_NOW : sql`NULL::timestamptz`},
                   ${input.lease ? dbNowPlus(input.lease.leaseSeconds) : sql`NULL::timestamptz`}, ${input.lease ? 1 : 0}::bigint)
           ON CONFLICT (instance_id) DO NOTHING

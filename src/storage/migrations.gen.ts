@@ -246,5 +246,13 @@ export const MIGRATIONS: BundledMigration[] = [
       "CREATE TABLE \"workflow_payloads\" (\n\t\"instance_id\" varchar(255) NOT NULL,\n\t\"ref\" varchar(64) NOT NULL,\n\t\"size\" integer NOT NULL,\n\t\"data\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"workflow_payloads_instance_id_ref_pk\" PRIMARY KEY(\"instance_id\",\"ref\")\n);",
       "ALTER TABLE \"workflow_payloads\" ADD CONSTRAINT \"workflow_payloads_instance_id_workflow_instances_instance_id_fk\" FOREIGN KEY (\"instance_id\") REFERENCES \"public\".\"workflow_instances\"(\"instance_id\") ON DELETE cascade ON UPDATE no action;"
     ]
+  },
+  {
+    "version": 19,
+    "tag": "0018_instance_deployment",
+    "statements": [
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"deployment\" varchar(255);",
+      "CREATE INDEX \"idx_instances_deployment\" ON \"workflow_instances\" USING btree (\"deployment\",\"status\");"
+    ]
   }
 ];

@@ -82,6 +82,8 @@ export interface InstanceRecord {
   originActivityId: string | null;
   /** Queued admission order within a flow-control key (higher first, then oldest). */
   priority: number;
+  /** The deployment that started it; null for instances from before deployments were recorded. */
+  deployment: string | null;
 }
 
 export interface ArchivedHistoryEvent extends HistoryEvent {

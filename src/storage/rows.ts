@@ -247,6 +247,7 @@ export function toInstance(r: Row): InstanceRecord {
     originKind: nullableStr(r.origin_kind) as InstanceRecord["originKind"],
     originActivityId: nullableStr(r.origin_activity_id),
     priority: toNumber(r.priority ?? 0),
+    deployment: nullableStr(r.deployment),
   };
 }
 

@@ -131,6 +131,8 @@ export const workflowInstances = pgTable(
     originActivityId: varchar("origin_activity_id", { length: 255 }),
     /** `start(…, { priority })`: a flow-control key's queue admits higher priorities first, then the oldest. */
     priority: integer("priority").notNull().default(0),
+    /** The deployment that started it (`EDDA_DEPLOYMENT`, else the platform's version id, else the code's hash); null before it was recorded. */
+    deployment: varchar("deployment", { length: 255 }),
   },
   (t) => [
     foreignKey({ columns: [t.workflowName, t.sourceHash], foreignColumns: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] }).onDelete("restrict"),
@@ -143,6 +145,8 @@ export const workflowInstances = pgTable(
     // may name lock_expires_at or the other per-step columns, and each index serves a query:
     // the workflow's instances (flow control, unpark, the list filter) and the definition foreign key
     index("idx_instances_definition").on(t.workflowName, t.sourceHash),
+    // GET /deployments: each deployment's instances by status
+    index("idx_instances_deployment").on(t.deployment, t.status),
     // the instance list (newest first) and the flow-control queues (oldest first)
     index("idx_instances_started").on(t.startedAt),
     // expired leases: the held ones are few (one per step in flight), sorted by expiry in memory

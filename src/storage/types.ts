@@ -43,7 +43,7 @@ export type { NewChannelMessage, SubscribeOptions } from "./channels.ts";
 export type { DeliveredWait, WaitingSubscriber } from "./channel-delivery.ts";
 export type { DueSchedule, ScheduleRecord, ScheduleRegistration } from "./schedules.ts";
 export type { DeadLetterAction, DeadLetterPage, DeadLetterQuery } from "./outbox.ts";
-export type { ArchivedRunSummary, ChannelSubscriber, ChannelSummary, ChannelWait, FlowKeyPeers, GroupMembership, TimerRecord } from "./inspect.ts";
+export type { ArchivedRunSummary, ChannelSubscriber, ChannelSummary, ChannelWait, DeploymentSummary, FlowKeyPeers, GroupMembership, TimerRecord } from "./inspect.ts";
 export type { FailureTask, InstanceFailure } from "./failures.ts";
 export type { GaugeSample } from "./gauges.ts";
 export type { NewStreamItem, StreamAppend, StreamAppendResult, StreamItem, StreamItemKind, StreamRead } from "./streams.ts";

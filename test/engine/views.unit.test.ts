@@ -14,6 +14,7 @@ const row = (over: Partial<InstanceRecord> = {}): InstanceRecord => ({
   instanceId: "i-1",
   workflowName: "order_saga",
   sourceHash: "h",
+  deployment: null,
   ownerService: "edda-edge",
   status: "running",
   currentActivityId: "charge:1",

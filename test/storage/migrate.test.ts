@@ -79,7 +79,7 @@ it("the quarantine migration keeps every instance of every earlier status and st
   expect((await storage.getInstance("old-running"))?.status).toBe("quarantined");
 });
 
-it("the instance-index migration keeps every row, leaves 12 indexes none of which names a per-step column, and a lease handed on is updated HOT", async () => {
+it("the instance-index migration keeps every row, leaves 13 indexes none of which names a per-step column, and a lease handed on is updated HOT", async () => {
   const url = await freshDatabase("migrate_hot_updates");
   const db = open(url);
   const mine = MIGRATIONS.findIndex((m) => m.tag.endsWith("_instances_hot_updates"));
@@ -99,7 +99,7 @@ it("the instance-index migration keeps every row, leaves 12 indexes none of whic
   const storage = createStorage(db);
   for (const s of statuses) expect(await storage.getInstance(`old-${s}`)).toMatchObject({ status: s, inputData: JSON.stringify({ kept: s }) });
   const indexes = await queryRows<{ indexdef: string }>(db.db, sql`SELECT indexdef FROM pg_indexes WHERE tablename = 'workflow_instances'`);
-  expect(indexes).toHaveLength(12);
+  expect(indexes).toHaveLength(13);
   for (const { indexdef } of indexes) expect(indexdef).not.toMatch(/lock_expires_at|locked_at|lock_token|current_activity_id|failure_/);
   const [opts] = await queryRows<{ o: string[] }>(db.db, sql`SELECT reloptions AS o FROM pg_class WHERE relname = 'workflow_instances'`);
   expect(opts!.o).toEqual(["fillfactor=80"]);

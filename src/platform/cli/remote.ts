@@ -36,6 +36,10 @@ ${CONNECTION}`,
   Why the instance is not moving and what will move it, in two lines (GET /instances/:id/why):
   its status and reason, then what moves it. --json prints the reason with its facts.
 ${CONNECTION}`,
+  deployments: `usage: edda-edge deployments
+  The deployments that started instances (GET /deployments), most recent first: each with its
+  unfinished instances by status; "draining" marks an older one that still has work.
+${CONNECTION}`,
   schedules: `${SCHEDULES_USAGE}
 ${CONNECTION}`,
   send: `usage: edda-edge send <instanceId> <channel> [data JSON] [--metadata <JSON object>]
@@ -198,6 +202,11 @@ export async function remoteCommand(command: string, argv: string[], env: Record
         print(r, whyLines(r));
         return 0;
       }
+      case "deployments": {
+        const r = await api.call("GET", "/deployments");
+        print(r, deploymentLines(r));
+        return 0;
+      }
       case "schedules":
         return await schedulesCommand(api, positionals, values, print);
       default:
@@ -221,6 +230,19 @@ export function whyLines(view: Record<string, unknown>): string {
   const r = (view.reason ?? {}) as { kind?: unknown; detail?: unknown; next?: unknown; blockedBy?: unknown };
   const behind = Array.isArray(r.blockedBy) && r.blockedBy.length ? ` (behind ${r.blockedBy.slice(0, 5).map(String).join(", ")}${r.blockedBy.length > 5 ? ", …" : ""})` : "";
   return `${String(view.instanceId)} ${String(view.status)} — ${String(r.kind)}: ${String(r.detail)}${behind}\n  next: ${String(r.next)}`;
+}
+
+/** `GET /deployments`, a line each: `<id> [current|draining] since <time>: <n> <status>, …` (or `no unfinished instances`). */
+export function deploymentLines(view: Record<string, unknown>): string {
+  const list = (Array.isArray(view.deployments) ? view.deployments : []) as { id: string | null; current: boolean; draining: boolean; startedAt: string | null; instances: Record<string, number> }[];
+  return list
+    .map((d) => {
+      const mark = d.current ? " [current]" : d.draining ? " [draining]" : "";
+      const counts = Object.entries(d.instances).filter(([, n]) => n > 0);
+      const work = counts.length ? counts.map(([s, n]) => `${n} ${s}`).join(", ") : "no unfinished instances";
+      return `${d.id ?? "(unrecorded)"}${mark}${d.startedAt ? ` since ${d.startedAt}` : ""}: ${work}`;
+    })
+    .join("\n");
 }
 
 async function instances(api: Remote, values: Record<string, unknown>, positionals: string[], usage: string, print: Print): Promise<number> {
