@@ -307,10 +307,11 @@ function methods(s: Storage, b: PayloadBoundary): Methods {
     },
     async loadHistoryPreview(instanceId, opts) {
       const page = await s.loadHistoryPreview(instanceId, opts);
-      // A value by reference is over any preview's size: shown by its size, never loaded for a page.
+      // A value by reference over the preview's size is shown by its size, never loaded for a page; one asked
+      // for whole (the viewer's raw link: maxChars beyond any value) is loaded like any other.
       for (const e of page.events) {
         const ref = e.data?.type === "json" ? refOf(e.data.json) : null;
-        if (ref) Object.assign(e, { data: null, size: ref.size });
+        if (ref && ref.size > opts.maxChars) Object.assign(e, { data: null, size: ref.size });
       }
       await openEvents(s, b, instanceId, page.events);
       return page;
