@@ -5,7 +5,8 @@
  * endpoint); see docs/agents.md.
  */
 export { defineAgent, AgentStepLimitError, type Agent } from "./agent.ts";
-export type { AgentMcpOptions } from "./mcp-tools.ts";
+export type { AgentMcpOptions, McpConnection } from "./mcp-tools.ts";
+export { mcpOverHttp, type McpOverHttpOptions } from "./mcp-client.ts";
 export type { AgentApprovalOptions, AgentInput, AgentOptions, AgentResult, AgentTool, AgentToolCall, AgentTools, AgentUsage, ModelTurn } from "./types.ts";
 
 import type { AgentTool } from "./types.ts";

@@ -3,9 +3,9 @@
  * are listed inside each model-call activity (so the list the model saw is
  * part of that call's recorded turn, never listed again on replay) and a call
  * of one is the activity `{agent}.mcp:n`, `tools/call` over Streamable HTTP,
- * with the agent's `mcp.retry`. The MCP client SDK is imported lazily, when
- * an agent with `mcp` first lists or calls: an agent without it never loads
- * it (a bundler may still include it as a chunk).
+ * with the agent's `mcp.retry`. The session comes from `mcp.connect`
+ * (`mcpOverHttp` in mcp-client.ts, the MCP SDK's client): this module
+ * imports no MCP code, so an agent without `mcp` bundles none.
  */
 import { jsonSchema, type ToolSet } from "ai";
 import { activity } from "../core/definitions.ts";
@@ -13,30 +13,25 @@ import type { Activity } from "../core/activity.ts";
 import { TerminalError } from "../core/errors.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 
+/** An open MCP client session, as the MCP SDK's `Client` offers it. */
+export interface McpConnection {
+  listTools(): Promise<{ tools: { name: string; description?: string; inputSchema: unknown }[] }>;
+  callTool(params: { name: string; arguments: Record<string, unknown> }): Promise<{ content?: unknown; isError?: boolean; structuredContent?: unknown }>;
+  close(): Promise<void>;
+}
+
 export interface AgentMcpOptions {
-  /** The server's Streamable HTTP endpoint (`https://…/mcp`). */
-  url: string | (() => string);
-  /** Sent with every request (e.g. `authorization`); a function is called in the activity. */
-  headers?: Record<string, string> | (() => Record<string, string>);
+  /** Opens a session with the server: `mcpOverHttp({ url, headers })` (edda-edge/agent), or your own client. */
+  connect: (signal?: AbortSignal) => Promise<McpConnection>;
   /** Which remote tools need approval before they run (default none). */
   needsApproval?: boolean | ((toolName: string, input: unknown) => boolean);
   /** Retry policy of `{agent}.mcp` (default: the app's). */
   retry?: RetryPolicy;
 }
 
-const resolve = <T>(v: T | (() => T)): T => (typeof v === "function" ? (v as () => T)() : v);
-
-async function connect(opts: AgentMcpOptions, signal?: AbortSignal) {
-  const [{ Client }, { StreamableHTTPClientTransport }] = await Promise.all([import("@modelcontextprotocol/sdk/client/index.js"), import("@modelcontextprotocol/sdk/client/streamableHttp.js")]);
-  const client = new Client({ name: "edda-edge-agent", version: "1" });
-  const headers = opts.headers ? resolve(opts.headers) : undefined;
-  await client.connect(new StreamableHTTPClientTransport(new URL(resolve(opts.url)), { requestInit: { ...(headers ? { headers } : {}), ...(signal ? { signal } : {}) } }));
-  return client;
-}
-
 /** The remote tools as the AI SDK declares them to the model (names a local tool has are left out). */
 export async function listMcpTools(opts: AgentMcpOptions, local: ReadonlySet<string>, signal?: AbortSignal): Promise<ToolSet> {
-  const client = await connect(opts, signal);
+  const client = await opts.connect(signal);
   try {
     const out: ToolSet = {};
     for (const t of (await client.listTools()).tools) {
@@ -54,7 +49,7 @@ export function mcpCallActivity(name: string, opts: AgentMcpOptions): Activity<[
   return activity(
     `${name}.mcp`,
     async (ctx, toolName: string, input: unknown) => {
-      const client = await connect(opts, ctx.signal);
+      const client = await opts.connect(ctx.signal);
       try {
         const r = await client.callTool({ name: toolName, arguments: (input ?? {}) as Record<string, unknown> });
         const content = (r.content ?? []) as { type: string; text?: string }[];

@@ -7,7 +7,7 @@
 import { convertArrayToReadableStream, MockLanguageModelV4 } from "ai/test";
 import type { LanguageModelV4CallOptions, LanguageModelV4StreamPart } from "@ai-sdk/provider";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { defineAgent } from "../../src/agent/index.ts";
+import { defineAgent, mcpOverHttp } from "../../src/agent/index.ts";
 import { workflow } from "../../src/index.ts";
 import { mcp } from "../../src/mcp.ts";
 import type { Database } from "../../src/storage/database.ts";
@@ -29,7 +29,7 @@ const model = new MockLanguageModelV4({
 
 const orderStatus = workflow("order_status", async (_ctx, { orderId }: { orderId: string }) => ({ orderId, status: "shipped" }));
 let remoteUrl = "";
-const agent = defineAgent("remote_tools", { model, mcp: { url: () => `${remoteUrl}/mcp` } });
+const agent = defineAgent("remote_tools", { model, mcp: { connect: mcpOverHttp({ url: () => `${remoteUrl}/mcp` }) } });
 const flow = workflow("remote_tools_agent", async (ctx, { question }: { question: string }) => agent.run(ctx, { prompt: question }));
 
 let local: TestApp;
