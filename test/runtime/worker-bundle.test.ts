@@ -45,8 +45,10 @@ describe("Worker bundles", () => {
     expect(bundle.inputs.filter((f) => MIGRATOR.test(f) || VIEWER.test(f))).toEqual([]);
     expect(bundle.inputs.some((f) => f === "src/http/app.ts")).toBe(true);
     expect(bundle.warnings).toEqual([]);
-    // Measured 610 KiB raw / 186 KiB gzipped (docs/deploy-cloudflare.md, "Size and cost"); 218 KiB gzipped with the migrator and the viewer in it.
-    expect(bundle.gzipBytes).toBeLessThan(210 * 1024);
+    // Measured 680 KiB raw / 210 KiB gzipped at 86a165f (docs/deploy-cloudflare.md, "Size and cost", from bench/worker-bundle.ts):
+    // grown from 610 / 186 KiB with the product's own code (why, deployments, values by reference, encryption), no new
+    // dependency. The bound catches a dependency or a whole surface slipping in, far under the Workers size limits.
+    expect(bundle.gzipBytes).toBeLessThan(225 * 1024);
   });
 
   it("the same Worker with viewer() holds the viewer's pages, and still no migrator", { timeout: 120_000 }, async () => {
