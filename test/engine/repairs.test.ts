@@ -172,7 +172,6 @@ describe("repairs on real Postgres with several engines", () => {
     const [t1, t2] = await Promise.all([post(a1(), "/schedules/rp_tick/trigger", { requestId: "now-1" }), post(a2(), "/schedules/rp_tick/trigger", { requestId: "now-1" })]);
     expect([t1.status, t2.status].sort()).toEqual([200, 201]);
     expect(await ticks()).toBe(atPause + 1);
-    expect((await post(a0(), "/schedules/rp_nope/pause")).status).toBe(404);
     const resumed = (await (await post(a0(), "/schedules/rp_tick/resume")).json()) as { pausedAt: string | null };
     expect(resumed.pausedAt).toBeNull();
     await sweepFor(2500);
