@@ -71,6 +71,8 @@ export interface EddaOptions {
   serviceName?: string;
   /** This deployment's id (`EDDA_DEPLOYMENT`), recorded on each instance it starts; default: the platform's version id, else the code's hash. */
   deployment?: string;
+  /** How often sweeps run against this database (s): `why` and `/readyz` call a sweep overdue at five times it. The adapters set it; `EDDA_SWEEP_EXPECTED_SECONDS` overrides. */
+  sweepIntervalSeconds?: number | null;
   /** Where outbox events are POSTed as CloudEvents (EDDA_BROKER_URL); unset → rows stay pending. */
   brokerUrl?: string;
   /** Outbox relay tuning (retries, backoff, max age, fetch). */
@@ -321,6 +323,7 @@ export function createEdda(opts: EddaOptions): Edda {
       dispatcher,
       ...(opts.serviceName ? { serviceName: opts.serviceName } : {}),
       ...(opts.deployment !== undefined ? { deployment: opts.deployment } : {}),
+      ...(opts.sweepIntervalSeconds !== undefined ? { sweepIntervalSeconds: opts.sweepIntervalSeconds } : {}),
       ...(opts.leaseSeconds ? { leaseSeconds: opts.leaseSeconds } : {}),
       ...(opts.handoffLeaseSeconds ? { handoffLeaseSeconds: opts.handoffLeaseSeconds } : {}),
       ...(opts.retryPolicy ? { retryPolicy: opts.retryPolicy } : {}),

@@ -104,6 +104,8 @@ export interface EngineParts {
   readonly serviceName: string;
   /** This deployment's id (deployment.ts). */
   readonly deployment: () => Promise<string>;
+  /** The expected sweep cadence in seconds (null: unknown); why.ts judges a sweep overdue by it. */
+  readonly sweepIntervalSeconds: number | null;
   readonly workerId: string;
   readonly defaultLeaseSeconds: number;
   readonly handoffLeaseSeconds: number;

@@ -60,6 +60,12 @@ export interface EngineOptions {
   activities?: ActivityRegistry;
   dispatcher: Dispatcher;
   serviceName?: string;
+  /**
+   * How often sweeps run against this database, in seconds (the adapters set it: Node's sweep interval, a
+   * Worker's or Deno's cron minute; `EDDA_SWEEP_EXPECTED_SECONDS`). `why` and `/readyz` call a sweep task that has
+   * not run for five times this overdue. Null (the default): unknown, never overdue.
+   */
+  sweepIntervalSeconds?: number | null;
   /** This deployment's id, recorded on every instance it starts (engine/deployment.ts); default: the code's hash. */
   deployment?: string;
   workerId?: string;
@@ -132,6 +138,7 @@ export class Engine implements StepRunner, EngineParts {
   readonly activities: ActivityRegistry;
   readonly serviceName: string;
   readonly deployment: () => Promise<string>;
+  readonly sweepIntervalSeconds: number | null;
   readonly workerId: string;
   readonly defaultLeaseSeconds: number;
   readonly handoffLeaseSeconds: number;
@@ -192,6 +199,7 @@ export class Engine implements StepRunner, EngineParts {
     }
     this.serviceName = opts.serviceName ?? "edda-edge";
     this.deployment = deploymentOf(opts.deployment, opts.workflows);
+    this.sweepIntervalSeconds = opts.sweepIntervalSeconds && opts.sweepIntervalSeconds > 0 ? opts.sweepIntervalSeconds : null;
     this.workerId = opts.workerId ?? `${this.serviceName}:${crypto.randomUUID().slice(0, 8)}`;
     this.defaultLeaseSeconds = opts.leaseSeconds ?? 300;
     this.handoffLeaseSeconds = opts.handoffLeaseSeconds ?? 30;

@@ -8,8 +8,11 @@ import type { FailureTask } from "../storage/types.ts";
 /** The facts of each kind of reason, beside its sentence (`detail`). Times are ISO 8601. */
 export interface WhyFacts {
   running: { activityId: string | null; engine: string; leaseExpiresAt: string | null };
-  /** `lastSweepAt` (here and below): when the sweep task that moves it (timers, stale_leases, resumable) last ran, null if never. */
-  timer: { timerId: string; activityId: string; dispatcherWakeUp: boolean; lastSweepAt: string | null };
+  /**
+   * `lastSweepAt` (here and below): when the sweep task that moves it (timers, stale_leases, resumable) last ran, null if never;
+   * `sweepOverdue`: it has not run for five times the sweep cadence this app expects (`sweepIntervalSeconds`), or never has.
+   */
+  timer: { timerId: string; activityId: string; dispatcherWakeUp: boolean; lastSweepAt: string | null; sweepOverdue: boolean };
   message: { channel: string; mode: string; activityId: string; timeoutAt: string | null; lastMessage: { messageId: string; publishedAt: string } | null };
   event: { type: string; activityId: string; match: unknown; timeoutAt: string | null; lastEvent: { messageId: string; publishedAt: string } | null };
   child: { activityId: string | null; children: { instanceId: string; workflowName: string; status: InstanceStatus; why: { kind: WhyKind; detail: string } | null }[] };
@@ -17,9 +20,9 @@ export interface WhyFacts {
   concurrency: { key: string; limit: number | null; holders: string[]; ahead: number };
   rate_limit: { key: string; limit: number | null; periodSeconds: number | null; admittedInWindow: number; ahead: number };
   debounce: { key: string; notBefore: string | null };
-  retry_backoff: { activityId: string; activityName: string | null; attempt: number; maxAttempts: number | null; lastError: { type: string; message: string } | null; nextAttemptAt: string; lastSweepAt: string | null };
-  leased: { engine: string; expiredAt: string | null; lastSweepAt: string | null };
-  dispatch_pending: { idleSince: string; lastSweepAt: string | null };
+  retry_backoff: { activityId: string; activityName: string | null; attempt: number; maxAttempts: number | null; lastError: { type: string; message: string } | null; nextAttemptAt: string; lastSweepAt: string | null; sweepOverdue: boolean };
+  leased: { engine: string; expiredAt: string | null; lastSweepAt: string | null; sweepOverdue: boolean };
+  dispatch_pending: { idleSince: string; lastSweepAt: string | null; sweepOverdue: boolean };
   pinned: { workflowName: string; sourceHash: string };
   parked: { activityId: string | null; parkedHash: string | null; deployedHash: string | null; error: string };
   /** The failure that set it aside (the instance view's `failure`). */

@@ -28,7 +28,7 @@ const MAX_TEXT = 500;
 /** Children, holders and queue entries named per reason. */
 const MAX_NAMED = 10;
 
-type WhyDeps = Uses<"storage" | "workflows" | "activities" | "dispatcher" | "retryPolicy" | "clock">;
+type WhyDeps = Uses<"storage" | "workflows" | "activities" | "dispatcher" | "retryPolicy" | "clock" | "sweepIntervalSeconds">;
 
 const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 const cut = (text: string): string => (text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text);
@@ -133,7 +133,7 @@ async function runnable(e: WhyDeps, inst: InstanceRecord): Promise<WhyReason> {
       blockedBy: [inst.lockedBy],
       detail: `the lease of ${inst.lockedBy} on ${step} expired ${inst.lockExpiresAt ? relative(inst.lockExpiresAt, now) : ""} and nobody has taken it over (its engine died or stalled); ${sweep.clause}`.replace("  ", " "),
       next: "the sweep's stale-lease task releases it and resumes the instance at its next run (the cron, or POST /_edda/sweep); cancel it to stop it",
-      facts: { engine: inst.lockedBy, expiredAt: iso(inst.lockExpiresAt), lastSweepAt: sweep.at },
+      facts: { engine: inst.lockedBy, expiredAt: iso(inst.lockExpiresAt), lastSweepAt: sweep.at, sweepOverdue: sweep.overdue },
     });
   }
   const sweep = await lastSweep(e, "resumable");
@@ -142,16 +142,26 @@ async function runnable(e: WhyDeps, inst: InstanceRecord): Promise<WhyReason> {
     since: iso(inst.updatedAt),
     detail: `ready to run ${step}, but no step has taken it: its follow-up was not delivered (or is still on its way); ${sweep.clause}`,
     next: "the next sweep dispatches it (runnable instances idle for 2 s are resumed); cancel it to stop it",
-    facts: { idleSince: inst.updatedAt.toISOString(), lastSweepAt: sweep.at },
+    facts: { idleSince: inst.updatedAt.toISOString(), lastSweepAt: sweep.at, sweepOverdue: sweep.overdue },
   });
 }
 
+/** A sweep task that has not run for this many times the expected cadence is overdue (a Workers CPU budget may defer a task a few ticks). */
+export const SWEEP_OVERDUE_FACTOR = 5;
+
+/** Whether a sweep task last taken at `at` is overdue by the app's expected cadence (null: unknown, never overdue). */
+export function sweepOverdue(at: Date | null, now: number, intervalSeconds: number | null): boolean {
+  if (intervalSeconds === null || intervalSeconds <= 0) return false;
+  return at === null || now - at.getTime() > SWEEP_OVERDUE_FACTOR * intervalSeconds * 1000;
+}
+
 /** When the sweep task that moves an instance last ran, and a clause saying so (a sweep that never ran is the commonest stall). */
-async function lastSweep(e: WhyDeps, task: SweepTask): Promise<{ at: string | null; clause: string }> {
+async function lastSweep(e: WhyDeps, task: SweepTask): Promise<{ at: string | null; clause: string; overdue: boolean }> {
   const at = await e.storage.systemLockLastTaken(sweepLock(task));
-  return at
-    ? { at: at.toISOString(), clause: `the sweep's ${task} task last ran ${relative(at, e.clock())}` }
-    : { at: null, clause: `no sweep has run its ${task} task yet (on Workers: is a cron trigger configured? on Node: is the sweeper on?)` };
+  const overdue = sweepOverdue(at, e.clock(), e.sweepIntervalSeconds);
+  const expected = e.sweepIntervalSeconds ? ` — overdue: sweeps are expected every ${e.sweepIntervalSeconds} s (on Workers: is the cron trigger still configured? on Node: has the sweeper stopped?)` : "";
+  if (!at) return { at: null, overdue, clause: `no sweep has run its ${task} task yet (on Workers: is a cron trigger configured? on Node: is the sweeper on?)` };
+  return { at: at.toISOString(), overdue, clause: `the sweep's ${task} task last ran ${relative(at, e.clock())}${overdue ? expected : ""}` };
 }
 
 const bare = (inst: InstanceRecord, key: string): string => key.slice(inst.workflowName.length + 1);
@@ -229,7 +239,7 @@ const WAIT_REASONS: { [K in WaitKind]: WaitReason } = {
         ? `sleeping at ${t.activityId} until ${t.expiresAt.toISOString()} (${relative(t.expiresAt, now)}); fired by ${wake ? "this app's dispatcher wake-up or " : ""}the sweep (${sweep.clause})`
         : "waiting for a timer, but none is registered (the sweep's stale checks will find it)",
       next: WAIT_KINDS.timer.why.next,
-      facts: { timerId: t?.timerId ?? "", activityId: t?.activityId ?? "", dispatcherWakeUp: wake, lastSweepAt: sweep.at },
+      facts: { timerId: t?.timerId ?? "", activityId: t?.activityId ?? "", dispatcherWakeUp: wake, lastSweepAt: sweep.at, sweepOverdue: sweep.overdue },
     });
   },
 
@@ -314,6 +324,6 @@ async function retryBackoff(e: WhyDeps, inst: InstanceRecord, activityId: string
     until: at.toISOString(),
     detail: `attempt ${attempt}${maxAttempts ? ` of ${maxAttempts}` : ""} of ${name ?? activityId} failed${lastError ? ` (${lastError.type}: ${lastError.message})` : ""}; attempt ${attempt + 1} ${relative(at, e.clock())}`,
     next: `attempt ${attempt + 1} runs at ${at.toISOString()} (its retry timer); cancel it to stop retrying`,
-    facts: { activityId, activityName: name, attempt, maxAttempts, lastError, nextAttemptAt: at.toISOString(), lastSweepAt: sweep.at },
+    facts: { activityId, activityName: name, attempt, maxAttempts, lastError, nextAttemptAt: at.toISOString(), lastSweepAt: sweep.at, sweepOverdue: sweep.overdue },
   });
 }

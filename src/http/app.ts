@@ -32,6 +32,7 @@ import { webhookRoutes } from "./webhooks.ts";
 import { metricsRoutes } from "./metrics.ts";
 import { waitWebhookRoutes } from "./wait-webhooks.ts";
 import { whyRoutes } from "./why.ts";
+import { sweepOverdue } from "../engine/why.ts";
 import { deploymentRoutes } from "./deployments.ts";
 import type { Webhook } from "../core/webhooks.ts";
 import { instanceNotFound, onError, problem, sqlStateOf } from "./problem.ts";
@@ -184,7 +185,7 @@ export function createApp(opts: AppOptions): Hono {
     },
   );
   type Leases = { expired: number; oldestExpiredSeconds: number };
-  type Detail = { leases: Leases; sweep: { lastRunAt: string | null } };
+  type Detail = { leases: Leases; sweep: { lastRunAt: string | null; expectedEverySeconds: number | null; overdue: boolean } };
   let readiness: { at: number; outcome: "writable" | "failing" | "timeout"; leases: Detail | null } | null = null;
   const readyAnswer = (c: Context, r: { outcome: "writable" | "failing" | "timeout"; leases: Detail | null }) => {
     const detail = r.leases ?? {};
@@ -198,7 +199,11 @@ export function createApp(opts: AppOptions): Hono {
       .optional()
       .describe("detail: leases the sweep has not retaken yet (it releases them at its next run); readiness does not depend on it"),
     sweep: z
-      .object({ lastRunAt: z.iso.datetime().nullable().describe("when a sweep task last ran against this database; null: never (no cron trigger, no sweeper)") })
+      .object({
+        lastRunAt: z.iso.datetime().nullable().describe("when a sweep task last ran against this database; null: never (no cron trigger, no sweeper)"),
+        expectedEverySeconds: z.number().nullable().describe("the sweep cadence this app expects (Node's sweep interval, a cron's minute, EDDA_SWEEP_EXPECTED_SECONDS); null: unknown"),
+        overdue: z.boolean().describe("no sweep for five times the expected cadence, or never: timers, retries and expired leases are not moving"),
+      })
       .optional()
       .describe("detail: the sweep, which fires timers and retakes expired leases"),
   });
@@ -207,7 +212,7 @@ export function createApp(opts: AppOptions): Hono {
     documented({
       operationId: "ready",
       summary: `Readiness: a write to the database (a system-lock row, taken and released) within ${READY_TIMEOUT_MS} ms; one outcome answers for ${READY_CACHE_MS} ms`,
-      description: "`leases` (when the write succeeded): how many leases expired without being taken over, and how long ago the oldest did — a stall the sweep has not cleared yet (GET /instances/{id}/why says `leased` for each); `sweep.lastRunAt`: when a sweep task last ran (null: never).",
+      description: "`leases` (when the write succeeded): how many leases expired without being taken over, and how long ago the oldest did — a stall the sweep has not cleared yet (GET /instances/{id}/why says `leased` for each); `sweep.lastRunAt`: when a sweep task last ran (null: never), `sweep.overdue`: none for five times the cadence this app expects (`sweep.expectedEverySeconds`) — a missing cron trigger or a stopped sweeper.",
       tags: ["operations"],
       auth: "none",
       responses: { 200: { description: "ready: writes succeed", schema: ready }, 503: { description: "writes fail or take too long (a full disk, a read-only replica, a statement timeout)", schema: ready } },
@@ -225,7 +230,10 @@ export function createApp(opts: AppOptions): Hono {
         await e.checkWritable(READY_LOCK);
         // A detail, not a condition: a failed read leaves it out.
         const leases = await Promise.all([e.expiredLeases(), e.lastSweepAt()]).then(
-          ([l, swept]) => ({ leases: { expired: l.count, oldestExpiredSeconds: Math.round(l.oldestSeconds * 10) / 10 }, sweep: { lastRunAt: swept?.toISOString() ?? null } }),
+          ([l, swept]) => ({
+            leases: { expired: l.count, oldestExpiredSeconds: Math.round(l.oldestSeconds * 10) / 10 },
+            sweep: { lastRunAt: swept?.toISOString() ?? null, expectedEverySeconds: e.sweepIntervalSeconds, overdue: sweepOverdue(swept, e.clock(), e.sweepIntervalSeconds) },
+          }),
           () => null,
         );
         return { outcome: "writable" as const, leases };

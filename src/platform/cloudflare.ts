@@ -124,6 +124,9 @@ const QUEUES_MAX_DELAY_SECONDS = 24 * 3600;
  */
 const BATCH_CONCURRENCY = QUEUES_MAX_BATCH;
 
+/** The shortest interval of a Workers cron trigger (one minute), the sweep cadence `why` expects by default. */
+const WORKERS_CRON_SECONDS = 60;
+
 export type WorkerOptions = Omit<EddaOptions, "database" | "dispatcher" | "secret" | "apiToken" | "brokerUrl"> & {
   /**
    * The driver(s) this Worker bundles (default `postgresJs`); with several,
@@ -193,7 +196,8 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
     const config = readConfig(env);
     // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
     const version = env.CF_VERSION_METADATA?.id;
-    const options = withEnvironment(opts, config, { subrequestLimit: WORKERS_SUBREQUEST_BUDGET, ...(version ? { deployment: version } : {}) });
+    // A cron trigger fires at most once a minute: the cadence a Worker's sweeps are held to (EDDA_SWEEP_EXPECTED_SECONDS for another).
+    const options = withEnvironment(opts, config, { subrequestLimit: WORKERS_SUBREQUEST_BUDGET, sweepIntervalSeconds: WORKERS_CRON_SECONDS, ...(version ? { deployment: version } : {}) });
     const { secret } = options;
     const subrequestLimit = options.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET;
     const count = tally(kind);

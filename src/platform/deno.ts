@@ -91,7 +91,9 @@ export function createDenoApp(opts: DenoServeOptions): DenoApp {
   // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
   // Deno Deploy names each deployment (DENO_DEPLOYMENT_ID): it names this one when EDDA_DEPLOYMENT is unset.
   const denoDeployment = env.DENO_DEPLOYMENT_ID;
-  const options = withEnvironment(eddaOptions, config, denoDeployment ? { deployment: denoDeployment } : {});
+  // Sweeps run from Deno.cron (every minute by default) or on EDDA_SWEEP_INTERVAL_MS.
+  const sweepIntervalSeconds = config.sweepIntervalMs !== undefined && config.sweepIntervalMs > 0 ? config.sweepIntervalMs / 1000 : 60;
+  const options = withEnvironment(eddaOptions, config, { sweepIntervalSeconds, ...(denoDeployment ? { deployment: denoDeployment } : {}) });
   const { secret } = options;
   if (!secret) throw new ConfigurationError("EDDA_SECRET is not set (it signs follow-up requests)", "EDDA_SECRET");
   // Secure by default: without a token (or EDDA_ALLOW_UNAUTHENTICATED=1) the server answers every request 503.

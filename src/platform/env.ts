@@ -32,6 +32,7 @@ export interface EddaEnv {
   EDDA_BROKER_URL?: string;
   EDDA_SERVICE_NAME?: string;
   EDDA_DEPLOYMENT?: string;
+  EDDA_SWEEP_EXPECTED_SECONDS?: string;
   EDDA_PUBLIC_URL?: string;
   EDDA_ALLOWED_HOSTS?: string;
   EDDA_TRUSTED_PROXIES?: string;
@@ -69,6 +70,7 @@ export interface EddaConfig {
   brokerUrl: string | undefined;
   serviceName: string;
   deployment: string | undefined;
+  sweepExpectedSeconds: number | undefined;
   publicUrl: string | undefined;
   /** Host values the server answers to besides loopback names (EDDA_ALLOWED_HOSTS, comma-separated, and EDDA_PUBLIC_URL's host). */
   allowedHosts: string[];
@@ -223,6 +225,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     brokerUrl: str(env.EDDA_BROKER_URL),
     serviceName: str(env.EDDA_SERVICE_NAME) ?? "edda-edge",
     deployment: str(env.EDDA_DEPLOYMENT),
+    sweepExpectedSeconds: num(env, "EDDA_SWEEP_EXPECTED_SECONDS"),
     publicUrl: str(env.EDDA_PUBLIC_URL),
     allowedHosts: configuredHosts(str(env.EDDA_ALLOWED_HOSTS), str(env.EDDA_PUBLIC_URL)),
     trustedProxies: trustedProxies(str(env.EDDA_TRUSTED_PROXIES)),
@@ -266,7 +269,7 @@ export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError |
 /** The app options an environment variable can supply (the adapters build the dispatcher and the sweep themselves). */
 export type EnvOptions = Pick<
   EddaOptions,
-  "serviceName" | "deployment" | "secret" | "encryptionKeys" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams"
+  "serviceName" | "deployment" | "sweepIntervalSeconds" | "secret" | "encryptionKeys" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams"
 >;
 
 /** Each option the environment supplies, from the parsed configuration. */
@@ -274,6 +277,7 @@ function envOptions(config: EddaConfig): EnvOptions {
   return {
     serviceName: config.serviceName,
     deployment: config.deployment,
+    sweepIntervalSeconds: config.sweepExpectedSeconds,
     secret: config.secret,
     encryptionKeys: config.encryptionKeys,
     apiToken: config.apiToken,

@@ -78,7 +78,9 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
   const loopback = /^(127\.\d+\.\d+\.\d+|localhost|::1|\[::1\])$/.test(hostname);
   // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
   const { autoMigrate: _migrated, bodyTimeoutSeconds: _bodyTimeout, ...rest } = opts;
-  const options = withEnvironment(rest, config);
+  // This server sweeps every sweepIntervalMs (0: not here; then the cadence is unknown unless configured).
+  const sweepMs = opts.sweepIntervalMs ?? config.sweepIntervalMs ?? 5000;
+  const options = withEnvironment(rest, config, sweepMs > 0 ? { sweepIntervalSeconds: sweepMs / 1000 } : {});
   if (!options.apiToken) {
     // Secure by default: an open API only on the loopback interface, unless explicitly allowed.
     if (!loopback && !config.allowUnauthenticated) {
@@ -137,7 +139,7 @@ export async function serveNode(opts: NodeServeOptions): Promise<NodeServer> {
 
   // The sweep in flight, awaited by close() so it never runs on a closed database.
   let sweeping: Promise<unknown> | null = null;
-  const sweepEvery = opts.sweepIntervalMs ?? config.sweepIntervalMs ?? 5000;
+  const sweepEvery = sweepMs;
   const interval = sweepEvery > 0
     ? setInterval(() => {
         if (sweeping) return;

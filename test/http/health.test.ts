@@ -40,7 +40,7 @@ const get = async (t: TestApp, path: string) => {
 describe("health and readiness", () => {
   it("a working database: both 200", async () => {
     expect(await get(ok, "/healthz")).toEqual({ status: 200, body: { status: "ok", database: "ok" } });
-    expect(await get(ok, "/readyz")).toEqual({ status: 200, body: { status: "ready", database: "writable", leases: { expired: 0, oldestExpiredSeconds: 0 }, sweep: { lastRunAt: expect.toSatisfy((v: unknown) => v === null || typeof v === "string") } } });
+    expect(await get(ok, "/readyz")).toEqual({ status: 200, body: { status: "ready", database: "writable", leases: { expired: 0, oldestExpiredSeconds: 0 }, sweep: { lastRunAt: expect.toSatisfy((v: unknown) => v === null || typeof v === "string"), expectedEverySeconds: null, overdue: false } } });
   });
 
   it("writes failing: /healthz still 200 (alive), /readyz 503, and indeed a start fails — logged as one JSON line with class and SQLSTATE, no SQL parameters", async () => {
@@ -80,7 +80,7 @@ describe("health and readiness", () => {
     expect((await get(ok, "/healthz")).status).toBe(200);
     release();
     for (let i = 0; i < 50 && (await get(ok, "/readyz")).status !== 200; i++) await new Promise((r) => setTimeout(r, 100));
-    expect(await get(ok, "/readyz")).toEqual({ status: 200, body: { status: "ready", database: "writable", leases: { expired: 0, oldestExpiredSeconds: 0 }, sweep: { lastRunAt: expect.toSatisfy((v: unknown) => v === null || typeof v === "string") } } });
+    expect(await get(ok, "/readyz")).toEqual({ status: 200, body: { status: "ready", database: "writable", leases: { expired: 0, oldestExpiredSeconds: 0 }, sweep: { lastRunAt: expect.toSatisfy((v: unknown) => v === null || typeof v === "string"), expectedEverySeconds: null, overdue: false } } });
     // and work flows
     await ok.edda.start(inc, 41, { instanceId: "hz-1" });
     expect((await ok.waitFor("hz-1")).output).toBe(42);
