@@ -177,8 +177,9 @@ describe("the packed package in an empty project", () => {
     for (const marker of ["to_regclass('schema_version')", "DEFAULT now() NOT NULL", "/ui/login"]) expect(code.includes(marker), marker).toBe(false);
     const gzip = gzipSync(code).length;
     console.log(`Worker bundle from the package: ${(code.length / 1024).toFixed(0)} KiB raw, ${(gzip / 1024).toFixed(0)} KiB gzipped`);
-    // 187 KiB gzipped from the package (bench/worker-bundle.ts measures the sources: 186).
-    expect(gzip).toBeLessThan(210 * 1024);
+    // 210 KiB gzipped from the package at 73e44aa (bench/worker-bundle.ts measures the sources: 210), grown from 187 with
+    // the product's own code (why, deployments, values by reference, encryption); the same bound as worker-bundle.test.ts.
+    expect(gzip).toBeLessThan(225 * 1024);
   });
 
   // `--help` and the remote commands load the CLI and its argument parser only: a resolve hook records every module Node loads.
