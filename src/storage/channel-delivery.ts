@@ -30,7 +30,7 @@
 import { sql } from "drizzle-orm";
 import { EddaError } from "../core/errors.ts";
 import { queryRows, type Executor } from "./database.ts";
-import { makeRunnable, resolveWaits } from "./transitions.ts";
+import { expireDue, makeRunnable, resolveWaits } from "./transitions.ts";
 import { EV } from "../core/model.ts";
 import { availableTo, broadcastAvailable, inTransaction, lockChannel } from "./channel-rules.ts";
 import { DB_NOW, dbNowPlus, isoUtc, MESSAGE_COLUMNS, toChannelMessage, tsParam, WAITING, type Row } from "./rows.ts";
@@ -232,22 +232,18 @@ export function channelDeliveryArea(ex: Executor): ChannelDeliveryArea {
       const only = onlyInstanceId === undefined ? sql`` : sql`AND s.instance_id = ${onlyInstanceId}`;
       const rows = await queryRows<{ instance_id: string }>(
         ex,
-        resolveWaits({
-          before: sql`due AS (
-            SELECT s.id, s.instance_id, s.channel, s.activity_id, s.timeout_at
+        expireDue({
+          due: sql`SELECT s.id, s.instance_id, s.channel, s.activity_id, s.timeout_at
             FROM channel_subscriptions s JOIN workflow_instances i ON i.instance_id = s.instance_id
             WHERE s.activity_id IS NOT NULL AND s.timeout_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
             ORDER BY s.timeout_at, s.id
             LIMIT ${limit}::int
-            FOR UPDATE OF i, s SKIP LOCKED
-          ), withdrawn AS (UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM due WHERE s.id = due.id)`,
-          bound: sql`SELECT instance_id, activity_id AS wait_id, row_number() OVER (ORDER BY timeout_at, id) AS ord,
-                 ${EV.MessageTimeout}::text AS event_type, 'json'::text AS data_type,
-                 json_build_object('channel', channel, 'timeout_at', ${isoUtc(sql`timeout_at`)})::text AS event_data, NULL::bytea AS event_data_binary
-            FROM due`,
+            FOR UPDATE OF i, s SKIP LOCKED`,
+          withdraw: sql`UPDATE channel_subscriptions s SET activity_id = NULL, timeout_at = NULL, match = NULL FROM due WHERE s.id = due.id`,
+          eventType: EV.MessageTimeout,
+          data: sql`json_build_object('channel', channel, 'timeout_at', ${isoUtc(sql`timeout_at`)})`,
+          order: sql`timeout_at, id`,
           own: "receives",
-          record: "always",
-          onConflict: "first-wins",
           stillWaiting: sql`i.status = ${WAITING.message}`,
         }),
       );

@@ -7,7 +7,7 @@
  * first outcome wins.
  */
 import { sql, type SQL } from "drizzle-orm";
-import { recordHistory, resolveWaits } from "./transitions.ts";
+import { expireDue, recordHistory } from "./transitions.ts";
 import { queryRows, type Executor } from "./database.ts";
 import { EV } from "../core/model.ts";
 import { NOT_QUARANTINED } from "./failures.ts";
@@ -204,22 +204,18 @@ export function historyArea(ex: Executor): HistoryArea {
       const only = onlyInstanceId === undefined ? sql`` : sql`AND t.instance_id = ${onlyInstanceId}`;
       const rows = await queryRows<{ instance_id: string }>(
         ex,
-        resolveWaits({
-          before: sql`due AS (
-            SELECT t.id, t.instance_id, t.timer_id, coalesce(t.activity_id, t.timer_id) AS activity_id, t.expires_at
+        expireDue({
+          due: sql`SELECT t.id, t.instance_id, t.timer_id, coalesce(t.activity_id, t.timer_id) AS activity_id, t.expires_at
             FROM workflow_timer_subscriptions t JOIN workflow_instances i ON i.instance_id = t.instance_id
             WHERE t.expires_at <= ${DB_NOW} ${only} AND i.status <> 'quarantined'
             ORDER BY t.expires_at, t.id
             LIMIT ${limit}::int
-            FOR UPDATE OF i, t SKIP LOCKED
-          ), withdrawn AS (DELETE FROM workflow_timer_subscriptions t USING due WHERE t.id = due.id)`,
-          bound: sql`SELECT instance_id, activity_id AS wait_id, row_number() OVER (ORDER BY expires_at, id) AS ord,
-                 ${EV.TimerExpired}::text AS event_type, 'json'::text AS data_type,
-                 json_build_object('timer_id', timer_id, 'expired_at', ${isoUtc(sql`expires_at`)})::text AS event_data, NULL::bytea AS event_data_binary
-            FROM due`,
+            FOR UPDATE OF i, t SKIP LOCKED`,
+          withdraw: sql`DELETE FROM workflow_timer_subscriptions t USING due WHERE t.id = due.id`,
+          eventType: EV.TimerExpired,
+          data: sql`json_build_object('timer_id', timer_id, 'expired_at', ${isoUtc(sql`expires_at`)})`,
+          order: sql`expires_at, id`,
           own: "timers",
-          record: "always",
-          onConflict: "first-wins",
           // A race of a webhook and a timer waits for the webhook with its timer registered at the race's id.
           stillWaiting: sql`(i.status = ${WAITING.timer} OR (i.status = ${WAITING.webhook} AND i.current_activity_id = b.wait_id))`,
         }),

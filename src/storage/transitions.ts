@@ -19,6 +19,7 @@
  * (storage/conclusion.ts `cleanupCtes`).
  */
 import { sql, type SQL } from "drizzle-orm";
+import type { HistoryEventType } from "../core/model.ts";
 import { DB_NOW } from "./rows.ts";
 
 const HISTORY_COLUMNS = "instance_id, activity_id, event_type, data_type, event_data, event_data_binary";
@@ -127,4 +128,23 @@ export function resolveWaits(p: {
           ${recordHistory(recorded, { firstWins: p.onConflict === "first-wins" })}
         ), ${sql.join(withdraw, sql`, `)}
         ${p.result ?? sql`SELECT DISTINCT instance_id FROM bound`}`;
+}
+
+/**
+ * A wait that comes due as a row of its own (a timer; a receive's timeout on its subscription), ended by
+ * `resolveWaits`: `due` locks the due rows with their instances (… instance_id, activity_id — the wait's id — and
+ * the columns `data` and `order` read …, instance row first, SKIP LOCKED), `withdraw` removes or clears them (it
+ * reads `due`), and the expiry is recorded at each wait's id (a record already there wins).
+ */
+export function expireDue(p: { due: SQL; withdraw: SQL; eventType: HistoryEventType; data: SQL; order: SQL; own: WaitRows; stillWaiting: SQL }): SQL {
+  return resolveWaits({
+    before: sql`due AS (${p.due}), withdrawn AS (${p.withdraw})`,
+    bound: sql`SELECT instance_id, activity_id AS wait_id, row_number() OVER (ORDER BY ${p.order}) AS ord,
+                 ${p.eventType}::text AS event_type, 'json'::text AS data_type, (${p.data})::text AS event_data, NULL::bytea AS event_data_binary
+            FROM due`,
+    own: p.own,
+    record: "always",
+    onConflict: "first-wins",
+    stillWaiting: p.stillWaiting,
+  });
 }
