@@ -102,6 +102,19 @@ export type OperationRequest =
   /** A value produced in the workflow and recorded once (`ctx.now()`…): no I/O, recorded at the next quiescence. */
   | { kind: "value"; produce: () => unknown; eventType?: HistoryEventType };
 
+/**
+ * Values stored out of line (engine/payload-sealing.ts): a record whose data is a reference is loaded when
+ * it is delivered to the operation that takes it — never for a record no operation decodes (an emit's
+ * data, which the code supplies itself) nor one the run never reaches — in one read with the records of
+ * the other operations open at that moment (a `Promise.all`'s), which the waves that follow deliver.
+ */
+export interface DeferredValues {
+  /** Whether the record's data is still to be loaded. */
+  deferred(ev: HistoryEvent): boolean;
+  /** Load the records' data in place, in one read. A failure fails the step, never the workflow. */
+  load(events: HistoryEvent[]): Promise<void>;
+}
+
 /** A record's value or error, once decoded. */
 export type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
 
@@ -202,6 +215,10 @@ export class ReplayState {
   fatal: NonDeterminismError | null = null;
   readonly newCompensations: CompensationRegistration[] = [];
   readonly newEvents: NewHistoryEvent[] = [];
+  /** Where records by reference are loaded from (none: every record's data is in memory). */
+  values: DeferredValues | null = null;
+  /** Undelivered records still to be loaded, by id: made at the first load. */
+  private deferredById: Map<string, HistoryEvent> | null = null;
 
   constructor(
     /** One run's history in order; one row per activity id (the table's UNIQUE(instance_id, activity_id)). */
@@ -312,6 +329,7 @@ export class ReplayState {
       );
       return false;
     }
+    if (this.values?.deferred(ev) && ev.eventType !== EV.StreamEmitted) return this.loadThenDeliver(ev);
     const d = op.decode(ev);
     if ("mismatch" in d) {
       this.fatal ??= new NonDeterminismError(`${op.describe} at ${op.id}: ${d.mismatch}`);
@@ -322,6 +340,23 @@ export class ReplayState {
     if ("later" in d) return d.later.then((r) => settle(op, r), (error: unknown) => op.reject(error));
     settle(op, d);
     return true;
+  }
+
+  /** Load `ev` (and the records of the other open operations) by reference, then deliver it. */
+  private async loadThenDeliver(ev: HistoryEvent): Promise<void> {
+    const values = this.values!;
+    const batch = [ev];
+    if (this.open.size > 1) {
+      this.deferredById ??= new Map(this.primary.slice(this.cursor).filter((e) => e.eventType !== EV.StreamEmitted && values.deferred(e)).map((e) => [e.activityId, e]));
+      for (const id of this.open.keys()) {
+        const rec = this.deferredById.get(id);
+        if (rec && rec !== ev && values.deferred(rec)) batch.push(rec);
+      }
+    }
+    await values.load(batch);
+    if (values.deferred(ev)) throw new Error(`the value of ${describeRecord(ev)} is still a reference after it was loaded`);
+    const delivered = this.deliverNext();
+    if (delivered instanceof Promise) await delivered;
   }
 
   restoreError(s: SerializedError): Error {

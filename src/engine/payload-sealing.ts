@@ -30,7 +30,8 @@
  * code. A text holding no envelope costs one substring scan.
  */
 import { EncryptedMatchError, holdsSealed, openJson, openPayload, sealJson, sealPayload, type PayloadCodec } from "../core/payload-codec.ts";
-import { holdsRef, outOfLine, refOf, resolveRefs, type LargeValueStore, type OutOfLine } from "../storage/payload-refs.ts";
+import { holdsRef, outOfLine, REF_START, refOf, resolveRefs, type LargeValueStore, type OutOfLine } from "../storage/payload-refs.ts";
+import type { DeferredValues } from "../core/replay.ts";
 import type { MatchDocument } from "../core/model.ts";
 import { logError } from "../core/log.ts";
 import type { LeasedInstance, StepConclusion } from "../storage/leases.ts";
@@ -72,6 +73,9 @@ async function openTexts(s: Storage, b: PayloadBoundary, instanceId: string, tex
   return Promise.all(resolved.map((t) => (holdsSealed(t) ? openJson(b.codec, t) : Promise.resolve(t))));
 }
 
+/** A record whose whole data is a reference (how a record goes out of line): a step loads it when its code takes it. */
+const isDeferred = (e: { data: Payload | null }): boolean => e.data !== null && e.data.type === "json" && e.data.json.startsWith(REF_START);
+
 const needsOpen = (p: Payload | null): p is { type: "json"; json: string } => p !== null && p.type === "json" && (holdsSealed(p.json) || holdsRef(p.json));
 
 async function openInstance<T extends InstanceRecord | null>(s: Storage, b: PayloadBoundary, r: T, opts: { keepRefs?: boolean } = {}): Promise<T> {
@@ -95,8 +99,8 @@ async function openInstance<T extends InstanceRecord | null>(s: Storage, b: Payl
  * loaded history's entry takes a new `data` through its setter, rows.ts),
  * and replacing it keeps the entry's lazily made parts lazy.
  */
-async function openEvents<T extends { data: Payload | null }>(s: Storage, b: PayloadBoundary, instanceId: string, events: T[]): Promise<T[]> {
-  const todo = events.filter((e) => needsOpen(e.data));
+async function openEvents<T extends { data: Payload | null }>(s: Storage, b: PayloadBoundary, instanceId: string, events: T[], leaveDeferred = false): Promise<T[]> {
+  const todo = events.filter((e) => needsOpen(e.data) && !(leaveDeferred && isDeferred(e)));
   if (todo.length === 0) return events;
   const texts = await resolveRefs(b.store, s.executor, instanceId, todo.map((e) => (e.data as { json: string }).json));
   await Promise.all(todo.map(async (e, i) => ((e as { data: Payload }).data = await openPayload(b.codec, { type: "json", json: texts[i]! }))));
@@ -121,10 +125,30 @@ export function leaseLeftBy(err: unknown): Fence | undefined {
   return typeof err === "object" && err !== null ? leasesOfFailedOpens.get(err) : undefined;
 }
 
+/**
+ * How a step's replay loads the records a leased history left by reference (core/replay.ts DeferredValues),
+ * for `instanceId`; null when `storage` does not store values by reference.
+ */
+export function deferredValues(storage: Storage, instanceId: string): DeferredValues | null {
+  const b = (storage as Partial<Sealing>)[SEALING];
+  if (!b) return null;
+  return {
+    deferred: isDeferred,
+    load: async (events) => {
+      await openEvents(storage, b, instanceId, events);
+    },
+  };
+}
+
+/**
+ * A leased instance opened: its input, and every record of its history but those stored by reference —
+ * a step replaying past twenty large results reads the ones its code takes, when it takes them
+ * (`deferredValues`), and none for a compensation step, an emit's record or a replay that stops early.
+ */
 async function openLeased(s: Storage, b: PayloadBoundary, l: LeasedInstance | null): Promise<LeasedInstance | null> {
   if (l === null) return l;
   try {
-    await Promise.all([openInstance(s, b, l.instance), openEvents(s, b, l.instance.instanceId, l.history)]);
+    await Promise.all([openInstance(s, b, l.instance), openEvents(s, b, l.instance.instanceId, l.history, true)]);
   } catch (err) {
     // The lease is taken by then: whoever handles the error must know it holds one.
     if (typeof err === "object" && err !== null) leasesOfFailedOpens.set(err, l.fence);

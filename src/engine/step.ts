@@ -19,7 +19,7 @@ import { compensationRows, continueWith, decide, needsStoredCompensations, parkC
 import { waitKind } from "./wait-kinds.ts";
 import { fromJson, toJson } from "../core/serialization.ts";
 import { sendLastAlone } from "../storage/database.ts";
-import { leaseLeftBy } from "./payload-sealing.ts";
+import { deferredValues, leaseLeftBy } from "./payload-sealing.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage, TxStorage } from "../storage/types.ts";
 import { deliverToParent, reportsToParent, startChildIn } from "./lifecycle.ts";
 import { startChildActivity } from "./children.ts";
@@ -354,6 +354,7 @@ class Step {
   private replay(): ReplayRun {
     const wf = this.deps.workflows.get(this.instance.workflowName)!;
     const state = new ReplayState(this.leased.history, this.deps.errorClasses, this.deps.activities, this.deps.webhookLinks);
+    state.values = deferredValues(this.deps.storage, this.instance.instanceId);
     const ctx = createWorkflowContext(this.instance, state, this.deps.clock);
     return new ReplayRun(wf.fn as (c: never, i: unknown) => Promise<unknown>, fromJson(this.instance.inputData), state, ctx);
   }

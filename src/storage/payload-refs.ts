@@ -10,7 +10,9 @@
  * deleted with its instance (the foreign key cascades: retention and
  * deletion remove values by reference with the instance). A read resolves
  * every reference of what it loaded in one statement and checks the size and
- * hash, so a damaged or missing value is an error, never a different one.
+ * hash, so a damaged or missing value is an error, never a different one; a
+ * step's leased history leaves its records by reference for the replay to
+ * load as the code takes them (engine/payload-sealing.ts `deferredValues`).
  */
 import { sql } from "drizzle-orm";
 import { queryRows, type Executor } from "./database.ts";
