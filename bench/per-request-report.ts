@@ -28,6 +28,15 @@ const rows = [
   `| Engine, http dispatcher (2 Node servers, follow-ups as signed POSTs) | ${f(num("http_steps_per_s"))} steps/s | ${f(num("http_statements_per_step"))} | ${f(num("http_cpu_ms_per_step"))} ms | ${ratio(num("http_steps_per_s"), local)} |`,
   `| Engine behind a queue (Workers adapter, consumer batches, ${f(num("queue_messages_per_batch"), 0)} messages per batch) | ${f(num("queue_steps_per_s"))} steps/s | — | ${f(num("queue_cpu_ms_per_step"))} ms | ${ratio(num("queue_steps_per_s"), local)} |`,
 ];
+/** What the queue path's connects take of it: connections per step × a connect's CPU, beside its CPU per step. */
+const connCpu = num("queue_connections_per_step") !== null && num("queue_connect_cpu_ms") !== null ? num("queue_connections_per_step")! * num("queue_connect_cpu_ms")! : null;
+const queueNote =
+  num("queue_connect_ms") === null
+    ? []
+    : [
+        "",
+        `Behind the queue every invocation — each pipeline's start request and each consumer batch — opens its own client (Workers cannot share a socket across invocations): ${f(num("queue_invocations_per_step"), 3)} invocations and ${f(num("queue_connections_per_step"), 3)} connections per step; a consumer invocation ran ${f(num("queue_steps_per_batch"), 0)} steps (its messages and the steps it chained, EDDA_CONSUMER_CPU_MS=30000 as on Paid). A connect with its first statement and close costs ${f(num("queue_connect_ms"))} ms and ${f(num("queue_connect_cpu_ms"))} ms of this process's CPU (measured apart), so connects take about ${f(connCpu, 3)} ms of the ${f(num("queue_cpu_ms_per_step"))} ms of CPU per step.`,
+      ];
 const sizes = [10, 100, 1000, 5000, 10000];
 /** This process's CPU per entry of a cold step between two history sizes, in µs. */
 const slope = (lo: number, hi: number) => {
@@ -79,6 +88,7 @@ if (replayOnly) {
     "| Path | steps/s | statements/step | this process's CPU/step | × local |",
     "|---|---:|---:|---:|---:|",
     ...rows,
+    ...queueNote,
     "",
     "| Target (issue 36) | Result |",
     "|---|---|",

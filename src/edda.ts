@@ -355,22 +355,25 @@ export function createEdda(opts: EddaOptions): Edda {
     return (await shared).engine;
   };
 
-  // Per-request mode: one database + engine per request, closed after waitUntil work.
-  const requestEngines = new WeakMap<Request, Promise<{ database: Database; engine: Engine }>>();
-  const requestEngine = (req: Request) => {
-    let p = requestEngines.get(req);
+  // Per-request mode: one database + engine per request, closed after waitUntil work. Keyed by the request's
+  // execution context (fetch() makes one per call), not by c.req.raw: Hono's bodyLimit replaces c.req.raw when a
+  // body comes without a content-length, and the client opened under the replacement was never closed.
+  const requestEngines = new WeakMap<object, Promise<{ database: Database; engine: Engine }>>();
+  const requestEngine = (key: object) => {
+    let p = requestEngines.get(key);
     if (!p) {
       p = (async () => {
         const database = await (opts.database as () => Database | Promise<Database>)();
         return { database, engine: engineFor(database) };
       })();
-      requestEngines.set(req, p);
+      requestEngines.set(key, p);
     }
     return p;
   };
+  const requestKey = (c: Context): object => executionCtxOf(c) ?? c.req.raw;
 
   const app = createApp({
-    engine: async (c: Context) => (perRequest ? (await requestEngine(c.req.raw)).engine : sharedEngine()),
+    engine: async (c: Context) => (perRequest ? (await requestEngine(requestKey(c))).engine : sharedEngine()),
     secret: () => opts.secret,
     workflows: () => opts.workflows,
     apiTokens: () => tokens,
@@ -389,12 +392,13 @@ export function createEdda(opts: EddaOptions): Edda {
   });
 
   // One scope per request: every step of a batch, every CloudEvent of a batch and the outbox share its budget.
-  const scopes = new WeakMap<Request, DispatchScope>();
+  const scopes = new WeakMap<object, DispatchScope>();
   function scopeOf(c: Context): DispatchScope {
-    let scope = scopes.get(c.req.raw);
+    const key = requestKey(c);
+    let scope = scopes.get(key);
     if (!scope) {
       scope = invocationScope(executionCtxOf(c));
-      scopes.set(c.req.raw, scope);
+      scopes.set(key, scope);
     }
     return scope;
   }
@@ -435,7 +439,7 @@ export function createEdda(opts: EddaOptions): Edda {
         props: {},
       };
       const res = await app.fetch(request, env, execCtx as never);
-      const held = requestEngines.get(request);
+      const held = requestEngines.get(execCtx);
       const done = (async () => {
         // Follow-ups may themselves register more background work: drain until quiet.
         for (let i = 0; i < pending.length; i++) await pending[i]!.catch(() => undefined);

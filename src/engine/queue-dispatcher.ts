@@ -18,12 +18,19 @@
  * - Each send takes one subrequest from the invocation's budget; what finds
  *   it spent (or a send that fails) is handed back to the database for the
  *   next sweep.
+ * - A consumer batch (`consumeBatch`) runs its messages side by side and
+ *   chains: a step follow-up of one of its own steps runs in the same
+ *   invocation (on its database client, warm) instead of leaving as a new
+ *   message, while the invocation's CPU estimate and wall time allow
+ *   (`ChainLimits`); what is left over goes out in the batch's `sendBatch`.
  */
 import { TRACEPARENT_PATTERN } from "./tracing.ts";
 import { deferStep, type Dispatcher, type DispatchScope, type StepRequest, type StepRunner } from "./dispatcher.ts";
 
+/** A step message body. */
+export type StepFollowUp = { kind: "step"; instanceId: string; lease?: { workerId: string; token: number }; traceparent?: string };
 /** A message body on the follow-up queue. */
-export type FollowUp = { kind: "step"; instanceId: string; lease?: { workerId: string; token: number }; traceparent?: string } | { kind: "timers"; due: number };
+export type FollowUp = StepFollowUp | { kind: "timers"; due: number };
 
 export interface OutgoingMessage {
   body: FollowUp;
@@ -43,6 +50,8 @@ export class QueueDispatcher implements Dispatcher {
   private readonly pending = new WeakMap<object, OutgoingMessage[]>();
   private readonly timerSlots = new WeakMap<object, Set<number>>();
   private readonly held = new WeakSet<object>();
+  /** Held scopes that run their step follow-ups themselves (a consumer batch's chain): true when it took one. */
+  private readonly chains = new WeakMap<object, (body: StepFollowUp) => boolean>();
   /** Key for dispatches outside any invocation scope. */
   private readonly unscoped = {};
 
@@ -73,13 +82,17 @@ export class QueueDispatcher implements Dispatcher {
    * send it all in `maxBatch` chunks. A consumer batch holds its follow-ups
    * this way: its messages finish in different ticks, and one send each
    * would spend a subrequest per message (100 per batch, over the Free
-   * plan's 50); held, a batch of 100 costs one `sendBatch`.
+   * plan's 50); held, a batch of 100 costs one `sendBatch`. With `chain`,
+   * an undelayed step follow-up is offered to it first, and only what it
+   * declines is kept for the send.
    */
-  hold(scope: DispatchScope): () => Promise<void> {
+  hold(scope: DispatchScope, chain?: (body: StepFollowUp) => boolean): () => Promise<void> {
     const key = scope.budget ?? this.unscoped;
     this.held.add(key);
+    if (chain) this.chains.set(key, chain);
     return () => {
       this.held.delete(key);
+      this.chains.delete(key);
       const batch = this.pending.get(key);
       if (!batch) return Promise.resolve();
       this.pending.delete(key);
@@ -87,8 +100,14 @@ export class QueueDispatcher implements Dispatcher {
     };
   }
 
+  /** Send `body` as a message `delaySeconds` from now, with what `scope` sends (a chained step that failed goes back to the queue). */
+  sendLater(body: StepFollowUp, delaySeconds: number, scope: DispatchScope): void {
+    this.enqueue({ body, delaySeconds: Math.max(1, Math.ceil(delaySeconds)) }, scope);
+  }
+
   private enqueue(message: OutgoingMessage, scope: DispatchScope | undefined): void {
     const key = scope?.budget ?? this.unscoped;
+    if (message.body.kind === "step" && !message.delaySeconds && this.chains.get(key)?.(message.body)) return;
     let batch = this.pending.get(key);
     if (batch) {
       batch.push(message);
@@ -136,6 +155,120 @@ export class QueueDispatcher implements Dispatcher {
 }
 
 export type FollowUpOutcome = { ack: true } | { ack: false; retryInSeconds: number };
+
+/** A message of a consumer batch (Cloudflare's `Message`). */
+export interface BatchMessage {
+  readonly body: unknown;
+  readonly attempts: number;
+  ack(): void;
+  retry(options?: { delaySeconds?: number }): void;
+}
+
+/**
+ * How far a consumer invocation chains (`consumeBatch`). An isolate cannot
+ * read its own CPU time, so the CPU is an estimate: steps taken on
+ * (the batch's messages and the chained steps) × `stepCpuMs`. A chained step
+ * starts only while that estimate, one step more, stays within `cpuMs` and
+ * the invocation is younger than `wallMs`. `cpuMs` 0: no chain (one message
+ * per step, as without it).
+ */
+export interface ChainLimits {
+  cpuMs: number;
+  stepCpuMs: number;
+  wallMs: number;
+  /** Clock (ms), for tests. */
+  now?: () => number;
+}
+
+export interface BatchReport {
+  /** Step follow-ups this invocation ran itself instead of sending. */
+  chained: number;
+  /** Work items run: the messages and the chained steps. */
+  steps: number;
+}
+
+/**
+ * Run a consumer batch as one invocation: its messages side by side (at
+ * most `concurrency` at once; their reads and conclusions meet in the group
+ * load and group commit of `runner`), each acked once its work is done or
+ * retried with backoff if it threw. With a QueueDispatcher the batch holds
+ * its follow-ups (one `sendBatch` per 100 at the end) and chains: a step
+ * follow-up its own steps dispatch runs here, in this invocation, while
+ * `chain` allows, else it is sent. A chained step carries its handed lease
+ * like the message would (the fence is the same), so running it here
+ * instead of in the next invocation changes where it runs, not what: a
+ * chained step that throws goes out as a delayed message, as the message
+ * would have been retried.
+ */
+export async function consumeBatch(
+  runner: StepRunner,
+  dispatcher: Dispatcher,
+  scope: DispatchScope,
+  messages: readonly BatchMessage[],
+  opts: { concurrency: number; chain?: ChainLimits },
+): Promise<BatchReport> {
+  type Work = { body: unknown; msg?: BatchMessage };
+  const queue: Work[] = messages.map((msg) => ({ body: msg.body, msg }));
+  const report: BatchReport = { chained: 0, steps: 0 };
+  const queueDispatcher = dispatcher instanceof QueueDispatcher ? dispatcher : null;
+  const limits = opts.chain;
+  const now = limits?.now ?? Date.now;
+  const began = now();
+  let active = 0;
+  let closed = false;
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => (finish = resolve));
+
+  const spawn = () => {
+    while (!closed && active < opts.concurrency && queue.length) {
+      active++;
+      void work();
+    }
+  };
+  const chain = (body: StepFollowUp): boolean => {
+    if (closed || !limits) return false;
+    const taken = messages.length + report.chained;
+    if ((taken + 1) * limits.stepCpuMs > limits.cpuMs || now() - began >= limits.wallMs) return false;
+    report.chained++;
+    queue.push({ body });
+    // Started after the dispatching step's turn: dispatch is called inside its conclusion's after-commit.
+    queueMicrotask(spawn);
+    return true;
+  };
+  const work = async () => {
+    for (let w = queue.shift(); w; w = queue.shift()) {
+      report.steps++;
+      const msg = w.msg;
+      try {
+        const outcome = await runFollowUp(runner, w.body, scope);
+        if (outcome.ack) msg?.ack();
+        else msg?.retry({ delaySeconds: outcome.retryInSeconds });
+      } catch (err) {
+        // A lease that is still held, a database hiccup: redelivery is harmless (steps are fenced).
+        console.error("edda: follow-up failed, retrying", err);
+        const delaySeconds = Math.min(60, 2 ** Math.min(msg?.attempts ?? 1, 6));
+        if (msg) msg.retry({ delaySeconds });
+        else if (queueDispatcher) queueDispatcher.sendLater(w.body as StepFollowUp, delaySeconds, scope);
+      }
+    }
+    active--;
+    if (active === 0 && queue.length === 0 && !closed) {
+      closed = true;
+      finish();
+    }
+  };
+
+  // The batch's follow-ups leave together when its last step is done: one sendBatch per 100, not a send per message.
+  const release = queueDispatcher ? queueDispatcher.hold(scope, limits && limits.cpuMs > 0 ? chain : undefined) : null;
+  try {
+    spawn();
+    if (active > 0) await finished;
+  } finally {
+    closed = true;
+    await release?.();
+  }
+  return report;
+}
 
 /**
  * Run one follow-up message in a consumer invocation. Malformed bodies are

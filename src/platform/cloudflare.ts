@@ -32,7 +32,7 @@
 import { createEdda, runInvocation, type Edda, type EddaOptions } from "../edda.ts";
 import { SubrequestBudget, type Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
-import { QueueDispatcher, runFollowUp, type FollowUpQueue, type OutgoingMessage } from "../engine/queue-dispatcher.ts";
+import { consumeBatch, QueueDispatcher, type FollowUpQueue, type OutgoingMessage } from "../engine/queue-dispatcher.ts";
 import { rotationTurn } from "../engine/sweep-rotation.ts";
 import type { SweepTask } from "../engine/sweeper.ts";
 import { configurationProblem } from "../http/problem.ts";
@@ -119,10 +119,31 @@ const QUEUES_MAX_BATCH = 100;
 const QUEUES_MAX_DELAY_SECONDS = 24 * 3600;
 /**
  * Messages of one batch run at once: all of them (Queues hand at most 100 to one invocation). Their
- * statements queue on the invocation's 5 connections, and the steps that conclude in the same turn
- * go as one group-commit statement (group-commit.ts).
+ * statements queue on the invocation's 5 connections, the handed-off reads of a turn go as one
+ * statement (group-load.ts) and the steps that conclude in the same turn as one group-commit
+ * statement (group-commit.ts). Chained steps join them, up to the same number at once.
  */
 const BATCH_CONCURRENCY = QUEUES_MAX_BATCH;
+
+/**
+ * A consumer invocation's CPU budget by default (ms), the steps it chains held to it by estimate:
+ * the Free plan's CPU limit per invocation, which queue consumers share ("Queue consumer Workers …
+ * share the same per invocation CPU limits as any Workers do", developers.cloudflare.com/queues/platform/limits/).
+ * Paid plans allow 30 s by default (up to 5 min with `limits.cpu_ms`): set EDDA_CONSUMER_CPU_MS to it.
+ */
+export const WORKERS_FREE_CONSUMER_CPU_MS = 10;
+/**
+ * The chain's CPU estimate per step (ms): an isolate cannot read its own CPU time. About what a cold
+ * queue step costs in bench/ (`queue_cpu_ms_per_step`, this process's CPU, the starts' included); a
+ * chained step is warm (its run kept in memory) and costs less.
+ */
+export const QUEUE_STEP_CPU_MS = 0.5;
+/**
+ * No chained step starts once the invocation is this old (ms). Consumers may run 15 minutes of wall
+ * time (Queues limits); a short invocation lets Queues scale consumers on the backlog after each batch,
+ * and an invocation that dies loses little (its chained steps resume when their handed leases expire).
+ */
+export const QUEUE_CHAIN_WALL_MS = 30_000;
 
 /** The shortest interval of a Workers cron trigger (one minute), the sweep cadence `why` expects by default. */
 const WORKERS_CRON_SECONDS = 60;
@@ -149,6 +170,10 @@ export interface InvocationCounts {
   fetchFollowUps: number;
   queueBatches: number;
   queueMessages: number;
+  /** Step follow-ups consumer invocations ran themselves (chained) instead of sending them as messages. */
+  queueChainedSteps: number;
+  /** The most work items (messages and chained steps) one consumer invocation ran. */
+  maxQueueBatchSteps: number;
   scheduled: number;
   /**
    * The most subrequests the engine made in one invocation of each kind:
@@ -181,7 +206,7 @@ type InvocationKind = keyof InvocationCounts["maxSubrequests"];
 export function createWorker(workerOptions: WorkerOptions): EddaWorker {
   const { driver, ...opts } = workerOptions;
   const drivers = [driver ?? postgresJs].flat();
-  const counts: InvocationCounts = { requests: 0, fetchFollowUps: 0, queueBatches: 0, queueMessages: 0, scheduled: 0, maxSubrequests: { request: 0, queueBatch: 0, scheduled: 0 }, lastSweep: null };
+  const counts: InvocationCounts = { requests: 0, fetchFollowUps: 0, queueBatches: 0, queueMessages: 0, queueChainedSteps: 0, maxQueueBatchSteps: 0, scheduled: 0, maxSubrequests: { request: 0, queueBatch: 0, scheduled: 0 }, lastSweep: null };
   /** A counter of one invocation's subrequests, folded into `counts.maxSubrequests` as it grows. */
   const tally = (kind: InvocationKind) => {
     let n = 0;
@@ -254,32 +279,18 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
     async queue(batch, env, ctx) {
       counts.queueBatches++;
       counts.queueMessages += batch.messages.length;
-      const { edda, subrequestLimit } = eddaFor(env, ctx, null, "queueBatch");
+      const { edda, config, subrequestLimit } = eddaFor(env, ctx, null, "queueBatch");
       const budget = new SubrequestBudget(subrequestLimit);
       // The whole batch is one invocation: one database client, one budget; each message is acked once its work is done.
-      await runInvocation(edda, async (engine, scope) => {
-        // The batch's follow-ups leave together when its last message is done: one sendBatch per 100, not a send per message.
-        const release = edda.dispatcher instanceof QueueDispatcher ? edda.dispatcher.hold(scope) : null;
-        const queue = [...batch.messages];
-        const worker = async () => {
-          for (let msg = queue.shift(); msg; msg = queue.shift()) {
-            try {
-              const outcome = await runFollowUp(engine, msg.body, scope);
-              if (outcome.ack) msg.ack();
-              else msg.retry({ delaySeconds: outcome.retryInSeconds });
-            } catch (err) {
-              // A lease that is still held, a database hiccup: redelivery is harmless (steps are fenced).
-              console.error("edda: follow-up message failed, retrying", err);
-              msg.retry({ delaySeconds: Math.min(60, 2 ** Math.min(msg.attempts, 6)) });
-            }
-          }
-        };
-        try {
-          await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, batch.messages.length) }, worker));
-        } finally {
-          await release?.();
-        }
-      }, { budget, ctx });
+      // Its steps' step follow-ups run here too while the consumer's CPU budget (by estimate) and the chain's wall time allow.
+      const cpuMs = config.consumerCpuMs ?? WORKERS_FREE_CONSUMER_CPU_MS;
+      const report = await runInvocation(
+        edda,
+        (engine, scope) => consumeBatch(engine, edda.dispatcher, scope, batch.messages, { concurrency: BATCH_CONCURRENCY, chain: { cpuMs, stepCpuMs: QUEUE_STEP_CPU_MS, wallMs: QUEUE_CHAIN_WALL_MS } }),
+        { budget, ctx },
+      );
+      counts.queueChainedSteps += report.chained;
+      if (report.steps > counts.maxQueueBatchSteps) counts.maxQueueBatchSteps = report.steps;
     },
 
     async scheduled(controller, env, ctx) {

@@ -40,6 +40,7 @@ export interface EddaEnv {
   EDDA_BODY_TIMEOUT_SECONDS?: string;
   EDDA_SWEEP_INTERVAL_MS?: string;
   EDDA_SWEEP_CPU_MS?: string;
+  EDDA_CONSUMER_CPU_MS?: string;
   EDDA_MAX_WAKE_SECONDS?: string;
   EDDA_SUBREQUEST_LIMIT?: string;
   EDDA_MAX_HOPS?: string;
@@ -84,6 +85,8 @@ export interface EddaConfig {
   sweepIntervalMs: number | undefined;
   /** CPU budget of a cron sweep on Workers (ms; unset → 10, the Free plan's limit; 0 → none). */
   sweepCpuMs: number | undefined;
+  /** CPU budget of a queue consumer invocation on Workers, the steps it chains held to it by estimate (ms; unset → 10, the Free plan's limit; 0 → no chain). */
+  consumerCpuMs: number | undefined;
   /** Long-lived servers with the http dispatcher (Node): timers due within this many seconds fire in-process. */
   maxWakeSeconds: number | undefined;
   /** Outgoing fetches per invocation (unset → the platform's default: 40 on Workers, none elsewhere). */
@@ -233,6 +236,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     bodyTimeoutSeconds: num(env, "EDDA_BODY_TIMEOUT_SECONDS"),
     sweepIntervalMs: num(env, "EDDA_SWEEP_INTERVAL_MS"),
     sweepCpuMs: num(env, "EDDA_SWEEP_CPU_MS"),
+    consumerCpuMs: num(env, "EDDA_CONSUMER_CPU_MS"),
     maxWakeSeconds: num(env, "EDDA_MAX_WAKE_SECONDS"),
     subrequestLimit: num(env, "EDDA_SUBREQUEST_LIMIT"),
     maxHops: num(env, "EDDA_MAX_HOPS"),

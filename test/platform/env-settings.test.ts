@@ -14,6 +14,7 @@ const NUMBERS = {
   EDDA_BODY_TIMEOUT_SECONDS: "bodyTimeoutSeconds",
   EDDA_SWEEP_INTERVAL_MS: "sweepIntervalMs",
   EDDA_SWEEP_CPU_MS: "sweepCpuMs",
+  EDDA_CONSUMER_CPU_MS: "consumerCpuMs",
   EDDA_MAX_WAKE_SECONDS: "maxWakeSeconds",
   EDDA_SUBREQUEST_LIMIT: "subrequestLimit",
   EDDA_MAX_HOPS: "maxHops",

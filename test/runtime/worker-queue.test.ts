@@ -12,7 +12,7 @@
 import { sql } from "drizzle-orm";
 import { expect, it } from "vitest";
 import { queryRows } from "../../src/storage/database.ts";
-import { WORKERS_SUBREQUEST_BUDGET, type InvocationCounts as Counts } from "../../src/platform/cloudflare.ts";
+import { QUEUE_STEP_CPU_MS, WORKERS_FREE_CONSUMER_CPU_MS, WORKERS_SUBREQUEST_BUDGET, type InvocationCounts as Counts } from "../../src/platform/cloudflare.ts";
 import { checkSweepWork, composeFlows, prepareSweepWork, STRIPE_WEBHOOK_SECRET } from "./compose-flows.ts";
 import { api, waitForStatus } from "./processes.ts";
 import { fireCron, startWorkerWith } from "./worker-setup.ts";
@@ -37,14 +37,20 @@ const start = async (name: string, input: unknown, instanceId: string) => {
 const completedSteps = async (id: string) =>
   queryRows<{ activity_id: string }>(w.db.db, sql`SELECT activity_id FROM workflow_history WHERE instance_id = ${id} AND event_type = 'ActivityCompleted' ORDER BY id`);
 
-it("a 200-step pipeline completes with every step run by a top-level queue() invocation", { timeout: 120_000 }, async () => {
+it("a 200-step pipeline completes with every step run by a top-level queue() invocation, chained within the consumer's CPU budget", { timeout: 120_000 }, async () => {
   const before = await counts();
   const id = await start("pipeline", { steps: 200 }, "queue-pipe-200");
   const done = await waitForStatus(w.worker.url, id, ["completed", "failed"], 110_000);
   expect(done.output).toEqual({ completed: 200 });
   const after = await counts();
   expect(after.fetchFollowUps - before.fetchFollowUps).toBe(0); // no nested follow-up fetch, ever
-  expect(after.queueMessages - before.queueMessages).toBeGreaterThanOrEqual(200); // one message per step: the first, then a follow-up per activity
+  // A step per activity, each a message or chained in the invocation of the step before it (the default budget: Free's 10 ms).
+  const perInvocation = WORKERS_FREE_CONSUMER_CPU_MS / QUEUE_STEP_CPU_MS;
+  const messages = after.queueMessages - before.queueMessages;
+  expect(messages + after.queueChainedSteps - before.queueChainedSteps).toBeGreaterThanOrEqual(200);
+  expect(messages).toBeGreaterThanOrEqual(200 / perInvocation);
+  expect(after.queueChainedSteps - before.queueChainedSteps).toBeGreaterThan(0);
+  expect(after.maxQueueBatchSteps).toBeLessThanOrEqual(perInvocation);
   expect(after.scheduled).toBe(before.scheduled);
   expect(new Set((await completedSteps(id)).map((r) => r.activity_id)).size).toBe(200);
 });
@@ -105,7 +111,8 @@ it("a 5 s reminder fires within about a second of due, with no cron run", { time
 });
 
 it("killing wrangler dev mid-pipeline loses nothing: after a restart the sweep resumes it and each step ran once", { timeout: 150_000 }, async () => {
-  const id = await start("pipeline", { steps: 80 }, "queue-pipe-killed");
+  // Long enough to be mid-run when killed: consumer invocations chain up to 20 of its steps each.
+  const id = await start("pipeline", { steps: 400 }, "queue-pipe-killed");
   const deadline = Date.now() + 60_000;
   while ((await completedSteps(id)).length < 20) {
     if (Date.now() > deadline) throw new Error(`pipeline did not progress:\n${w.worker.output().slice(-2000)}`);
@@ -113,16 +120,16 @@ it("killing wrangler dev mid-pipeline loses nothing: after a restart the sweep r
   }
   await w.worker.stop("SIGKILL");
   const atKill = (await completedSteps(id)).length;
-  expect(atKill).toBeLessThan(80);
+  expect(atKill).toBeLessThan(400);
 
   await w.restart();
   // The local queue died with the process; the database did not. Once the killed step's lease expires, the cron sweep resumes.
   await new Promise((r) => setTimeout(r, 3500));
   await scheduled();
   const done = await waitForStatus(w.worker.url, id, ["completed", "failed"], 90_000);
-  expect(done.output).toEqual({ completed: 80 });
+  expect(done.output).toEqual({ completed: 400 });
   const steps = (await completedSteps(id)).map((r) => r.activity_id);
-  expect(steps).toHaveLength(80);
-  expect(new Set(steps).size).toBe(80);
+  expect(steps).toHaveLength(400);
+  expect(new Set(steps).size).toBe(400);
   expect((await counts()).fetchFollowUps).toBe(0);
 });
