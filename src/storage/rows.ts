@@ -265,32 +265,32 @@ export function toHistoryEvent(r: Row): HistoryEvent {
 /** The model's event types, in one order: a history entry names its type by its index here. */
 const EVENT_TYPES: readonly string[] = Object.values(EV);
 /**
- * `event_type` as its index in EVENT_TYPES (a number in the JSON: no string to parse and keep per entry,
- * a sixth of an entry's text), or as text for a type the model does not know.
+ * `event_type` as the text of its index in EVENT_TYPES (a number in the JSON: no string to parse and keep
+ * per entry, a sixth of an entry's text), or as a JSON string for a type the model does not know.
  */
-const EVENT_TYPE_CODE: SQL = sql.raw(`CASE h.event_type ${EVENT_TYPES.map((t, i) => `WHEN '${t}' THEN to_json(${i})`).join(" ")} ELSE to_json(h.event_type) END`);
+const EVENT_TYPE_CODE: SQL = sql.raw(`CASE h.event_type ${EVENT_TYPES.map((t, i) => `WHEN '${t}' THEN '${i}'`).join(" ")} ELSE to_json(h.event_type)::text END`);
 
 /**
- * The current history of the instance `instanceIdExpr` as one JSON array
- * ordered by id, for loading it in the same statement as a lease
- * acquisition. Each entry is a positional array — [id, activity_id,
- * event_type (EVENT_TYPE_CODE), event_data, event_data_binary as hex,
- * created_at as epoch milliseconds] — not an object: a cold step parses the whole history, and
- * keys repeated per entry nearly double the text the driver decodes and
- * parses. `event_data` stays a string (its exact stored text), decoded only
- * when replay delivers it. The time is a number, cut to the millisecond as a
- * `Date` of its text would be (a third of the entry's text, and no string per
- * entry kept alive through the replay).
+ * The current history of the instance `instanceIdExpr` as the text of one
+ * flat JSON array ordered by id, for loading it in the same statement as a
+ * lease acquisition. Each entry is five values in a row — id, activity_id,
+ * event_type (EVENT_TYPE_CODE), the payload, created_at as epoch
+ * milliseconds — with no array or object of its own: a cold step parses the
+ * whole history, and an array per entry is an allocation per entry the
+ * garbage collector pays for, keys repeated per entry nearly double the text
+ * the driver decodes and parses, and the separators json_build_array writes
+ * (`, `) a tenth of it. The payload is `event_data` as a string (its exact
+ * stored text, decoded only when replay delivers it), or for a binary one
+ * `["<hex>"]`. The time is a number, cut to the millisecond as a `Date` of
+ * its text would be (no string per entry kept alive through the replay).
+ * Built as text (string_agg), parsed once by toHistoryList.
  */
 export function historyJson(instanceIdExpr: SQL): SQL {
-  return sql`(SELECT coalesce(json_agg(json_build_array(
-      h.id, h.activity_id, ${EVENT_TYPE_CODE},
-      CASE WHEN h.data_type = 'binary' THEN NULL ELSE h.event_data END,
-      CASE WHEN h.data_type = 'binary' THEN encode(h.event_data_binary, 'hex') END,
-      (extract(epoch FROM date_trunc('milliseconds', h.created_at)) * 1000)::int8) ORDER BY h.id), '[]'::json)
+  return sql`(SELECT '[' || coalesce(string_agg(h.id::text || ',' || to_json(h.activity_id)::text || ',' || ${EVENT_TYPE_CODE} || ',' ||
+      CASE WHEN h.data_type = 'binary' THEN '["' || encode(h.event_data_binary, 'hex') || '"]' ELSE to_json(h.event_data)::text END || ',' ||
+      (extract(epoch FROM date_trunc('milliseconds', h.created_at)) * 1000)::int8::text, ',' ORDER BY h.id), '') || ']'
     FROM workflow_history h WHERE h.instance_id = ${instanceIdExpr})`;
 }
-
 
 /**
  * A history entry of `historyJson`, one object with no other per entry: a
@@ -341,18 +341,20 @@ class LoadedHistoryEvent implements HistoryEvent {
   }
 }
 
-type HistoryTuple = [number | string, string, number | string, string | null, string | null, number | string];
+/** `historyJson`'s values per entry. */
+const STRIDE = 5;
 
 export function toHistoryList(value: unknown): HistoryEvent[] {
-  const rows = toJsonValue<HistoryTuple[]>(value);
-  const out = new Array<HistoryEvent>(rows.length);
-  for (let i = 0; i < rows.length; i++) {
-    const r = rows[i]!;
-    const code = r[2];
+  const flat = toJsonValue<unknown[]>(value);
+  if (flat.length % STRIDE !== 0) throw new TypeError(`a loaded history of ${flat.length} values is not entries of ${STRIDE}`);
+  const out = new Array<HistoryEvent>(flat.length / STRIDE);
+  for (let i = 0, k = 0; k < flat.length; i++, k += STRIDE) {
+    const code = flat[k + 2];
     const type = typeof code === "number" ? EVENT_TYPES[code] : str(code);
-    if (type === undefined) throw new TypeError(`unknown event type code ${code}`);
-    const binary = typeof r[4] === "string";
-    out[i] = new LoadedHistoryEvent(toNumber(r[0]), str(r[1]), type, binary ? null : str(r[3]), binary ? r[4] : null, toNumber(r[5]));
+    if (type === undefined) throw new TypeError(`unknown event type code ${String(code)}`);
+    const payload = flat[k + 3];
+    const binary = Array.isArray(payload);
+    out[i] = new LoadedHistoryEvent(toNumber(flat[k]), str(flat[k + 1]), type, binary ? null : str(payload), binary ? str(payload[0]) : null, toNumber(flat[k + 4]));
   }
   return out;
 }
