@@ -35,7 +35,7 @@ import type { DeferredValues } from "../core/replay.ts";
 import type { MatchDocument } from "../core/model.ts";
 import { logError } from "../core/log.ts";
 import type { LeasedInstance, StepConclusion } from "../storage/leases.ts";
-import type { CompensationRecord, Fence, HistoryEvent, InstanceRecord, LeasedLoad, NewCompensation, NewHistoryEvent, Payload, Storage, TxStorage } from "../storage/types.ts";
+import type { CompensationRecord, Fence, HistoryEvent, InstanceRecord, LeasedLoad, NewCompensation, NewHistoryEvent, Payload, Storage } from "../storage/types.ts";
 
 const SEALING = Symbol("edda.payloadSealing");
 
@@ -50,19 +50,59 @@ export interface PayloadBoundary {
 
 type Sealing = Storage & { readonly [SEALING]: PayloadBoundary };
 
+/** The storage a sealed one wraps, and its sealed methods over it (made on first use). */
+const INNER = Symbol("edda.sealedStorage");
+const OWN = Symbol("edda.sealedMethods");
+interface Sealed {
+  [INNER]: Storage;
+  [OWN]: Record<PropertyKey, unknown> | undefined;
+}
+
+/**
+ * What a sealed storage does not seal (the areas' other methods, `executor`, `afterCommit`…) is read off the
+ * storage it wraps: those are closures over its executor, so they work taken off either.
+ */
+const FORWARD: object = new Proxy({}, { get: (_target, key, receiver: Sealed) => Reflect.get(receiver[INNER], key) });
+
+/**
+ * One prototype per boundary: each sealed method's name is a getter into the sealed storage's own table of
+ * them, made on first use (closures over the storage it wraps, so one taken off still works), then `FORWARD`.
+ * Sealing a storage — every transaction's — is one small object: defining the ~35 overrides on each instead
+ * cost ~20 µs a transaction (an object that grows by that many properties leaves V8's fast mode, as in
+ * pg-storage.ts).
+ */
+const prototypes = new WeakMap<PayloadBoundary, object>();
+
+const ownMethods = (storage: Storage, b: PayloadBoundary): Record<PropertyKey, unknown> => methods(storage, b) as unknown as Record<PropertyKey, unknown>;
+
+function sealedPrototype(b: PayloadBoundary): object {
+  let proto = prototypes.get(b);
+  if (proto) return proto;
+  proto = Object.create(FORWARD) as object;
+  // The names, off a table over no storage: methods() only closes over it.
+  for (const name of Object.keys(ownMethods(undefined as never, b))) {
+    Object.defineProperty(proto, name, {
+      get(this: Sealed) {
+        return (this[OWN] ??= ownMethods(this[INNER], b))[name];
+      },
+      // Assigned (a test's stand-in): the object's own, as the override it replaces was.
+      set(this: Sealed, value: unknown) {
+        Object.defineProperty(this, name, { value, writable: true, configurable: true, enumerable: true });
+      },
+    });
+  }
+  Object.defineProperty(proto, SEALING, { value: b });
+  prototypes.set(b, proto);
+  return proto;
+}
+
 /** `storage` with its payloads sealed and stored by reference as `boundary` says — `storage` itself when it already is. */
 export function sealPayloads<S extends Storage>(storage: S, boundary: PayloadBoundary): S {
   if (SEALING in storage) return storage;
-  // Everything else is inherited: the areas' getters read the executor through the prototype chain.
-  // The overrides are defined, not assigned: the prototype's methods are getters, which assignment cannot shadow.
-  const own: Record<PropertyKey, unknown> = {
-    ...methods(storage, boundary),
-    [SEALING]: boundary,
-    transaction: <T>(fn: (tx: TxStorage) => Promise<T>) => storage.transaction((tx) => fn(sealPayloads(tx, boundary))),
-  };
-  const sealed: object = Object.create(storage);
-  for (const key of Reflect.ownKeys(own)) Object.defineProperty(sealed, key, { value: own[key], writable: true, configurable: true });
-  return sealed as S & Sealing;
+  const sealed = Object.create(sealedPrototype(boundary)) as Sealed;
+  sealed[INNER] = storage;
+  sealed[OWN] = undefined;
+  return sealed as unknown as S & Sealing;
 }
 
 // --- reading (always) ------------------------------------------------------------------------------
@@ -247,9 +287,10 @@ type Methods = Pick<
   | "bindWaitWebhook"
 >;
 
-function methods(s: Storage, b: PayloadBoundary): Methods {
+function methods(s: Storage, b: PayloadBoundary): Methods & Pick<Storage, "transaction"> {
   const { codec } = b;
   return {
+    transaction: (fn) => s.transaction((tx) => fn(sealPayloads(tx, b))),
     async createInstance(input) {
       const rows: OutOfLine[] = [];
       const stored = { ...input, inputData: await storeText(b, input.inputData, input.instanceId, rows) };

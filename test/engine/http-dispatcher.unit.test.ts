@@ -5,7 +5,13 @@
 // first and one with nothing to run is not sent, and steps that cannot leave
 // — past the hop bound without a queue, with the subrequest budget spent, or
 // refused by the receiver — are given back (deferStep) so the sweep resumes
-// them at once. Real engines over real hops: test/dispatch/limits.test.ts.
+// them at once. Without a fetch of its own, on Node, it posts over node:http
+// with a keep-alive agent (a real server here): one connection for the
+// follow-ups in turn, and a reused connection the receiver dropped is sent
+// again once on a fresh one. Real engines over real hops:
+// test/dispatch/limits.test.ts.
+import { createServer, type IncomingMessage } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
 import { describe, expect, it, vi } from "vitest";
 import { verify } from "../../src/core/signature.ts";
 import { SubrequestBudget, type Dispatcher, type StepRequest, type StepRunner } from "../../src/engine/dispatcher.ts";
@@ -102,6 +108,56 @@ describe("http dispatcher", () => {
       expect(String(logged.mock.calls[0]![0])).toContain("follow-up dispatch failed");
     } finally {
       logged.mockRestore();
+    }
+  });
+
+  it("on Node, without a fetch of its own: node:http, keep-alive; a reused connection the receiver dropped is sent again on a fresh one", async () => {
+    const received: { body: string; socket: Socket; verified: boolean }[] = [];
+    let dropNext = false;
+    const server = createServer((req: IncomingMessage, res) => {
+      let body = "";
+      req.setEncoding("utf8");
+      req.on("data", (c: string) => (body += c));
+      req.on("end", () => {
+        if (dropNext) {
+          // What a receiver closing an idle connection looks like to a sender that just reused it.
+          dropNext = false;
+          req.socket.destroy();
+          return;
+        }
+        void verify(SECRET, { method: "POST", path: req.url!, query: "", body }, req.headers["x-edda-timestamp"] as string, req.headers["x-edda-signature"] as string).then((verified) => {
+          received.push({ body, socket: req.socket, verified });
+          res.writeHead(202, { "content-type": "application/json" }).end('{"accepted":1}');
+        });
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const deferred: StepRequest[] = [];
+    const d = new HttpDispatcher({ baseUrl: `http://127.0.0.1:${port}`, secret: SECRET });
+    d.attach({ runStep: async () => undefined, fireDueTimers: async () => 0, deferStep: async (req) => void deferred.push(req) });
+    const work: Promise<unknown>[] = [];
+    const send = async (id: string) => {
+      d.dispatch({ instanceId: id, lease: lease(1) }, { waitUntil: (p: Promise<unknown>) => void work.push(p) });
+      for (let i = 0; i < work.length; i++) await work[i];
+    };
+    try {
+      await send("a");
+      await send("b");
+      dropNext = true;
+      await send("c");
+      expect(received.map((r) => [(JSON.parse(r.body) as { instanceId: string }).instanceId, r.verified])).toEqual([
+        ["a", true],
+        ["b", true],
+        ["c", true],
+      ]);
+      expect(received[1]!.socket).toBe(received[0]!.socket);
+      expect(received[2]!.socket).not.toBe(received[0]!.socket);
+      expect(deferred).toEqual([]);
+    } finally {
+      await d.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 });

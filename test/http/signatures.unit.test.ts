@@ -8,7 +8,7 @@
 // signature, still before the database. Without EDDA_SECRET every signed
 // route answers the same 401 and the operator's log says why. (This file ran
 // on real Postgres; nothing in it needs one: the accepted sweep and step are
-// in api.test.ts.)
+// in api.test.ts.) On Node the MAC is node:crypto's, byte for byte the Web Crypto one.
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { sign } from "../../src/core/signature.ts";
 import { activity, workflow } from "../../src/index.ts";
@@ -70,5 +70,15 @@ describe("signed internal calls", () => {
       logged.mockRestore();
       await unkeyed.edda.close();
     }
+  });
+
+  it("on Node the MAC (node:crypto) is the Web Crypto HMAC-SHA256 other runtimes compute, non-ASCII secret and body included", async () => {
+    const secret = "sécret-🔑";
+    const body = JSON.stringify({ instanceId: "ünïcode-☃", hop: 1 });
+    const headers = await sign(secret, { method: "post", path: "/_edda/step", body }, 1_800_000_000);
+    const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`v1\nPOST\n/_edda/step\n1800000000\n${body}`));
+    const hex = Array.from(new Uint8Array(mac), (b) => b.toString(16).padStart(2, "0")).join("");
+    expect(headers).toEqual({ "x-edda-timestamp": "1800000000", "x-edda-signature": `sha256=${hex}` });
   });
 });
