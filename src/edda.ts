@@ -73,6 +73,12 @@ export interface EddaOptions {
   deployment?: string;
   /** How often sweeps run against this database (s): `why` and `/readyz` call a sweep overdue at five times it. The adapters set it; `EDDA_SWEEP_EXPECTED_SECONDS` overrides. */
   sweepIntervalSeconds?: number | null;
+  /**
+   * The CPU time one invocation may spend on this platform (ms): `why` and the viewer warn when an instance's
+   * history nears the size a cold step can replay within it. The Workers adapter sets the Free plan's 10 ms;
+   * `EDDA_CPU_BUDGET_MS` overrides (30000 on a paid plan, its default). Null (Node, Deno): no warning.
+   */
+  cpuBudgetMs?: number | null;
   /** Where outbox events are POSTed as CloudEvents (EDDA_BROKER_URL); unset → rows stay pending. */
   brokerUrl?: string;
   /** Outbox relay tuning (retries, backoff, max age, fetch). */
@@ -324,6 +330,7 @@ export function createEdda(opts: EddaOptions): Edda {
       ...(opts.serviceName ? { serviceName: opts.serviceName } : {}),
       ...(opts.deployment !== undefined ? { deployment: opts.deployment } : {}),
       ...(opts.sweepIntervalSeconds !== undefined ? { sweepIntervalSeconds: opts.sweepIntervalSeconds } : {}),
+      ...(opts.cpuBudgetMs !== undefined ? { cpuBudgetMs: opts.cpuBudgetMs } : {}),
       ...(opts.leaseSeconds ? { leaseSeconds: opts.leaseSeconds } : {}),
       ...(opts.handoffLeaseSeconds ? { handoffLeaseSeconds: opts.handoffLeaseSeconds } : {}),
       ...(opts.retryPolicy ? { retryPolicy: opts.retryPolicy } : {}),

@@ -65,7 +65,7 @@ export { createEdda } from "./edda.ts";
 export type { Edda, EddaOptions, DispatcherOption, ExecutionContextLike, StartResult, InstancePage } from "./edda.ts";
 export type { RetentionOptions, StartOptions } from "./engine/engine.ts";
 export type { FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceView, StoredError, WaitWebhookView } from "./engine/views.ts";
-export type { WhyFacts, WhyReason, WhyReasonOf, WhyView } from "./engine/why-view.ts";
+export type { HistoryBudget, WhyFacts, WhyReason, WhyReasonOf, WhyView } from "./engine/why-view.ts";
 export type { RowFailure } from "./engine/poison.ts";
 export type { EngineHooks, WorkflowInfo, ActivityInfo } from "./engine/hooks.ts";
 export type { Dispatcher, DispatchScope, LocalDispatcherOptions, StepRequest, StepRunner } from "./engine/dispatcher.ts";

@@ -15,7 +15,7 @@ import type { FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView
 import type { DeadLetterView } from "../engine/dead-letters.ts";
 import type { ChildSummary, DeadLetterStatus } from "../engine/records.ts";
 import type { InstanceStatus, WhyKind } from "../core/model.ts";
-import type { WhyFacts, WhyReason, WhyReasonOf, WhyView } from "../engine/why-view.ts";
+import type { HistoryBudget, WhyFacts, WhyReason, WhyReasonOf, WhyView } from "../engine/why-view.ts";
 import type { DeploymentsView, DeploymentView } from "../engine/deployment.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 import { streamEvents, type StreamEvent, type StreamOptions, type StreamTransport } from "./stream.ts";
@@ -26,7 +26,7 @@ export type { StreamEndEvent, StreamEvent, StreamEventKind, StreamItemEvent, Str
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 /** DeadLetter: an outbox event the relay set aside, the broker refused it (`invalid`) or it ran out of attempts or age (`expired`). */
 export type { DeadLetterView as DeadLetter, DeadLetterStatus };
-export type { ChildSummary, DeploymentsView, DeploymentView, FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError, WhyFacts, WhyKind, WhyReason, WhyReasonOf, WhyView };
+export type { ChildSummary, DeploymentsView, DeploymentView, FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError, HistoryBudget, WhyFacts, WhyKind, WhyReason, WhyReasonOf, WhyView };
 
 export interface ClientOptions {
   /** The app's URL, e.g. `https://edda.example.com` (a path prefix is kept). */

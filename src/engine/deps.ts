@@ -106,6 +106,8 @@ export interface EngineParts {
   readonly deployment: () => Promise<string>;
   /** The expected sweep cadence in seconds (null: unknown); why.ts judges a sweep overdue by it. */
   readonly sweepIntervalSeconds: number | null;
+  /** CPU one invocation may spend here (ms; null: unknown); why.ts warns when a history nears what fits in it (history-budget.ts). */
+  readonly cpuBudgetMs: number | null;
   readonly workerId: string;
   readonly defaultLeaseSeconds: number;
   readonly handoffLeaseSeconds: number;

@@ -66,6 +66,8 @@ export interface EngineOptions {
    * not run for five times this overdue. Null (the default): unknown, never overdue.
    */
   sweepIntervalSeconds?: number | null;
+  /** CPU one invocation may spend (ms; null: no limit known): why.ts warns when a history nears what a cold step replays within it. */
+  cpuBudgetMs?: number | null;
   /** This deployment's id, recorded on every instance it starts (engine/deployment.ts); default: the code's hash. */
   deployment?: string;
   workerId?: string;
@@ -139,6 +141,7 @@ export class Engine implements StepRunner, EngineParts {
   readonly serviceName: string;
   readonly deployment: () => Promise<string>;
   readonly sweepIntervalSeconds: number | null;
+  readonly cpuBudgetMs: number | null;
   readonly workerId: string;
   readonly defaultLeaseSeconds: number;
   readonly handoffLeaseSeconds: number;
@@ -200,6 +203,7 @@ export class Engine implements StepRunner, EngineParts {
     this.serviceName = opts.serviceName ?? "edda-edge";
     this.deployment = deploymentOf(opts.deployment, opts.workflows);
     this.sweepIntervalSeconds = opts.sweepIntervalSeconds && opts.sweepIntervalSeconds > 0 ? opts.sweepIntervalSeconds : null;
+    this.cpuBudgetMs = opts.cpuBudgetMs && opts.cpuBudgetMs > 0 ? opts.cpuBudgetMs : null;
     this.workerId = opts.workerId ?? `${this.serviceName}:${crypto.randomUUID().slice(0, 8)}`;
     this.defaultLeaseSeconds = opts.leaseSeconds ?? 300;
     this.handoffLeaseSeconds = opts.handoffLeaseSeconds ?? 30;
@@ -398,7 +402,7 @@ export class Engine implements StepRunner, EngineParts {
   async reasonsOf(instances: readonly InstanceRecord[]): Promise<Map<string, WhyReason>> {
     const reasons = new Map<string, WhyReason>();
     // One at a time: PGlite runs one statement at a time anyway, and a page is at most 100 rows.
-    for (const inst of instances) reasons.set(inst.instanceId, await reasonOfRecord(this, inst));
+    for (const inst of instances) reasons.set(inst.instanceId, await reasonOfRecord(this, inst, { historyBudget: false }));
     return reasons;
   }
 

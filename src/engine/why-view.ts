@@ -30,6 +30,20 @@ export interface WhyFacts {
   none: { status: InstanceStatus };
 }
 
+/** A history nearing what a cold step replays within the platform's CPU budget per invocation (engine/history-budget.ts). */
+export interface HistoryBudget {
+  /** Entries in the current run's history. */
+  entries: number;
+  /** A cold step's CPU at that size, estimated from the measured cost (ms). */
+  estimatedCpuMs: number;
+  /** The CPU one invocation may spend here (ms). */
+  cpuBudgetMs: number;
+  /** The history a cold step replays within the budget, at the measured cost. */
+  fitsEntries: number;
+  /** One sentence for a reader: how near, and what to do. */
+  detail: string;
+}
+
 /** The reason of one kind: its common fields and the kind's facts. */
 export interface WhyReasonOf<K extends WhyKind> {
   kind: K;
@@ -44,6 +58,12 @@ export interface WhyReasonOf<K extends WhyKind> {
   /** One sentence of what will move it, and what an operator can do (send, resume, rerun, cancel). */
   next: string;
   facts: WhyFacts[K];
+  /**
+   * When the current run's history nears (80 %) or passes the size a cold step replays within this platform's
+   * CPU budget per invocation (engine/history-budget.ts): a step past it is ended by the platform and never
+   * concludes. Absent when it is not near, the instance has finished, or the app knows no budget (Node).
+   */
+  historyBudget?: HistoryBudget;
 }
 
 /** Why an instance is where it is: a keyed union over WHY_KINDS. */

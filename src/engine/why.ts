@@ -19,6 +19,7 @@ import type { InstanceRecord } from "../storage/types.ts";
 import type { Uses } from "./deps.ts";
 import { sweepLock, type SweepTask } from "./sweeper.ts";
 import { failureView } from "./views.ts";
+import { historyBudget } from "./history-budget.ts";
 import type { WhyReason, WhyReasonOf, WhyView } from "./why-view.ts";
 
 export type { WhyFacts, WhyReason, WhyReasonOf, WhyView } from "./why-view.ts";
@@ -28,7 +29,7 @@ const MAX_TEXT = 500;
 /** Children, holders and queue entries named per reason. */
 const MAX_NAMED = 10;
 
-type WhyDeps = Uses<"storage" | "workflows" | "activities" | "dispatcher" | "retryPolicy" | "clock" | "sweepIntervalSeconds">;
+type WhyDeps = Uses<"storage" | "workflows" | "activities" | "dispatcher" | "retryPolicy" | "clock" | "sweepIntervalSeconds" | "cpuBudgetMs">;
 
 const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 const cut = (text: string): string => (text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text);
@@ -45,12 +46,23 @@ function relative(at: Date, now: number): string {
 export async function whyOf(e: WhyDeps, instanceId: string, depth = 0): Promise<WhyView | null> {
   const inst = await e.storage.getInstance(instanceId);
   if (!inst) return null;
-  return { instanceId: inst.instanceId, status: inst.status, reason: await reasonOf(e, inst, depth) };
+  return { instanceId: inst.instanceId, status: inst.status, reason: await withHistoryBudget(e, inst, await reasonOf(e, inst, depth)) };
 }
 
-/** The reason of an instance whose row is already read (the instance view). */
-export function reasonOfRecord(e: WhyDeps, inst: InstanceRecord): Promise<WhyReason> {
-  return reasonOf(e, inst, 0);
+/**
+ * The reason of an instance whose row is already read (the instance view); `historyBudget: false` leaves
+ * out the history-size check (a list of instances, which would count each one's history).
+ */
+export async function reasonOfRecord(e: WhyDeps, inst: InstanceRecord, opts: { historyBudget?: boolean } = {}): Promise<WhyReason> {
+  const r = await reasonOf(e, inst, 0);
+  return opts.historyBudget === false ? r : withHistoryBudget(e, inst, r);
+}
+
+/** `r` with the warning when the instance's history nears what a cold step replays within the CPU budget (one count, only with a budget). */
+async function withHistoryBudget(e: WhyDeps, inst: InstanceRecord, r: WhyReason): Promise<WhyReason> {
+  if (e.cpuBudgetMs === null || r.kind === "none") return r;
+  const budget = historyBudget(await e.storage.countHistory(inst.instanceId), e.cpuBudgetMs);
+  return budget ? ({ ...r, historyBudget: budget } as WhyReason) : r;
 }
 
 async function reasonOf(e: WhyDeps, inst: InstanceRecord, depth: number): Promise<WhyReason> {

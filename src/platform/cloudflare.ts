@@ -145,6 +145,13 @@ export const QUEUE_STEP_CPU_MS = 0.5;
  */
 export const QUEUE_CHAIN_WALL_MS = 30_000;
 
+/**
+ * The CPU time a Worker invocation may spend on the Workers Free plan (10 ms; a paid plan's default is 30 s,
+ * up to 5 min with `limits.cpu_ms`: docs/design.md, Cold replay and the CPU budget). A Worker cannot tell
+ * its plan: the smallest is the default `why` warns against, EDDA_CPU_BUDGET_MS sets a paid plan's.
+ */
+const WORKERS_FREE_CPU_MS = 10;
+
 /** The shortest interval of a Workers cron trigger (one minute), the sweep cadence `why` expects by default. */
 const WORKERS_CRON_SECONDS = 60;
 
@@ -222,7 +229,7 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
     // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
     const version = env.CF_VERSION_METADATA?.id;
     // A cron trigger fires at most once a minute: the cadence a Worker's sweeps are held to (EDDA_SWEEP_EXPECTED_SECONDS for another).
-    const options = withEnvironment(opts, config, { subrequestLimit: WORKERS_SUBREQUEST_BUDGET, sweepIntervalSeconds: WORKERS_CRON_SECONDS, ...(version ? { deployment: version } : {}) });
+    const options = withEnvironment(opts, config, { subrequestLimit: WORKERS_SUBREQUEST_BUDGET, sweepIntervalSeconds: WORKERS_CRON_SECONDS, cpuBudgetMs: WORKERS_FREE_CPU_MS, ...(version ? { deployment: version } : {}) });
     const { secret } = options;
     const subrequestLimit = options.subrequestLimit ?? WORKERS_SUBREQUEST_BUDGET;
     const count = tally(kind);

@@ -33,6 +33,7 @@ export interface EddaEnv {
   EDDA_SERVICE_NAME?: string;
   EDDA_DEPLOYMENT?: string;
   EDDA_SWEEP_EXPECTED_SECONDS?: string;
+  EDDA_CPU_BUDGET_MS?: string;
   EDDA_PUBLIC_URL?: string;
   EDDA_ALLOWED_HOSTS?: string;
   EDDA_TRUSTED_PROXIES?: string;
@@ -72,6 +73,8 @@ export interface EddaConfig {
   serviceName: string;
   deployment: string | undefined;
   sweepExpectedSeconds: number | undefined;
+  /** EDDA_CPU_BUDGET_MS: the CPU one invocation may spend (why's history-size warning). */
+  cpuBudgetMs: number | undefined;
   publicUrl: string | undefined;
   /** Host values the server answers to besides loopback names (EDDA_ALLOWED_HOSTS, comma-separated, and EDDA_PUBLIC_URL's host). */
   allowedHosts: string[];
@@ -229,6 +232,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     serviceName: str(env.EDDA_SERVICE_NAME) ?? "edda-edge",
     deployment: str(env.EDDA_DEPLOYMENT),
     sweepExpectedSeconds: num(env, "EDDA_SWEEP_EXPECTED_SECONDS"),
+    cpuBudgetMs: num(env, "EDDA_CPU_BUDGET_MS"),
     publicUrl: str(env.EDDA_PUBLIC_URL),
     allowedHosts: configuredHosts(str(env.EDDA_ALLOWED_HOSTS), str(env.EDDA_PUBLIC_URL)),
     trustedProxies: trustedProxies(str(env.EDDA_TRUSTED_PROXIES)),
@@ -273,7 +277,7 @@ export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError |
 /** The app options an environment variable can supply (the adapters build the dispatcher and the sweep themselves). */
 export type EnvOptions = Pick<
   EddaOptions,
-  "serviceName" | "deployment" | "sweepIntervalSeconds" | "secret" | "encryptionKeys" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams"
+  "serviceName" | "deployment" | "sweepIntervalSeconds" | "cpuBudgetMs" | "secret" | "encryptionKeys" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams"
 >;
 
 /** Each option the environment supplies, from the parsed configuration. */
@@ -282,6 +286,7 @@ function envOptions(config: EddaConfig): EnvOptions {
     serviceName: config.serviceName,
     deployment: config.deployment,
     sweepIntervalSeconds: config.sweepExpectedSeconds,
+    cpuBudgetMs: config.cpuBudgetMs,
     secret: config.secret,
     encryptionKeys: config.encryptionKeys,
     apiToken: config.apiToken,

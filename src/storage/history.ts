@@ -20,6 +20,7 @@ import {
   toCompensation,
   toHistoryEvent,
   toNullableDate,
+  toNumber,
   tsParam,
   WAITING,
   type Row,
@@ -55,6 +56,8 @@ export interface HistoryPreviewPage {
 export interface HistoryArea {
   appendHistory(instanceId: string, events: NewHistoryEvent[]): Promise<void>;
   loadHistory(instanceId: string): Promise<HistoryEvent[]>;
+  /** How many entries the current run's history holds (what a cold step replays). */
+  countHistory(instanceId: string): Promise<number>;
   /** One page of the current run's history, in order, after the row `afterId` (0: from the start). */
   loadHistoryPage(instanceId: string, afterId: number, limit: number): Promise<HistoryPage>;
   /** A page of history for display, payloads over `maxChars` left in the database (current run, or the archived `run`). */
@@ -117,6 +120,11 @@ export function historyArea(ex: Executor): HistoryArea {
             FROM workflow_history WHERE instance_id = ${instanceId} ORDER BY id`,
       );
       return rows.map(toHistoryEvent);
+    },
+
+    async countHistory(instanceId) {
+      const [row] = await queryRows<Row>(ex, sql`SELECT count(*)::int AS n FROM workflow_history WHERE instance_id = ${instanceId}`);
+      return toNumber(row?.n ?? 0);
     },
 
     async loadHistoryPage(instanceId, afterId, limit) {

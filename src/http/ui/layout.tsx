@@ -59,7 +59,7 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:.25rem .8rem;margin
 .notice{border-left:4px solid var(--ok);padding:.5rem .8rem;background:var(--card);margin-bottom:1rem}
 .problem{border-left:4px solid var(--bad);padding:.5rem .8rem;background:var(--card);margin-bottom:1rem}
 .why{border-left:4px solid var(--wait);padding:.5rem .8rem;background:var(--card);margin-bottom:1rem;display:grid;gap:.2rem}.why .badge{color:var(--wait)}
-.why-running{border-color:var(--accent)}.why-running .badge{color:var(--accent)}.why-none{border-color:var(--ok)}.why-none .badge{color:var(--ok)}
+#why-history-budget{color:var(--warn)}.why-running{border-color:var(--accent)}.why-running .badge{color:var(--accent)}.why-none{border-color:var(--ok)}.why-none .badge{color:var(--ok)}
 .why-concurrency,.why-rate_limit,.why-debounce,.why-retry_backoff,.why-dispatch_pending{border-color:var(--warn)}.why-concurrency .badge,.why-rate_limit .badge,.why-debounce .badge,.why-retry_backoff .badge,.why-dispatch_pending .badge{color:var(--warn)}
 .why-leased,.why-pinned,.why-parked,.why-quarantined{border-color:var(--bad)}.why-leased .badge,.why-pinned .badge,.why-parked .badge,.why-quarantined .badge{color:var(--bad)}
 .problem ul{margin:.3rem 0 0;padding-left:1.2rem}

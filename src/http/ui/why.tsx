@@ -40,6 +40,11 @@ export function WhyBanner({ reason, now }: { reason: WhyReason; now: Date }) {
       <div class="small" id="why-next">
         <strong>next:</strong> {clip(reason.next, 1000)}
       </div>
+      {reason.historyBudget ? (
+        <div class="small warn" id="why-history-budget" data-history-entries={String(reason.historyBudget.entries)} data-history-fits={String(reason.historyBudget.fitsEntries)}>
+          <strong>history size:</strong> {clip(reason.historyBudget.detail, 1000)}
+        </div>
+      ) : null}
     </section>
   );
 }

@@ -225,11 +225,12 @@ export async function remoteCommand(command: string, argv: string[], env: Record
 
 type Print = (json: Record<string, unknown>, human: string) => void;
 
-/** `GET /instances/:id/why` in two lines: `<id> <status> — <kind>: <detail>`, then `  next: …` (with what it waits behind). */
+/** `GET /instances/:id/why` in two lines: `<id> <status> — <kind>: <detail>`, then `  next: …` (with what it waits behind); a third when the history nears the CPU budget. */
 export function whyLines(view: Record<string, unknown>): string {
-  const r = (view.reason ?? {}) as { kind?: unknown; detail?: unknown; next?: unknown; blockedBy?: unknown };
+  const r = (view.reason ?? {}) as { kind?: unknown; detail?: unknown; next?: unknown; blockedBy?: unknown; historyBudget?: { detail?: unknown } };
   const behind = Array.isArray(r.blockedBy) && r.blockedBy.length ? ` (behind ${r.blockedBy.slice(0, 5).map(String).join(", ")}${r.blockedBy.length > 5 ? ", …" : ""})` : "";
-  return `${String(view.instanceId)} ${String(view.status)} — ${String(r.kind)}: ${String(r.detail)}${behind}\n  next: ${String(r.next)}`;
+  const budget = r.historyBudget?.detail ? `\n  history size: ${String(r.historyBudget.detail)}` : "";
+  return `${String(view.instanceId)} ${String(view.status)} — ${String(r.kind)}: ${String(r.detail)}${behind}\n  next: ${String(r.next)}${budget}`;
 }
 
 /** `GET /deployments`, a line each: `<id> [current|draining] since <time>: <n> <status>, …` (or `no unfinished instances`). */
