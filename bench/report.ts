@@ -66,6 +66,7 @@ function freshTargets(f: Figures): Target[] {
   return [
     { name: "latency_fresh_round_trips_per_step ≤ 3 (trust)", met: trust === null ? null : trust <= 3, detail: fmt(trust) },
     { name: "latency_fresh_scram_round_trips_per_step ≤ 5", met: scram === null ? null : scram <= 5, detail: fmt(scram) },
+    { name: "latency_fresh_rtt_ratio ≤ 1.3 (trust: step latency over its round trips × RTT)", met: n(f.latency_fresh_rtt_ratio) === null ? null : n(f.latency_fresh_rtt_ratio)! <= 1.3, detail: fmt(n(f.latency_fresh_rtt_ratio)) },
     { name: "latency_fresh_step_ms ≤ 1.5 × latency_pooled_step_ms", met: ms !== null && pooled ? ms <= 1.5 * pooled : null, detail: `${fmt(ms)} ms vs ${fmt(pooled)} ms` },
   ];
 }

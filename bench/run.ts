@@ -201,6 +201,7 @@ async function main(pg: BenchPostgres): Promise<void> {
     ["", "latency_local_step_p99_ms", "ms"],
     ["Postgres 10 ms away, a client per step (Workers): round trips, trust", "latency_fresh_round_trips_per_step", ""],
     ["  step latency, trust", "latency_fresh_step_ms", "ms"],
+    ["  over its round trips' time (step ms / (round trips × RTT))", "latency_fresh_rtt_ratio", "×"],
     ["  round trips, SCRAM", "latency_fresh_scram_round_trips_per_step", ""],
     ["  step latency, SCRAM", "latency_fresh_scram_step_ms", "ms"],
     ["  round trips, Neon over WebSocket, pipelineConnect", "latency_fresh_neon_pipelined_round_trips_per_step", ""],

@@ -104,6 +104,8 @@ export async function runLatencyFresh(pg: BenchPostgres, opts: LatencyFreshOptio
       const m = u ? await measureFresh(v, u, v.driver === "neon" ? wsLatency : tcp, url, opts.steps, opts.rttMs) : { trips: null, ms: null, flights: [] };
       out[`latency_fresh${v.key}_round_trips_per_step`] = m.trips;
       out[`latency_fresh${v.key}_step_ms`] = m.ms;
+      // The step's latency over the time its round trips alone take (issue 36, item 4: ≤ 1.3 for trust).
+      out[`latency_fresh${v.key}_rtt_ratio`] = m.ms !== null && m.trips ? Math.round((m.ms / (m.trips * opts.rttMs)) * 1000) / 1000 : null;
       report[v.key || "_default"] = { label: v.label, round_trips: m.trips, step_ms: m.ms, flights: m.flights.map((f) => f.messages.join(" ")), flight_ms: m.flights.map((f) => f.ms) };
     }
     // The same step on a pooled client whose connection is open (what a long-lived process pays).
