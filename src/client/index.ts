@@ -17,6 +17,7 @@ import type { ChildSummary, DeadLetterStatus } from "../engine/records.ts";
 import type { InstanceStatus, WhyKind } from "../core/model.ts";
 import type { HistoryBudget, WhyFacts, WhyReason, WhyReasonOf, WhyView } from "../engine/why-view.ts";
 import type { DeploymentsView, DeploymentView } from "../engine/deployment.ts";
+import type { UpgradeResult } from "../engine/versioning.ts";
 import type { StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 import { streamEvents, type StreamEvent, type StreamOptions, type StreamTransport } from "./stream.ts";
 import { repairMethods, type RepairMethods } from "./repairs.ts";
@@ -26,7 +27,7 @@ export type { StreamEndEvent, StreamEvent, StreamEventKind, StreamItemEvent, Str
 export type { AnyWorkflow, ByName, Jsonified, JsonObject, Members, StartInput, WorkflowName, WorkflowResult, WorkflowSet } from "./types.ts";
 /** DeadLetter: an outbox event the relay set aside, the broker refused it (`invalid`) or it ran out of attempts or age (`expired`). */
 export type { DeadLetterView as DeadLetter, DeadLetterStatus };
-export type { ChildSummary, DeploymentsView, DeploymentView, FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError, HistoryBudget, WhyFacts, WhyKind, WhyReason, WhyReasonOf, WhyView };
+export type { ChildSummary, DeploymentsView, DeploymentView, UpgradeResult, FlowControlView, HistoryEntry, InstanceDetail, InstanceFailureView, InstanceStatus, InstanceView, StoredError, HistoryBudget, WhyFacts, WhyKind, WhyReason, WhyReasonOf, WhyView };
 
 export interface ClientOptions {
   /** The app's URL, e.g. `https://edda.example.com` (a path prefix is kept). */
@@ -72,6 +73,8 @@ export interface ListQuery<N extends string = string> {
   cursor?: string;
   startedAfter?: Date | string;
   startedBefore?: Date | string;
+  /** Only instances on this deployment. */
+  deployment?: string;
   /** Only instances with every one of these tags (`GET /instances?tag=key:value`, repeated). */
   tags?: Record<string, string>;
 }
@@ -98,6 +101,8 @@ export interface EddaClient<W extends WorkflowSet> extends RepairMethods<Workflo
   why(instanceId: string): Promise<WhyView | null>;
   /** The deployments that started instances, with their unfinished ones by status (`GET /deployments`). */
   deployments(): Promise<DeploymentsView>;
+  /** Move an unfinished instance to the deployment answering, when its history replays with its code (EddaApiError 409 with the mismatch otherwise). */
+  upgrade(instanceId: string): Promise<UpgradeResult>;
   list(query?: ListQuery<WorkflowName<W>>): Promise<{ instances: InstanceView[]; nextCursor: string | null }>;
   cancel(instanceId: string): Promise<{ status: InstanceStatus }>;
   /** One page of the history, oldest first (at most 500 entries; default 100); `after` is the previous page's `nextCursor`. */
@@ -329,10 +334,14 @@ export function createClient<W extends WorkflowSet = readonly Workflow<any, any,
     async deployments() {
       return (await call<DeploymentsView>("GET", "/deployments")).body;
     },
+    async upgrade(instanceId) {
+      return (await call<UpgradeResult>("POST", `/instances/${enc(instanceId)}/upgrade`)).body;
+    },
     async list(q = {}) {
       const params = new URLSearchParams();
       if (q.status) params.set("status", ([] as InstanceStatus[]).concat(q.status).join(","));
       if (q.workflow) params.set("workflow", q.workflow);
+      if (q.deployment) params.set("deployment", q.deployment);
       if (q.limit !== undefined) params.set("limit", String(q.limit));
       if (q.cursor) params.set("cursor", q.cursor);
       if (q.startedAfter) params.set("started_after", iso(q.startedAfter));

@@ -37,6 +37,8 @@ export interface BulkFilter<N extends string = string> {
   startedBefore?: Date | string;
   /** Literal text in the instance id or the input JSON. */
   search?: string;
+  /** Instances on this deployment (`deployments()`). */
+  deployment?: string;
 }
 
 export type BulkActionName = BulkAction;
@@ -48,7 +50,7 @@ export interface RepairMethods<N extends string = string> {
   fork(instanceId: string, fromActivityId: string, opts?: { requestId?: string }): Promise<ForkedInstance>;
   /** How many instances a filter matches now (a bulk dry run). */
   bulkCount(filter: BulkFilter<N>): Promise<number>;
-  /** Cancel, resume or rerun every instance `filter` matches, as a durable operation; its progress: `operation(id)`. */
+  /** Cancel, resume, rerun or upgrade every instance `filter` matches, as a durable operation; its progress: `operation(id)`. */
   bulk(filter: BulkFilter<N>, action: BulkActionName, opts?: { requestId?: string }): Promise<BulkOperationView>;
   /** A bulk operation's progress (null: no such operation). */
   operation(operationId: string): Promise<BulkOperationView | null>;
@@ -69,6 +71,7 @@ export function repairMethods<N extends string>(call: Call): RepairMethods<N> {
     ...(f.startedAfter !== undefined ? { startedAfter: iso(f.startedAfter) } : {}),
     ...(f.startedBefore !== undefined ? { startedBefore: iso(f.startedBefore) } : {}),
     ...(f.search !== undefined ? { search: f.search } : {}),
+    ...(f.deployment !== undefined ? { deployment: f.deployment } : {}),
   });
   const repaired = <T extends { instanceId: string; status: InstanceStatus }>(r: { status: number; body: T }) => ({ ...r.body, created: r.status === 201 });
   return {

@@ -68,6 +68,13 @@ export interface WorkflowOptions<S extends z.ZodType | undefined> extends FlowCo
    * `setTags(ctx, …)` adds or changes tags later from workflow code.
    */
   tags?: (input: S extends z.ZodType ? z.output<S> : any) => Record<string, string>;
+  /**
+   * Which code finishes an instance after a deploy (engine/versioning.ts, docs/deploying.md).
+   * `"auto"` (default): a newer deployment continues it when its history replays with the new
+   * code (checked once per instance), else it stays on the deployment that started it.
+   * `"pinned"`: it always finishes on that deployment (or an operator upgrades it).
+   */
+  versioning?: "pinned" | "auto";
   // concurrency, rateLimit, debounce, singleton: core/flow-control.ts.
 }
 
@@ -106,6 +113,9 @@ export function workflow(name: string, a: unknown, b?: unknown): Workflow {
   checkTimeout(`workflow ${name}`, options.timeoutSeconds);
   if (options.schedule !== undefined) normalizeSchedule(name, options.schedule);
   checkFlowControl(name, options);
+  if (options.versioning !== undefined && options.versioning !== "pinned" && options.versioning !== "auto") {
+    throw new TypeError(`workflow ${name}: versioning must be "pinned" or "auto" (got ${JSON.stringify(options.versioning)})`);
+  }
   return { workflowName: name, fn, options, source: fn.toString() };
 }
 

@@ -26,8 +26,9 @@ import type { DispatchScope } from "./dispatcher.ts";
 import type { Uses } from "./deps.ts";
 import { endInstanceTreeIn, resumeIn } from "./lifecycle.ts";
 import { REQUEST_ID_PATTERN, rerunIn } from "./repairs.ts";
+import { FinishedInstanceError, upgradeInstance } from "./versioning.ts";
 
-export const BULK_ACTIONS: readonly BulkAction[] = ["cancel", "resume", "rerun"];
+export const BULK_ACTIONS: readonly BulkAction[] = ["cancel", "resume", "rerun", "upgrade"];
 
 /**
  * Instances per batch (default). Each costs a handful of statements (a cancel:
@@ -38,7 +39,7 @@ export const BULK_ACTIONS: readonly BulkAction[] = ["cancel", "resume", "rerun"]
  */
 export const BULK_BATCH_SIZE = 25;
 
-export type BulkDeps = Uses<"definitions" | "deployment" | "dispatcher" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">;
+export type BulkDeps = Uses<"definitions" | "deployment" | "dispatcher" | "errorClasses" | "hooks" | "serviceName" | "storage" | "tracing" | "workflows">;
 
 export interface BulkRequest {
   filter: BulkFilter;
@@ -71,7 +72,7 @@ export async function createBulk(deps: Uses<"storage">, req: BulkRequest): Promi
 
 /** A filter as one canonical text (statuses as a set), so the same filter written twice compares equal. */
 function filterKey(f: BulkFilter): string {
-  return JSON.stringify([f.workflowName ?? null, f.status ? [...new Set(f.status)].sort() : null, f.startedAfter?.toISOString() ?? null, f.startedBefore?.toISOString() ?? null, f.search ?? null]);
+  return JSON.stringify([f.workflowName ?? null, f.status ? [...new Set(f.status)].sort() : null, f.startedAfter?.toISOString() ?? null, f.startedBefore?.toISOString() ?? null, f.search ?? null, f.deployment ?? null]);
 }
 
 /**
@@ -106,6 +107,16 @@ async function act(deps: BulkDeps, tx: TxStorage, op: BulkOperationRecord, insta
         if (err instanceof ConflictError || err instanceof NotFoundError) return "skipped";
         throw err;
       }
+    case "upgrade": {
+      // A history that does not replay here throws (ConflictError with the mismatch): counted failed, with it.
+      const r = await upgradeInstance(deps, tx, instanceId).catch((err: unknown) => {
+        if (err instanceof FinishedInstanceError || err instanceof NotFoundError) return null;
+        throw err;
+      });
+      if (!r) return "skipped";
+      if (r.moved && r.runnable) tx.afterCommit(() => deps.dispatcher.dispatch({ instanceId }, scope));
+      return r.moved ? "done" : "skipped";
+    }
   }
 }
 
@@ -165,7 +176,7 @@ export async function sweepBulk(deps: BulkDeps, budgetMs: number, batchSize = BU
 export interface BulkOperationView {
   operationId: string;
   action: BulkAction;
-  filter: { workflow?: string; status?: string[]; startedAfter?: string; startedBefore?: string; search?: string };
+  filter: { workflow?: string; status?: string[]; startedAfter?: string; startedBefore?: string; search?: string; deployment?: string };
   status: "running" | "completed";
   total: number;
   done: number;
@@ -187,6 +198,7 @@ export function bulkView(op: BulkOperationRecord): BulkOperationView {
       ...(f.startedAfter ? { startedAfter: f.startedAfter.toISOString() } : {}),
       ...(f.startedBefore ? { startedBefore: f.startedBefore.toISOString() } : {}),
       ...(f.search !== undefined ? { search: f.search } : {}),
+      ...(f.deployment !== undefined ? { deployment: f.deployment } : {}),
     },
     status: op.status,
     total: op.total,

@@ -11,7 +11,7 @@ import type { ActivityRegistry } from "../core/registry.ts";
 import type { WebhookLinks } from "../core/replay.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import type { ErrorClass, ErrorViewOptions } from "../core/serialization.ts";
-import type { ConcludeResult, Fence, LeasedInstance, StepConclusion, Storage } from "../storage/types.ts";
+import type { ConcludeResult, Fence, LeasedInstance, RunsFor, StepConclusion, Storage } from "../storage/types.ts";
 import type { Dispatcher } from "./dispatcher.ts";
 import type { EngineHooks } from "./hooks.ts";
 import type { WarmRuns } from "./warm-runs.ts";
@@ -104,6 +104,8 @@ export interface EngineParts {
   readonly serviceName: string;
   /** This deployment's id (deployment.ts). */
   readonly deployment: () => Promise<string>;
+  /** Which instances this deployment may run (versioning.ts): every claim passes it to storage. */
+  readonly runs: () => Promise<RunsFor>;
   /** The expected sweep cadence in seconds (null: unknown); why.ts judges a sweep overdue by it. */
   readonly sweepIntervalSeconds: number | null;
   /** CPU one invocation may spend here (ms; null: unknown); why.ts warns when a history nears what fits in it (history-budget.ts). */

@@ -14,7 +14,7 @@ import { ActivityRegistry } from "../core/registry.ts";
 import type { RetryPolicy } from "../core/retry.ts";
 import type { WebhookLinks } from "../core/replay.ts";
 import { fromJson, historyDataView, toStoredJson, toStoredPayload, type ErrorClass, type ErrorViewOptions } from "../core/serialization.ts";
-import type { BulkFilter, BulkOperationRecord, InstanceFilter, InstanceRecord, InstanceStatus, ListInstancesQuery, ScheduleRecord, Storage, WebhookFire } from "../storage/types.ts";
+import type { BulkFilter, BulkOperationRecord, InstanceFilter, InstanceRecord, InstanceStatus, ListInstancesQuery, RunsFor, ScheduleRecord, Storage, WebhookFire } from "../storage/types.ts";
 import { LocalDispatcher, type Dispatcher, type DispatchScope, type StepRequest, type StepRunner } from "./dispatcher.ts";
 import { guardHooks, type EngineHooks } from "./hooks.ts";
 import { runStep, type StepResult } from "./step.ts";
@@ -27,6 +27,7 @@ import { WarmRuns } from "./warm-runs.ts";
 import { GroupCommit, type GroupCommitOptions } from "./group-commit.ts";
 import { GroupLoad } from "./group-load.ts";
 import { deploymentOf, deploymentsView, type DeploymentsView } from "./deployment.ts";
+import { runsOf, upgradeInstance, type UpgradeResult } from "./versioning.ts";
 import { awaitFinished } from "./results.ts";
 import { combineHooks, Tracing, type TracingApi } from "./tracing.ts";
 import { metricsFor, type Metrics, type MetricsApi } from "./metrics.ts";
@@ -140,6 +141,7 @@ export class Engine implements StepRunner, EngineParts {
   readonly activities: ActivityRegistry;
   readonly serviceName: string;
   readonly deployment: () => Promise<string>;
+  readonly runs: () => Promise<RunsFor>;
   readonly sweepIntervalSeconds: number | null;
   readonly cpuBudgetMs: number | null;
   readonly workerId: string;
@@ -202,6 +204,7 @@ export class Engine implements StepRunner, EngineParts {
     }
     this.serviceName = opts.serviceName ?? "edda-edge";
     this.deployment = deploymentOf(opts.deployment, opts.workflows);
+    this.runs = runsOf(this.deployment, opts.workflows);
     this.sweepIntervalSeconds = opts.sweepIntervalSeconds && opts.sweepIntervalSeconds > 0 ? opts.sweepIntervalSeconds : null;
     this.cpuBudgetMs = opts.cpuBudgetMs && opts.cpuBudgetMs > 0 ? opts.cpuBudgetMs : null;
     this.workerId = opts.workerId ?? `${this.serviceName}:${crypto.randomUUID().slice(0, 8)}`;
@@ -312,7 +315,7 @@ export class Engine implements StepRunner, EngineParts {
 
   /** A hand-off lease on `instanceId` for a follow-up sent over the network (null: not runnable, or leased). */
   async handOff(instanceId: string): Promise<{ workerId: string; token: number } | null> {
-    const leased = await this.storage.acquireLease(instanceId, this.workerId, this.handoffLeaseSeconds);
+    const leased = await this.storage.acquireLease(instanceId, this.workerId, this.handoffLeaseSeconds, { runs: await this.runs() });
     return leased ? { workerId: leased.fence.workerId, token: leased.fence.token } : null;
   }
 
@@ -404,6 +407,14 @@ export class Engine implements StepRunner, EngineParts {
     // One at a time: PGlite runs one statement at a time anyway, and a page is at most 100 rows.
     for (const inst of instances) reasons.set(inst.instanceId, await reasonOfRecord(this, inst, { historyBudget: false }));
     return reasons;
+  }
+
+  /** Move an unfinished instance to this deployment when its history replays with this code (versioning.ts). */
+  async upgrade(instanceId: string, scope?: DispatchScope): Promise<UpgradeResult> {
+    const r = await upgradeInstance(this, this.storage, instanceId);
+    // Runnable and now this deployment's: its step is ours to run (a waiting one moves when its wait ends).
+    if (r.runnable) this.dispatcher.dispatch({ instanceId }, scope);
+    return r;
   }
 
   /** The deployments that started instances, with their unfinished ones by status (deployment.ts). */

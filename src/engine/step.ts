@@ -31,6 +31,7 @@ import { notifyOutbox } from "./outbox.ts";
 import { isConnectionLost, isTransientFailure, stepFailed } from "./poison.ts";
 import { invoke, isTransactional, makeActivityContext, type ActivityNotify, type ActivityOutcome, type ChildStart } from "./execute.ts";
 import { appendEmits } from "./streams.ts";
+import { adoptOrRefuse } from "./versioning.ts";
 import { StreamWriter } from "./stream-writer.ts";
 
 const isTx = (s: Storage): s is TxStorage => typeof (s as Partial<TxStorage>).afterCommit === "function";
@@ -47,6 +48,7 @@ export type StepDeps = Uses<
   | "warmRuns"
   | "serviceName"
   | "deployment"
+  | "runs"
   | "workerId"
   | "defaultLeaseSeconds"
   | "handoffLeaseSeconds"
@@ -104,11 +106,11 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
         // Otherwise a follow-up names the lease it continues, which makes it single-use: once that lease has
         // moved on (the step ran, the lease was given back or taken over), the request is spent — a replay of a
         // captured one runs nothing. Only a hand-off that ran out untouched (token unchanged) is still taken.
-        leased = await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true, handedOff: req.lease });
+        leased = await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true, handedOff: req.lease, runs: await deps.runs() });
         if (!leased) return { status: "skipped", reason: "stale follow-up: the lease it continues has moved on (its step ran, or the lease was released or taken over)" };
       }
     }
-    leased ??= await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true });
+    leased ??= await storage.acquireLease(req.instanceId, deps.workerId, deps.defaultLeaseSeconds, { withHistory: true, runs: await deps.runs() });
   } catch (err) {
     // The lease was taken but its payloads could not be opened (no key, a key this deployment lacks):
     // a failed step like any other, so the lease goes back and the failure counts towards quarantine.
@@ -122,13 +124,23 @@ async function runStepOnce(deps: StepDeps, req: StepRequest, scope: DispatchScop
     }
     throw err;
   }
-  if (!leased) return { status: "skipped", reason: "not runnable, finished, or leased by another worker" };
+  if (!leased) return { status: "skipped", reason: "not runnable, finished, leased by another worker, or on a deployment this one may not run" };
   seen.workflowName = leased.instance.workflowName;
 
   const wf = deps.workflows.get(leased.instance.workflowName);
   if (!wf) {
     await storage.releaseLease(leased.fence);
     return { status: "skipped", reason: `workflow "${leased.instance.workflowName}" is not registered in this app` };
+  }
+  // The first step of an instance on this deployment's code (an `auto` workflow's, from an older deployment):
+  // its history must replay here first (versioning.ts), else it stays on its deployment.
+  const from = leased.instance.deployment;
+  if (from !== null && !warm) {
+    const current = (await deps.runs()).deployment;
+    if (from !== current) {
+      const refused = await adoptOrRefuse(deps, leased, wf, current);
+      if (refused !== null) return { status: "skipped", reason: refused };
+    }
   }
   const leaseSeconds = wf.options.lockTimeoutSeconds ?? leased.instance.lockTimeoutSeconds ?? deps.defaultLeaseSeconds;
   const renewal = new Renewal(storage, leased.fence, leaseSeconds, deps.handoffLeaseSeconds);

@@ -39,7 +39,7 @@ import { EXPIRIES, expireDue } from "./wait-kinds.ts";
 import { sweepBulk } from "./bulk.ts";
 
 /** What a sweep uses: its own settings and what its tasks use. */
-export type SweepDeps = Uses<"storage" | "dispatcher" | "workerId" | "quarantineAfter" | "retention" | "metrics"> &
+export type SweepDeps = Uses<"storage" | "dispatcher" | "workerId" | "quarantineAfter" | "retention" | "metrics" | "runs"> &
   Parameters<typeof expireDeadlines>[0] &
   Parameters<typeof deliverToWaitingSubscribers>[0] &
   Parameters<typeof unparkChanged>[0] &
@@ -116,7 +116,11 @@ function defaultCpuClock(): () => number {
 
 /** The system lock of a sweep task; its `locked_at` says when the task last ran (GET /instances/:id/why). */
 export const SWEEP_LOCK_PREFIX = "edda.sweep.";
-export const sweepLock = (task: SweepTask): string => `${SWEEP_LOCK_PREFIX}${task}`;
+/**
+ * The resumable task takes only the instances its deployment may run (versioning.ts), so each deployment has
+ * its own: a newer deployment's sweeps must not keep an older one's from its instances.
+ */
+export const sweepLock = (task: SweepTask, deployment?: string): string => `${SWEEP_LOCK_PREFIX}${task}${task === "resumable" && deployment !== undefined ? `@${deployment}` : ""}`;
 
 /** A sweep's tasks: one per wait kind that comes due by itself (core/model.ts), then the others. */
 export type SweepTask =
@@ -216,6 +220,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   const cpuAtStart = clock();
   const cpuLeft = () => opts.cpuBudgetMs === undefined || clock() - cpuAtStart < opts.cpuBudgetMs;
 
+  const runs = await deps.runs();
   const iso: Isolation = { storage, maxFailures: deps.quarantineAfter, failures: report.rowFailures, failedIds: new Set() };
   const retention = deps.retention;
   const dispatched = new Set<string>();
@@ -253,7 +258,7 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   /** Whether the task ran, or was deferred (out of budget) or skipped (its lock held by another sweep). */
   const runTask = async (name: SweepTask, batchOnce: () => Promise<number>, repeat: boolean): Promise<"ok" | "skipped" | "deferred"> => {
     if (!inBudget()) return (report.deferred.push(name), "deferred");
-    const lock = sweepLock(name);
+    const lock = sweepLock(name, runs.deployment);
     if (!(await storage.tryAcquireSystemLock(lock, holder, lockSeconds))) return (report.skipped.push(name), "skipped");
     let held = Date.now();
     try {
@@ -304,7 +309,9 @@ export async function sweep(deps: SweepDeps, opts: SweepOptions = {}, scope?: Di
   add(
     "resumable",
     async () => {
-      const ids = (await storage.findResumableInstances(batch, opts.resumeIdleSeconds ?? 2)).filter((id) => !dispatched.has(id));
+      // This deployment's engines are alive (the registry orders deployments and tells which are served).
+      await storage.seeDeployment(runs.deployment);
+      const ids = (await storage.findResumableInstances(batch, opts.resumeIdleSeconds ?? 2, runs)).filter((id) => !dispatched.has(id));
       report.resumed += ids.length;
       dispatch(ids);
       return ids.length;

@@ -23,7 +23,11 @@ export interface WhyFacts {
   retry_backoff: { activityId: string; activityName: string | null; attempt: number; maxAttempts: number | null; lastError: { type: string; message: string } | null; nextAttemptAt: string; lastSweepAt: string | null; sweepOverdue: boolean };
   leased: { engine: string; expiredAt: string | null; lastSweepAt: string | null; sweepOverdue: boolean };
   dispatch_pending: { idleSince: string; lastSweepAt: string | null; sweepOverdue: boolean };
-  pinned: { workflowName: string; sourceHash: string };
+  /**
+   * Its workflow is not registered here (`versioning` null), or it is on another deployment no engine serves:
+   * `deployment` (the one it needs), `lastSeenAt` (that deployment's last sweep), `replayRefused` (this code's mismatch).
+   */
+  pinned: { workflowName: string; sourceHash: string; deployment: string | null; currentDeployment: string; lastSeenAt: string | null; versioning: "pinned" | "auto" | null; replayRefused: string | null };
   parked: { activityId: string | null; parkedHash: string | null; deployedHash: string | null; error: string };
   /** The failure that set it aside (the instance view's `failure`). */
   quarantined: { task: FailureTask; errorType: string; message: string; at: string; attempts: number; previousStatus: InstanceStatus | null } | { task: null };

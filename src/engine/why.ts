@@ -15,7 +15,8 @@ import { sourceHash } from "./source-hashes.ts";
 import { EV, WAIT_KINDS, waitKindOf, type WaitKind, type WhyKind } from "../core/model.ts";
 import { fromPayload, fromJson } from "../core/serialization.ts";
 import { resolveRetryPolicy } from "../core/retry.ts";
-import type { InstanceRecord } from "../storage/types.ts";
+import type { InstanceRecord, RunsFor } from "../storage/types.ts";
+import { versioningOf, type Versioning } from "./versioning.ts";
 import type { Uses } from "./deps.ts";
 import { sweepLock, type SweepTask } from "./sweeper.ts";
 import { failureView } from "./views.ts";
@@ -29,7 +30,7 @@ const MAX_TEXT = 500;
 /** Children, holders and queue entries named per reason. */
 const MAX_NAMED = 10;
 
-type WhyDeps = Uses<"storage" | "workflows" | "activities" | "dispatcher" | "retryPolicy" | "clock" | "sweepIntervalSeconds" | "cpuBudgetMs">;
+type WhyDeps = Uses<"storage" | "workflows" | "activities" | "dispatcher" | "retryPolicy" | "clock" | "sweepIntervalSeconds" | "cpuBudgetMs" | "runs">;
 
 const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 const cut = (text: string): string => (text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text);
@@ -88,21 +89,75 @@ async function reasonOf(e: WhyDeps, inst: InstanceRecord, depth: number): Promis
     default:
       break;
   }
-  if (!e.workflows.has(inst.workflowName)) {
+  const runs = await e.runs();
+  const wf = e.workflows.get(inst.workflowName);
+  if (!wf) {
     return reason({
       kind: "pinned",
       since,
       detail: `workflow "${inst.workflowName}" (code ${inst.sourceHash.slice(0, 12)}) is not registered in this app: every step here is skipped`,
       next: `deploy code that registers "${inst.workflowName}" (the sweep then resumes it), or cancel it`,
-      facts: { workflowName: inst.workflowName, sourceHash: inst.sourceHash },
+      facts: { workflowName: inst.workflowName, sourceHash: inst.sourceHash, deployment: inst.deployment, currentDeployment: runs.deployment, lastSeenAt: null, versioning: null, replayRefused: null },
     });
   }
+  const live = inst.lockedBy !== null && (inst.lockExpiresAt === null || inst.lockExpiresAt.getTime() > e.clock());
+  const elsewhere = live ? null : await onOtherDeployment(e, inst, runs);
+  if (elsewhere && !elsewhere.served) return pinnedElsewhere(inst, runs.deployment, elsewhere, versioningOf(wf));
+  const r = await reasonHere(e, inst, depth);
+  // Its own deployment's engines run it: the reason is theirs to act on, and says where it runs.
+  return elsewhere ? { ...r, detail: `${r.detail} (on deployment ${elsewhere.deployment}, whose engines run it: this deployment does not)` } : r;
+}
+
+async function reasonHere(e: WhyDeps, inst: InstanceRecord, depth: number): Promise<WhyReason> {
+  const since = iso(inst.updatedAt);
   if (inst.status === "queued") return queued(e, inst);
   if (inst.status === "running" || inst.status === "compensating") return await runnable(e, inst);
   const declared = waitKindOf(inst.status);
   if (declared) return WAIT_REASONS[declared.kind](e, inst, depth);
   // A status this build does not know (a newer deploy wrote it): say so rather than guess.
   return reason({ kind: "none", since, detail: `status ${inst.status} is not known to this deployment`, next: "deploy the code that wrote this status", facts: { status: inst.status } });
+}
+
+/** An instance this deployment may not run (storage/versioning.ts `mayRun`, decided here from the same facts). */
+interface Elsewhere {
+  deployment: string;
+  /** An engine of its deployment swept within SWEEP_OVERDUE_FACTOR cadences. */
+  served: boolean;
+  lastSeenAt: Date | null;
+}
+
+/** Null when this deployment may run it (its own, from before deployments, or an `auto` one it would move here). */
+async function onOtherDeployment(e: WhyDeps, inst: InstanceRecord, runs: RunsFor): Promise<Elsewhere | null> {
+  const d = inst.deployment;
+  if (d === null || d === runs.deployment) return null;
+  const [theirs, ours] = await Promise.all([e.storage.getDeployment(d), e.storage.getDeployment(runs.deployment)]);
+  const movable = runs.autoWorkflows.includes(inst.workflowName) && inst.replayRefusedBy !== runs.deployment && !(ours !== null && theirs !== null && theirs.firstSeenAt >= ours.firstSeenAt);
+  if (movable) return null;
+  const lastSeenAt = theirs?.lastSeenAt ?? null;
+  const window = SWEEP_OVERDUE_FACTOR * (e.sweepIntervalSeconds ?? DEFAULT_CADENCE_SECONDS) * 1000;
+  return { deployment: d, lastSeenAt, served: lastSeenAt !== null && e.clock() - lastSeenAt.getTime() <= window };
+}
+
+/** When the app does not know its sweep cadence: the Workers cron's minute. */
+const DEFAULT_CADENCE_SECONDS = 60;
+
+function pinnedElsewhere(inst: InstanceRecord, current: string, where: Elsewhere, versioning: Versioning): WhyReason {
+  const id = inst.instanceId;
+  const seen = where.lastSeenAt ? `no engine of it has swept since ${where.lastSeenAt.toISOString()}` : "no engine of it has ever swept";
+  const refused = inst.replayRefusedBy === current ? (inst.replayRefusedError ?? "its replay diverged") : null;
+  const because = refused
+    ? `this deployment's code (${current}) does not replay its history: ${cut(refused)}`
+    : versioning === "pinned"
+      ? `workflow "${inst.workflowName}" is pinned: it finishes on the deployment that started it`
+      : `deployment ${current} is not newer than ${where.deployment}: it does not take its instances over`;
+  return reason({
+    kind: "pinned",
+    since: iso(where.lastSeenAt ?? inst.updatedAt),
+    blockedBy: [where.deployment],
+    detail: `pinned to deployment ${where.deployment}, and ${seen}; ${because}`,
+    next: `run an engine of deployment ${where.deployment} again (its sweep resumes it), or move it to this deployment once its replay passes here (POST /instances/${id}/upgrade, or a bulk upgrade); or cancel it`,
+    facts: { workflowName: inst.workflowName, sourceHash: inst.sourceHash, deployment: where.deployment, currentDeployment: current, lastSeenAt: iso(where.lastSeenAt), versioning, replayRefused: refused === null ? null : cut(refused) },
+  });
 }
 
 async function parked(e: WhyDeps, inst: InstanceRecord): Promise<WhyReason> {
@@ -148,7 +203,7 @@ async function runnable(e: WhyDeps, inst: InstanceRecord): Promise<WhyReason> {
       facts: { engine: inst.lockedBy, expiredAt: iso(inst.lockExpiresAt), lastSweepAt: sweep.at, sweepOverdue: sweep.overdue },
     });
   }
-  const sweep = await lastSweep(e, "resumable");
+  const sweep = await lastSweep(e, "resumable", (await e.runs()).deployment);
   return reason({
     kind: "dispatch_pending",
     since: iso(inst.updatedAt),
@@ -168,8 +223,8 @@ export function sweepOverdue(at: Date | null, now: number, intervalSeconds: numb
 }
 
 /** When the sweep task that moves an instance last ran, and a clause saying so (a sweep that never ran is the commonest stall). */
-async function lastSweep(e: WhyDeps, task: SweepTask): Promise<{ at: string | null; clause: string; overdue: boolean }> {
-  const at = await e.storage.systemLockLastTaken(sweepLock(task));
+async function lastSweep(e: WhyDeps, task: SweepTask, deployment?: string): Promise<{ at: string | null; clause: string; overdue: boolean }> {
+  const at = await e.storage.systemLockLastTaken(sweepLock(task, deployment));
   const overdue = sweepOverdue(at, e.clock(), e.sweepIntervalSeconds);
   const expected = e.sweepIntervalSeconds ? ` — overdue: sweeps are expected every ${e.sweepIntervalSeconds} s (on Workers: is the cron trigger still configured? on Node: has the sweeper stopped?)` : "";
   if (!at) return { at: null, overdue, clause: `no sweep has run its ${task} task yet (on Workers: is a cron trigger configured? on Node: is the sweeper on?)` };

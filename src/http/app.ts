@@ -111,6 +111,7 @@ const listQuery = z.object({
     .pipe(z.array(z.enum(INSTANCE_STATUSES)))
     .optional(),
   workflow: z.string().min(1).max(255).optional(),
+  deployment: z.string().min(1).max(255).optional().describe("instances on this deployment (GET /deployments lists them)"),
   limit: z.coerce.number().int().min(1).max(MAX_PAGE).optional().describe(`page size, at most ${MAX_PAGE} (default 50)`),
   cursor: z.string().min(1).max(1000).optional().describe("nextCursor of the previous page"),
   include: z.enum(["payloads"]).optional().describe("payloads: also return each instance's input and output (left out by default)"),
@@ -385,6 +386,7 @@ export function createApp(opts: AppOptions): Hono {
       const page = await e.findInstances({
         ...(q.status ? { status: q.status as InstanceStatus[] } : {}),
         ...(q.workflow ? { workflowName: q.workflow } : {}),
+        ...(q.deployment ? { deployment: q.deployment } : {}),
         ...(q.limit ? { limit: q.limit } : {}),
         ...(q.cursor ? { cursor: q.cursor } : {}),
         ...(q.started_after ? { startedAfter: new Date(q.started_after) } : {}),

@@ -5,7 +5,7 @@
  */
 import type { Context, Hono } from "hono";
 import * as z from "zod";
-import { bulkView, type BulkOperationView } from "../engine/bulk.ts";
+import { BULK_ACTIONS, bulkView, type BulkOperationView } from "../engine/bulk.ts";
 import type { DispatchScope } from "../engine/dispatcher.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { Repaired } from "../engine/repairs.ts";
@@ -47,6 +47,7 @@ const bulkFilterView = z
     startedAfter: z.iso.datetime({ offset: true }).optional(),
     startedBefore: z.iso.datetime({ offset: true }).optional(),
     search: z.string().min(1).max(200).optional().describe("literal text in the instance id or the input JSON"),
+    deployment: z.string().min(1).max(255).optional().describe("instances on this deployment (GET /deployments)"),
   })
   .strict();
 
@@ -61,7 +62,7 @@ export const bulkFilter = bulkFilterView.extend({
 
 const operationView = z.object({
   operationId: z.string(),
-  action: z.enum(["cancel", "resume", "rerun"]),
+  action: z.enum(BULK_ACTIONS),
   filter: bulkFilterView,
   status: z.enum(["running", "completed"]),
   total: z.number().int().describe("instances the filter matched when the operation was created"),
@@ -152,14 +153,14 @@ export function repairRoutes(api: Hono, h: RouteHelpers): void {
     "/instances/bulk",
     documented({
       operationId: "bulkInstances",
-      summary: "Cancel, resume or rerun every instance a filter matches, as a durable operation (or count them: dryRun)",
+      summary: "Cancel, resume, rerun or upgrade every instance a filter matches, as a durable operation (or count them: dryRun)",
       description:
         "The operation runs in batches (each one transaction, at most `batchSize` instances), in this request's background work and then the sweep's, resumable after a crash and applied once per instance. Instances started after the operation was created are not matched. `total` is the number matched at creation while it runs; once completed it is done + skipped + failed, the instances this operation took: one that another operation (or the instance itself) moved out of the filter first is that one's, so operations racing over the same instances count each exactly once between them. The same `requestId` again with the same action and filter returns the operation (200); with another action or filter it is 409 naming it. Progress: `GET /operations/{id}`.",
       tags: ["instances"],
       auth: "api",
       body: z.object({
         filter: bulkFilter,
-        action: z.enum(["cancel", "resume", "rerun"]),
+        action: z.enum(BULK_ACTIONS).describe("upgrade: move each unfinished instance to this deployment when its history replays with this code (those that do not fail, with the mismatch)"),
         dryRun: z.boolean().optional().describe("only count the matching instances"),
         requestId,
       }),
@@ -179,6 +180,7 @@ export function repairRoutes(api: Hono, h: RouteHelpers): void {
         ...(f.startedAfter ? { startedAfter: new Date(f.startedAfter) } : {}),
         ...(f.startedBefore ? { startedBefore: new Date(f.startedBefore) } : {}),
         ...(f.search ? { search: f.search } : {}),
+        ...(f.deployment ? { deployment: f.deployment } : {}),
       };
       if (body.dryRun) return c.json({ dryRun: true, count: await e.countMatching(filter) });
       const r = await e.startBulk({ filter, action: body.action, ...requestIdOf(body) }, {}, h.scope(c));

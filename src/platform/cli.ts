@@ -7,7 +7,7 @@
  *   migrate     apply the migrations to DATABASE_URL (run once per release)
  *   dev         serve a workflows module on embedded PGlite, reloading on change
  *   verify-replay  replay in-flight instances against the code about to be deployed
- *   start, instances list|show|cancel|rerun|fork|bulk, why, deployments, schedules, send, publish
+ *   start, instances list|show|cancel|rerun|fork|bulk, why, deployments, upgrade, schedules, send, publish
  *               talk to an app over its HTTP API (--url, else EDDA_URL, else
  *               http://127.0.0.1:8787; --token or EDDA_API_TOKEN)
  */
@@ -22,9 +22,10 @@ Commands:
   verify-replay <module>     replay in-flight instances in DATABASE_URL against <module>; exit 1 on divergence
   start <workflow> [input]   start a workflow instance on a deployed app
   instances list|show|cancel list, inspect or cancel instances
-  instances rerun|fork|bulk  rerun or fork an instance; cancel, resume or rerun every instance a filter matches
+  instances rerun|fork|bulk  rerun or fork an instance; cancel, resume, rerun or upgrade every instance a filter matches
   why <instance>             why an instance is not moving and what will move it
   deployments                the deployments that started instances, and their unfinished work
+  upgrade <instance>         move an instance to the deployment answering, when its history replays there
   schedules list|pause|resume|trigger   list, pause, resume or trigger the app's schedules
   send <instance> <channel> [data]   send a message to one instance
   publish <channel> [data]   publish a message on a channel

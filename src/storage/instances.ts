@@ -101,6 +101,7 @@ export function instanceFilter(query: InstanceFilter): SQL[] {
   if (query.startedAfter) where.push(sql`started_at > ${tsParam(query.startedAfter)}`);
   if (query.startedBefore) where.push(sql`started_at < ${tsParam(query.startedBefore)}`);
   // strpos, not LIKE: the search text is matched literally (no wildcards to escape).
+  if (query.deployment !== undefined) where.push(sql`deployment = ${query.deployment}::text`);
   if (query.search) where.push(sql`(strpos(instance_id, ${query.search}::text) > 0 OR strpos(input_data, ${query.search}::text) > 0)`);
   // One index probe per tag (idx_instance_tags_key_value); every one must match.
   for (const [key, value] of query.tags ?? []) {

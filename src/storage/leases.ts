@@ -14,8 +14,9 @@ import { groupedConclusion, handsOff, singleConclusion, type ConcludeOptions, ty
 import { makeRunnable, withdrawWaits } from "./transitions.ts";
 import { queryRows, queryText, type Executor } from "./database.ts";
 import { shaped } from "./shaped.ts";
+import { mayRun } from "./versioning.ts";
 import { DB_NOW, historyJson, INSTANCE_COLUMNS, toHistoryList, toInstance, toNumber, type Row } from "./rows.ts";
-import { LOCK_HELD_BY_END, RUNNABLE_STATUSES, type Fence, type HistoryEvent, type InstanceRecord, type NewCompensation } from "./records.ts";
+import { LOCK_HELD_BY_END, RUNNABLE_STATUSES, type Fence, type HistoryEvent, type InstanceRecord, type NewCompensation, type RunsFor } from "./records.ts";
 
 export interface LeasedInstance {
   instance: InstanceRecord;
@@ -35,9 +36,10 @@ export interface LeasesArea {
    * One statement: take the lease if the instance is runnable and the lock is
    * free or expired; the token is incremented. With `withHistory`, the history
    * is loaded in the same statement; with `handedOff`, only while that hand-off
-   * (holder and token) is still the lock, expired untouched.
+   * (holder and token) is still the lock, expired untouched; with `runs`, only an
+   * instance that deployment may run (versioning.ts `mayRun`).
    */
-  acquireLease(instanceId: string, workerId: string, leaseSeconds: number, opts?: { withHistory?: boolean; handedOff?: { workerId: string; token: number } }): Promise<LeasedInstance | null>;
+  acquireLease(instanceId: string, workerId: string, leaseSeconds: number, opts?: { withHistory?: boolean; handedOff?: { workerId: string; token: number }; runs?: RunsFor }): Promise<LeasedInstance | null>;
   /** Load instance + history when `fence` still holds the lease (handed-off lease). One statement. */
   loadLeased(fence: Fence): Promise<LeasedInstance | null>;
   /**
@@ -64,9 +66,9 @@ export interface LeasesArea {
   /**
    * Runnable, unlocked instances, oldest update first; with `minIdleSeconds`,
    * only those untouched that long (a fresh one's first dispatch is likely
-   * still in flight).
+   * still in flight). With `runs`, only those that deployment may run (versioning.ts `mayRun`).
    */
-  findResumableInstances(limit: number, minIdleSeconds?: number): Promise<string[]>;
+  findResumableInstances(limit: number, minIdleSeconds?: number, runs?: RunsFor): Promise<string[]>;
   /**
    * The fenced conclusion of a step (see StepConclusion). On a terminal status
    * the instance also leaves its channel subscriptions, groups and timers.
@@ -108,14 +110,15 @@ const SHAPED_FENCE = (v: Record<"instanceId" | "workerId" | "token", Placeholder
 // `expected`: only while the lock is still the hand-off a follow-up names, holder and token (one whose lease ran out before
 // it arrived takes it over; one arriving after any other acquisition or release finds it moved and takes nothing).
 const acquireShape = (withHistory: boolean, expected: boolean) =>
-  shaped<"instanceId" | "workerId" | "leaseSeconds" | "token" | "holder">(
+  shaped<"instanceId" | "workerId" | "leaseSeconds" | "token" | "holder" | "deployment" | "auto">(
     (v) => sql`
         WITH upd AS (
-          UPDATE workflow_instances SET
+          UPDATE workflow_instances w SET
             locked_by = ${v.workerId}, locked_at = ${DB_NOW}, lock_token = lock_token + 1,
             lock_expires_at = (statement_timestamp() + make_interval(secs => ${v.leaseSeconds}::float8))
           WHERE instance_id = ${v.instanceId} AND status IN (${RUNNABLE})
             AND (locked_by IS NULL OR lock_expires_at IS NULL OR lock_expires_at < ${DB_NOW})${expected ? sql` AND lock_token = ${v.token}::bigint AND locked_by = ${v.holder}` : sql``}
+            AND ${mayRun(sql`w`, v.deployment, v.auto)}
           RETURNING ${INSTANCE_COLUMNS}
         )
         SELECT upd.*${withHistory ? sql`, ${historyJson(sql`upd.instance_id`)} AS history` : sql``} FROM upd`,
@@ -193,7 +196,8 @@ export function leasesArea(ex: Executor): LeasesArea {
       const withHistory = opts?.withHistory ?? false;
       const expected = opts?.handedOff;
       const shape = expected === undefined ? (withHistory ? ACQUIRE_WITH_HISTORY : ACQUIRE) : withHistory ? ACQUIRE_EXPECTED_WITH_HISTORY : ACQUIRE_EXPECTED;
-      const { text, params } = shape({ instanceId, workerId, leaseSeconds, token: expected?.token ?? 0, holder: expected?.workerId ?? "" });
+      const runs = opts?.runs;
+      const { text, params } = shape({ instanceId, workerId, leaseSeconds, token: expected?.token ?? 0, holder: expected?.workerId ?? "", deployment: runs?.deployment ?? null, auto: JSON.stringify(runs?.autoWorkflows ?? []) });
       const [row] = await queryText<Row>(ex, text, params);
       return row ? toLeased(row, withHistory) : null;
     },
@@ -264,12 +268,13 @@ export function leasesArea(ex: Executor): LeasesArea {
       return rows.filter((r) => (RUNNABLE_STATUSES as readonly string[]).includes(r.status)).map((r) => r.instance_id);
     },
 
-    async findResumableInstances(limit, minIdleSeconds = 0) {
+    async findResumableInstances(limit, minIdleSeconds = 0, runs) {
       const idle = minIdleSeconds > 0 ? sql`AND updated_at < ${DB_NOW} - make_interval(secs => ${minIdleSeconds}::float8)` : sql``;
       const rows = await queryRows<{ instance_id: string }>(
         ex,
-        sql`SELECT instance_id FROM workflow_instances
+        sql`SELECT instance_id FROM workflow_instances w
             WHERE status IN (${RUNNABLE}) AND locked_by IS NULL ${idle}
+              AND ${mayRun(sql`w`, sql`${runs?.deployment ?? null}`, sql`${JSON.stringify(runs?.autoWorkflows ?? [])}`)}
             ORDER BY updated_at, instance_id LIMIT ${limit}::int`,
       );
       return rows.map((r) => r.instance_id);

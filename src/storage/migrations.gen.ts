@@ -254,5 +254,14 @@ export const MIGRATIONS: BundledMigration[] = [
       "ALTER TABLE \"workflow_instances\" ADD COLUMN \"deployment\" varchar(255);",
       "CREATE INDEX \"idx_instances_deployment\" ON \"workflow_instances\" USING btree (\"deployment\",\"status\");"
     ]
+  },
+  {
+    "version": 20,
+    "tag": "0019_deployment_versioning",
+    "statements": [
+      "CREATE TABLE \"deployments\" (\n\t\"deployment\" varchar(255) PRIMARY KEY NOT NULL,\n\t\"first_seen_at\" timestamp with time zone NOT NULL,\n\t\"last_seen_at\" timestamp with time zone NOT NULL\n);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"replay_refused_by\" varchar(255);",
+      "ALTER TABLE \"workflow_instances\" ADD COLUMN \"replay_refused_error\" text;"
+    ]
   }
 ];

@@ -34,6 +34,7 @@ import { outboxArea } from "./outbox.ts";
 import { schedulesArea } from "./schedules.ts";
 import { sessionsArea } from "./sessions.ts";
 import { streamsArea } from "./streams.ts";
+import { versioningArea } from "./versioning.ts";
 import { webhookWaitsArea } from "./webhook-waits.ts";
 import type { Storage, StorageCore, TxStorage } from "./types.ts";
 
@@ -78,6 +79,7 @@ const AREAS = [
   sessionsArea,
   streamsArea,
   webhookWaitsArea,
+  versioningArea,
   repairsArea,
 ] as const;
 

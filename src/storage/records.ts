@@ -84,6 +84,20 @@ export interface InstanceRecord {
   priority: number;
   /** The deployment that started it; null for instances from before deployments were recorded. */
   deployment: string | null;
+  /** A newer deployment whose code does not replay it (it stays on `deployment`), and its mismatch. */
+  replayRefusedBy: string | null;
+  replayRefusedError: string | null;
+}
+
+/**
+ * Which instances an engine may run (storage/versioning.ts `mayRun`, the one predicate of every
+ * claim): its deployment's, those started before deployments were recorded, and those of its `auto`
+ * workflows that an older deployment started and this one has not refused.
+ */
+export interface RunsFor {
+  deployment: string;
+  /** This deployment's workflows whose versioning is `auto`. */
+  autoWorkflows: readonly string[];
 }
 
 export interface ArchivedHistoryEvent extends HistoryEvent {
@@ -98,6 +112,8 @@ export interface InstanceFilter {
   startedBefore?: Date;
   /** Literal text contained in the instance id or the input JSON (case-sensitive). */
   search?: string;
+  /** The deployment it is on (engine/versioning.ts). */
+  deployment?: string;
   /** Tags the instance has, each `[key, value]` (all of them: AND). */
   tags?: readonly (readonly [string, string])[];
 }

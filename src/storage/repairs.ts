@@ -13,7 +13,7 @@ import { instanceFilter } from "./instances.ts";
 import { DB_NOW, toDate, toNumber, tsParam, type Row } from "./rows.ts";
 import type { InstanceFilter, InstanceStatus } from "./records.ts";
 
-export type BulkAction = "cancel" | "resume" | "rerun";
+export type BulkAction = "cancel" | "resume" | "rerun" | "upgrade";
 
 /** The list filters a bulk operation matches instances by. */
 export interface BulkFilter extends InstanceFilter {
@@ -82,16 +82,18 @@ const filterJson = (f: BulkFilter) =>
     ...(f.startedAfter ? { startedAfter: f.startedAfter.toISOString() } : {}),
     ...(f.startedBefore ? { startedBefore: f.startedBefore.toISOString() } : {}),
     ...(f.search !== undefined ? { search: f.search } : {}),
+    ...(f.deployment !== undefined ? { deployment: f.deployment } : {}),
   });
 
 function parseFilter(text: string): BulkFilter {
-  const f = JSON.parse(text) as { workflowName?: string; status?: InstanceStatus[]; startedAfter?: string; startedBefore?: string; search?: string };
+  const f = JSON.parse(text) as { workflowName?: string; status?: InstanceStatus[]; startedAfter?: string; startedBefore?: string; search?: string; deployment?: string };
   return {
     ...(f.workflowName !== undefined ? { workflowName: f.workflowName } : {}),
     ...(f.status !== undefined ? { status: f.status } : {}),
     ...(f.startedAfter ? { startedAfter: new Date(f.startedAfter) } : {}),
     ...(f.startedBefore ? { startedBefore: new Date(f.startedBefore) } : {}),
     ...(f.search !== undefined ? { search: f.search } : {}),
+    ...(f.deployment !== undefined ? { deployment: f.deployment } : {}),
   };
 }
 

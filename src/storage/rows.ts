@@ -248,6 +248,8 @@ export function toInstance(r: Row): InstanceRecord {
     originActivityId: nullableStr(r.origin_activity_id),
     priority: toNumber(r.priority ?? 0),
     deployment: nullableStr(r.deployment),
+    replayRefusedBy: nullableStr(r.replay_refused_by),
+    replayRefusedError: nullableStr(r.replay_refused_error),
   };
 }
 

@@ -133,6 +133,13 @@ export const workflowInstances = pgTable(
     priority: integer("priority").notNull().default(0),
     /** The deployment that started it (`EDDA_DEPLOYMENT`, else the platform's version id, else the code's hash); null before it was recorded. */
     deployment: varchar("deployment", { length: 255 }),
+    /**
+     * A newer deployment whose code does not replay this instance's history (engine/versioning.ts): it
+     * checked once and left the instance on its deployment; null when none refused it.
+     */
+    replayRefusedBy: varchar("replay_refused_by", { length: 255 }),
+    /** That check's mismatch (cut to 500 characters), for `why`. */
+    replayRefusedError: text("replay_refused_error"),
   },
   (t) => [
     foreignKey({ columns: [t.workflowName, t.sourceHash], foreignColumns: [workflowDefinitions.workflowName, workflowDefinitions.sourceHash] }).onDelete("restrict"),
@@ -499,6 +506,17 @@ export const systemLocks = pgTable(
   },
   (t) => [index("idx_system_locks_expires").on(t.lockExpiresAt)],
 );
+
+/**
+ * The deployments engines run (engine/versioning.ts): each one's first sighting orders them (an `auto`
+ * workflow's instance moves only to a newer deployment), and `last_seen_at`, renewed by each sweep of
+ * that deployment, tells whether any engine still serves it (`why` = `pinned`).
+ */
+export const deployments = pgTable("deployments", {
+  deployment: varchar("deployment", { length: 255 }).primaryKey(),
+  firstSeenAt: tz("first_seen_at").notNull(),
+  lastSeenAt: tz("last_seen_at").notNull(),
+});
 
 /** One row per accepted CloudEvent: a duplicate `(source, id)` is accepted once. */
 export const cloudeventDedupe = pgTable(

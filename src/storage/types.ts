@@ -33,6 +33,7 @@ import type { WebhookWaitsArea } from "./webhook-waits.ts";
 import type { ReceivedEventsArea } from "./received-events.ts";
 import type { RepairsArea } from "./repairs.ts";
 import type { TagsArea } from "./tags.ts";
+import type { VersioningArea } from "./versioning.ts";
 
 export * from "./records.ts";
 export type { InstanceEnd, InstancePage, ListInstancesQuery, NewInstance } from "./instances.ts";
@@ -49,7 +50,8 @@ export type { GaugeSample } from "./gauges.ts";
 export type { NewStreamItem, StreamAppend, StreamAppendResult, StreamItem, StreamItemKind, StreamRead } from "./streams.ts";
 export type { WaitWebhookRecord, WaitWebhookStatus, WebhookFire, WebhookGoneReason } from "./webhook-waits.ts";
 export type { ReceivedEvent } from "./received-events.ts";
-export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea, WebhookWaitsArea, ReceivedEventsArea, RepairsArea, TagsArea };
+export type { InstancesArea, LeasesArea, HistoryArea, LifecycleArea, ChannelsArea, ChannelDeliveryArea, GroupsArea, FlowControlArea, SchedulesArea, OutboxArea, InspectArea, FailuresArea, LocksArea, SessionsArea, GaugesArea, StreamsArea, WebhookWaitsArea, ReceivedEventsArea, RepairsArea, TagsArea, VersioningArea };
+export type { DeploymentSighting } from "./versioning.ts";
 export type { BulkAction, BulkFilter, BulkOperationRecord, BulkProgress } from "./repairs.ts";
 
 /** What every Storage has besides its areas: its executor, transactions, LISTEN. */
@@ -89,7 +91,8 @@ export type Storage = StorageCore &
   SessionsArea &
   StreamsArea &
   WebhookWaitsArea &
-  RepairsArea;
+  RepairsArea &
+  VersioningArea;
 
 export interface TxStorage extends Storage {
   afterCommit(cb: () => void | Promise<void>): void;

@@ -39,7 +39,10 @@ const sender = workflow("up_send", async (ctx, target: string) => {
 let pg: { url: string; open(): Database };
 const apps: TestApp[] = [];
 const deploy = (wf: typeof v1) => {
-  const app = makeTestApp(pg.open(), { workflows: [wf, sender], serviceName: `deploy-${apps.length}` });
+  // One deployment id for every version (EDDA_DEPLOYMENT kept across deploys): each deploy takes over every
+  // instance, and a replay that diverges parks it. With a deployment id per version, a divergent instance stays
+  // on the code that started it instead (test/engine/deployment-versions.test.ts).
+  const app = makeTestApp(pg.open(), { workflows: [wf, sender], serviceName: `deploy-${apps.length}`, deployment: "upgrade-prod" });
   apps.push(app);
   return app;
 };

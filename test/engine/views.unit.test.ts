@@ -15,6 +15,8 @@ const row = (over: Partial<InstanceRecord> = {}): InstanceRecord => ({
   workflowName: "order_saga",
   sourceHash: "h",
   deployment: null,
+  replayRefusedBy: null,
+  replayRefusedError: null,
   ownerService: "edda-edge",
   status: "running",
   currentActivityId: "charge:1",

@@ -87,7 +87,7 @@ const near = (iso: string | undefined, ms: number, slackMs = 60_000) => {
 
 beforeAll(async () => {
   pg = await freshPostgres("why");
-  a = makeTestApp(pg.open(), { workflows: WORKFLOWS, serviceName: "why-a", apiToken: TOKEN, quarantineAfterFailures: 2 });
+  a = makeTestApp(pg.open(), { workflows: WORKFLOWS, serviceName: "why-a", apiToken: TOKEN, quarantineAfterFailures: 2, deployment: "why-release" });
   droppingDb = pg.open();
   const refuse: typeof fetch = async () => new Response("unavailable", { status: 503 });
   dropping = createEdda({ workflows: [idle, stuck], database: droppingDb, secret: "s", apiToken: TOKEN, dispatcher: new HttpDispatcher({ baseUrl: "http://edda.test", secret: "s", fetch: refuse }) });
@@ -252,7 +252,9 @@ describe("GET /instances/:id/why on Postgres: one reason per state", () => {
   it("parked: replay diverged after a deploy; the code it waits for", async () => {
     const { instanceId } = await a.edda.start(upV1, undefined);
     await a.waitFor(instanceId, ["waiting_for_message"]);
-    const careless = makeTestApp(pg.open(), { workflows: [upV3], serviceName: "why-careless", apiToken: TOKEN });
+    // The same deployment id with other code (EDDA_DEPLOYMENT kept across a deploy): the instance is this
+    // deployment's, its replay diverges, it parks. (A new deployment id would leave it on its own: deployment-versions.test.ts.)
+    const careless = makeTestApp(pg.open(), { workflows: [upV3], serviceName: "why-careless", apiToken: TOKEN, deployment: "why-release" });
     extra.push(careless);
     await careless.edda.publish("why-up-go", "now", { targetInstanceId: instanceId });
     await careless.waitFor(instanceId, ["parked"]);

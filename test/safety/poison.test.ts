@@ -348,6 +348,7 @@ const ROUTES: Record<string, (h: Hostile) => HostileRequest[]> = {
   "POST /schedules/{workflow}/pause": ({ n0, v0 }) => [req("pause", `/schedules/${seg(n0)}/pause`, { body: v0 })],
   "POST /schedules/{workflow}/resume": ({ n1, v1 }) => [req("resume schedule", `/schedules/${seg(n1)}/resume`, { body: v1 })],
   "POST /schedules/{workflow}/trigger": ({ n2, n3 }) => [req("trigger", `/schedules/${seg(n2)}/trigger`, { body: { requestId: n3 } })],
+  "POST /instances/{id}/upgrade": ({ r, n1, v1 }) => [req("upgrade", `/instances/${seg(n1)}/upgrade`, { body: v1 }), req("upgrade valid id", `/instances/pw-${r}/upgrade`)],
   "GET /deployments": ({ n0, n1 }) => [req("valid deployments", "/deployments"), req("deployments", `/deployments?${seg(n0)}=${seg(n1)}`)],
   "GET /schedules": ({ n0, n1 }) => [req("valid schedules", "/schedules"), req("schedules", `/schedules?${seg(n0)}=${seg(n1)}`)],
   "GET /outbox/dead-letters": ({ n0, n1, n2, n3 }) => [

@@ -27,6 +27,7 @@ const ACTION_TEXT: Record<BulkAction, string> = {
   cancel: "cancel (instances still live; the others are skipped)",
   resume: "resume (quarantined instances; the others are skipped)",
   rerun: "rerun (finished instances, each as a new linked instance; the others are skipped)",
+  upgrade: "upgrade (unfinished instances move to this deployment when their history replays with its code; those that do not fail with the mismatch)",
 };
 
 const OPERATION_COLUMNS: Column<BulkOperationView>[] = [

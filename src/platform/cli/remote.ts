@@ -19,7 +19,7 @@ const CONNECTION = `  --url <url>      the app's base URL or host:port (default 
   --token <token>  API bearer token (default EDDA_API_TOKEN)
   --json           print the raw JSON response (a refusal's problem too)`;
 
-const INSTANCES_USAGE = `usage: edda-edge instances list [--workflow <name>] [--status <s,...>] [--tag <key:value>]... [--limit <n>] [--cursor <c>]
+const INSTANCES_USAGE = `usage: edda-edge instances list [--workflow <name>] [--status <s,...>] [--deployment <id>] [--tag <key:value>]... [--limit <n>] [--cursor <c>]
   --status: ${INSTANCE_STATUSES.join(", ")} (comma-separated); --tag: repeat for several (all must match); --limit: 1-100
        edda-edge instances show <instanceId> [--history]
        edda-edge instances cancel <instanceId>
@@ -39,6 +39,11 @@ ${CONNECTION}`,
   deployments: `usage: edda-edge deployments
   The deployments that started instances (GET /deployments), most recent first: each with its
   unfinished instances by status; "draining" marks an older one that still has work.
+${CONNECTION}`,
+  upgrade: `usage: edda-edge upgrade <instanceId>
+  Moves an unfinished instance to the deployment answering (POST /instances/:id/upgrade), only when its
+  history replays with that deployment's code; else prints the mismatch and exits 1.
+  Several at once: edda-edge instances bulk upgrade --deployment <old id>.
 ${CONNECTION}`,
   schedules: `${SCHEDULES_USAGE}
 ${CONNECTION}`,
@@ -202,6 +207,12 @@ export async function remoteCommand(command: string, argv: string[], env: Record
         print(r, whyLines(r));
         return 0;
       }
+      case "upgrade": {
+        needs(positionals, 1, "the instance id", usage);
+        const r = await api.call("POST", `/instances/${encodeURIComponent(positionals[0]!)}/upgrade`);
+        print(r, r.moved ? `${String(r.instanceId)} moved from ${String(r.from ?? "(unrecorded)")} to ${String(r.deployment)}; next: ${String(r.next)}` : `${String(r.instanceId)} is on ${String(r.deployment)} already; next: ${String(r.next)}`);
+        return 0;
+      }
       case "deployments": {
         const r = await api.call("GET", "/deployments");
         print(r, deploymentLines(r));
@@ -250,7 +261,7 @@ async function instances(api: Remote, values: Record<string, unknown>, positiona
   const [action, id] = positionals;
   if (action === "list") {
     const q = new URLSearchParams();
-    for (const k of ["workflow", "status", "limit", "cursor"]) if (typeof values[k] === "string") q.set(k, values[k]);
+    for (const k of ["workflow", "status", "deployment", "limit", "cursor"]) if (typeof values[k] === "string") q.set(k, values[k]);
     for (const tag of (values.tag as string[] | undefined) ?? []) {
       if (!tag.includes(":")) throw new UsageError(`--tag "${tag}" is not key:value`, usage);
       q.append("tag", tag);

@@ -8,7 +8,7 @@ import { UsageError } from "./args.ts";
 
 export const INSTANCES_REPAIR_USAGE = `       edda-edge instances rerun <instanceId> [--input <JSON>] [--request-id <id>]
        edda-edge instances fork <instanceId> <fromActivityId> [--request-id <id>]
-       edda-edge instances bulk cancel|resume|rerun [--workflow <name>] [--status <s,...>] [--search <text>] [--dry-run] [--request-id <id>]
+       edda-edge instances bulk cancel|resume|rerun|upgrade [--workflow <name>] [--status <s,...>] [--search <text>] [--deployment <id>] [--dry-run] [--request-id <id>]
   rerun: a new instance of a finished one, its input or --input; fork: from the history before an activity (e.g. ship_order:1);
   bulk: a durable operation over every matching instance (--dry-run: only the count); --request-id makes a retry a no-op`;
 
@@ -17,7 +17,7 @@ export const SCHEDULES_USAGE = `usage: edda-edge schedules list
        edda-edge schedules trigger <workflow> [--request-id <id>]
   pause: no tick starts until resume (which starts from the next tick after now); trigger: one instance now`;
 
-export const REPAIR_FLAGS = { input: { type: "string" }, "request-id": { type: "string" }, search: { type: "string" }, "dry-run": { type: "boolean" } } as const;
+export const REPAIR_FLAGS = { input: { type: "string" }, "request-id": { type: "string" }, search: { type: "string" }, deployment: { type: "string" }, "dry-run": { type: "boolean" } } as const;
 
 interface Api {
   call(method: "GET" | "POST", path: string, body?: unknown): Promise<Record<string, unknown>>;
@@ -44,10 +44,10 @@ export async function repairInstances(api: Api, action: string | undefined, posi
   }
   if (action === "bulk") {
     const what = id;
-    if (what !== "cancel" && what !== "resume" && what !== "rerun") throw new UsageError("bulk needs an action: cancel, resume or rerun", usage);
+    if (what !== "cancel" && what !== "resume" && what !== "rerun" && what !== "upgrade") throw new UsageError("bulk needs an action: cancel, resume, rerun or upgrade", usage);
     const status = typeof values.status === "string" ? values.status.split(",").filter(Boolean) : undefined;
     if (status?.some((s) => !(INSTANCE_STATUSES as readonly string[]).includes(s))) throw new UsageError(`--status takes ${INSTANCE_STATUSES.join(", ")}`, usage);
-    const filter = { ...(typeof values.workflow === "string" ? { workflow: values.workflow } : {}), ...(status ? { status } : {}), ...(typeof values.search === "string" ? { search: values.search } : {}) };
+    const filter = { ...(typeof values.workflow === "string" ? { workflow: values.workflow } : {}), ...(status ? { status } : {}), ...(typeof values.search === "string" ? { search: values.search } : {}), ...(typeof values.deployment === "string" ? { deployment: values.deployment } : {}) };
     const r = await api.call("POST", "/instances/bulk", { filter, action: what, ...(values["dry-run"] ? { dryRun: true } : {}), ...requestIdOf(values) });
     print(r, values["dry-run"] ? `${String(r.count)} instances match` : `operation ${String(r.operationId)}: ${what} ${String(r.total)} instances (progress: GET /operations/${String(r.operationId)})`);
     return 0;
