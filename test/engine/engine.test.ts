@@ -324,13 +324,15 @@ describe("non-determinism", () => {
       await sleep(ctx, 3600);
       return "v2";
     });
-    const a = makeTestApp(database, { workflows: [v1] });
+    // One deployment id across the change (EDDA_DEPLOYMENT kept): the new code takes the instance over and
+    // parks it. With a new deployment id it would stay on v1's code instead (deployment-versions.test.ts).
+    const a = makeTestApp(database, { workflows: [v1], deployment: "nondet-prod" });
     const { instanceId } = await a.edda.start(v1, null);
     await a.waitFor(instanceId, ["waiting_for_timer"]);
     await a.edda.close();
     // the deployed code changes under a waiting instance
     await database.db.execute(sql`UPDATE workflow_timer_subscriptions SET expires_at = now() - interval '1 second'`);
-    const b = makeTestApp(database, { workflows: [v2] });
+    const b = makeTestApp(database, { workflows: [v2], deployment: "nondet-prod" });
     await b.edda.sweep();
     const inst = await b.waitFor(instanceId, ["parked"]);
     expect(inst.status).toBe("parked");
