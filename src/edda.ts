@@ -60,8 +60,8 @@ export interface EddaOptions {
   encryptionKeys?: string | readonly string[];
   /** Your own payload codec (a KMS) instead of `encryptionKeys`: Edda stores what `encode` returns. */
   payloadCodec?: PayloadCodec;
-  /** Inputs, outputs and history records over `thresholdBytes` (default 256 KiB) are stored once, by reference: in `workflow_payloads`, or `store` (`r2Values(bucket)`). */
-  largeValues?: { thresholdBytes?: number; store?: LargeValueStore };
+  /** Inputs, outputs and history records over `thresholdBytes` (default 256 KiB) are stored once, by reference: in `workflow_payloads`, or `store` (`r2Values(bucket)`); one instance holds at most `maxInstanceBytes` (default `MAX_INSTANCE_BYTES`, 256 MiB). */
+  largeValues?: { thresholdBytes?: number; store?: LargeValueStore; maxInstanceBytes?: number };
   /** Bearer token(s) for the public API (EDDA_API_TOKEN). */
   apiToken?: string | string[];
   /** Bearer token(s) CloudEvents ingestion accepts besides the API token (EDDA_EVENTS_TOKEN). */

@@ -38,6 +38,7 @@ export { patched } from "./core/patched.ts";
 export { encryptionCodec, EncryptedMatchError, PayloadDecryptionError, type PayloadCodec } from "./core/payload-codec.ts";
 export { MAX_VALUE_BYTES } from "./core/serialization.ts";
 export type { LargeValueStore, OutOfLine } from "./storage/payload-refs.ts";
+export { MAX_INSTANCE_BYTES } from "./storage/payload-refs.ts";
 export { invoke, startChild } from "./engine/children.ts";
 export type { ChildOptions } from "./engine/children.ts";
 export type { ErrorClass } from "./core/serialization.ts";

@@ -41,7 +41,7 @@ import { fork, rerunIn, type Forked, type Repaired } from "./repairs.ts";
 import { countMatching, createBulk, driveBulk, driveInBackground, type BulkRequest } from "./bulk.ts";
 import { startTimedStarts } from "./flow-control.ts";
 import { sealPayloads } from "./payload-sealing.ts";
-import { DEFAULT_LARGE_VALUE_BYTES, postgresValues, type LargeValueStore } from "../storage/payload-refs.ts";
+import { DEFAULT_LARGE_VALUE_BYTES, MAX_INSTANCE_BYTES, postgresValues, type LargeValueStore } from "../storage/payload-refs.ts";
 import type { PayloadCodec } from "../core/payload-codec.ts";
 import * as inspection from "./inspection.ts";
 import { openStream, StreamHub, type StreamEvent, type StreamReadOptions } from "./stream-reader.ts";
@@ -125,9 +125,10 @@ export interface EngineOptions {
   /**
    * Large values by reference: an input, output or history record whose stored text is over
    * `thresholdBytes` (default 256 KiB; Infinity: never) is kept once in `workflow_payloads` and its row
-   * holds a reference (docs/payloads.md).
+   * holds a reference (docs/payloads.md). `maxInstanceBytes` (default `MAX_INSTANCE_BYTES`, 256 MiB) bounds
+   * what one instance holds: a value by reference that would take it past is a PayloadTooLargeError.
    */
-  largeValues?: { thresholdBytes?: number; store?: LargeValueStore };
+  largeValues?: { thresholdBytes?: number; store?: LargeValueStore; maxInstanceBytes?: number };
 }
 
 export const DEFAULT_STREAM_MAX_BYTES = 8 * 1024 * 1024;
@@ -173,7 +174,7 @@ export class Engine implements StepRunner, EngineParts {
   readonly leasedReads: GroupLoad | null;
 
   constructor(opts: EngineOptions) {
-    const storage = sealPayloads(opts.storage, { codec: opts.payloadCodec ?? null, thresholdBytes: opts.largeValues?.thresholdBytes ?? DEFAULT_LARGE_VALUE_BYTES, store: opts.largeValues?.store ?? postgresValues });
+    const storage = sealPayloads(opts.storage, { codec: opts.payloadCodec ?? null, thresholdBytes: opts.largeValues?.thresholdBytes ?? DEFAULT_LARGE_VALUE_BYTES, store: opts.largeValues?.store ?? postgresValues, maxInstanceBytes: opts.largeValues?.maxInstanceBytes ?? MAX_INSTANCE_BYTES });
     this.storage = storage;
     // Over a transaction (a Storage with afterCommit) a failed group would abort it: no fallback there.
     const inTransaction = typeof (storage as { afterCommit?: unknown }).afterCommit === "function";

@@ -30,7 +30,8 @@
  * code. A text holding no envelope costs one substring scan.
  */
 import { EncryptedMatchError, holdsSealed, openJson, openPayload, sealJson, sealPayload, type PayloadCodec } from "../core/payload-codec.ts";
-import { holdsRef, outOfLine, REF_START, refOf, resolveRefs, type LargeValueStore, type OutOfLine } from "../storage/payload-refs.ts";
+import { holdsRef, outOfLine, REF_START, refOf, resolveRefs, rowBytes, type LargeValueStore, type OutOfLine } from "../storage/payload-refs.ts";
+import { PayloadTooLargeError } from "../core/errors.ts";
 import type { DeferredValues } from "../core/replay.ts";
 import type { MatchDocument } from "../core/model.ts";
 import { logError } from "../core/log.ts";
@@ -46,6 +47,8 @@ export interface PayloadBoundary {
   thresholdBytes: number;
   /** Where values by reference are kept (`postgresValues`, or an R2 bucket). */
   store: LargeValueStore;
+  /** The most one instance holds (payload-refs.ts MAX_INSTANCE_BYTES); Infinity: no bound. */
+  maxInstanceBytes?: number;
 }
 
 type Sealing = Storage & { readonly [SEALING]: PayloadBoundary };
@@ -195,6 +198,32 @@ async function openLeased(s: Storage, b: PayloadBoundary, l: LeasedInstance | nu
     throw err;
   }
   return l;
+}
+
+// --- the per-instance bound ---------------------------------------------------------------------------
+
+const MiB = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
+
+/**
+ * The error that refuses `data` (the value named `slot`) to `instanceId`, when it goes by reference and would
+ * take what the instance holds past its bound; null when it fits. Only a value by reference is checked (a
+ * smaller one grows an instance by at most the threshold): then the instance's rows and its values are
+ * summed, two statements on `storage` (the step's transaction when it has one) beside a write of over
+ * 256 KiB. The size is the value's text before sealing, as MAX_VALUE_BYTES counts it.
+ */
+export async function overInstanceBound(storage: Storage, instanceId: string, slot: string, data: Payload): Promise<PayloadTooLargeError | null> {
+  const b = (storage as Partial<Sealing>)[SEALING];
+  const max = b?.maxInstanceBytes ?? Infinity;
+  const size = data.type === "json" ? data.json.length : data.bytes.length;
+  if (!b || max === Infinity || size <= b.thresholdBytes) return null;
+  const [rows, values] = await Promise.all([rowBytes(storage.executor, instanceId), b.store.bytes(storage.executor, instanceId)]);
+  const held = rows + values;
+  if (held + size <= max) return null;
+  return new PayloadTooLargeError(
+    `${slot} is ${MiB(size)} and instance "${instanceId}" holds ${MiB(held)} already; one instance holds at most ${MiB(max)} (largeValues.maxInstanceBytes)`,
+    slot,
+    max,
+  );
 }
 
 // --- writing ----------------------------------------------------------------------------------------

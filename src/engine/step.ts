@@ -19,7 +19,7 @@ import { compensationRows, continueWith, decide, needsStoredCompensations, parkC
 import { waitKind } from "./wait-kinds.ts";
 import { fromJson, toJson } from "../core/serialization.ts";
 import { sendLastAlone } from "../storage/database.ts";
-import { deferredValues, leaseLeftBy } from "./payload-sealing.ts";
+import { deferredValues, leaseLeftBy, overInstanceBound } from "./payload-sealing.ts";
 import type { Fence, InstanceRecord, LeasedInstance, NewCompensation, NewHistoryEvent, StepConclusion, Storage, TxStorage } from "../storage/types.ts";
 import { deliverToParent, reportsToParent, startChildIn } from "./lifecycle.ts";
 import { startChildActivity } from "./children.ts";
@@ -572,7 +572,10 @@ class Step {
     });
     const outcome = await invoke(p, makeActivityContext(this.target, p, storage, tx, this.notify, this.renewal, afterCommit, writer));
     const unseen = await writer.drain();
-    return unseen && outcome.ok ? { ok: false, error: unseen } : outcome;
+    if (unseen && outcome.ok) return { ok: false, error: unseen };
+    // A result by reference that would take the instance past its bound fails the attempt (never retried), like one over MAX_VALUE_BYTES.
+    const over = outcome.ok && outcome.data ? await overInstanceBound(storage, this.instance.instanceId, `the result of activity "${p.activity.activityName}"`, outcome.data) : null;
+    return over ? { ok: false, error: over } : outcome;
   }
 
   /** The run's emits among `records`, appended under this step's lease (streams.ts). */

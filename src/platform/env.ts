@@ -39,6 +39,7 @@ export interface EddaEnv {
   EDDA_TRUSTED_PROXIES?: string;
   EDDA_MAX_STREAMS?: string;
   EDDA_BODY_TIMEOUT_SECONDS?: string;
+  EDDA_MAX_BODY_BYTES?: string;
   EDDA_SWEEP_INTERVAL_MS?: string;
   EDDA_SWEEP_CPU_MS?: string;
   EDDA_CONSUMER_CPU_MS?: string;
@@ -84,6 +85,8 @@ export interface EddaConfig {
   maxOpenStreams: number | undefined;
   /** Node: how long a request (headers and body) may take to arrive before it is answered 408 (EDDA_BODY_TIMEOUT_SECONDS; unset → 30). */
   bodyTimeoutSeconds: number | undefined;
+  /** The largest request body the API takes (EDDA_MAX_BODY_BYTES; unset → 1 MiB): raise it to start with, or send, values that go by reference (up to 32 MiB each). */
+  maxBodyBytes: number | undefined;
   /** Interval sweeps for servers without a platform cron (ms; unset → the platform's default). */
   sweepIntervalMs: number | undefined;
   /** CPU budget of a cron sweep on Workers (ms; unset → 10, the Free plan's limit; 0 → none). */
@@ -238,6 +241,7 @@ export function readConfig(env: EddaEnv): EddaConfig {
     trustedProxies: trustedProxies(str(env.EDDA_TRUSTED_PROXIES)),
     maxOpenStreams: num(env, "EDDA_MAX_STREAMS"),
     bodyTimeoutSeconds: num(env, "EDDA_BODY_TIMEOUT_SECONDS"),
+    maxBodyBytes: num(env, "EDDA_MAX_BODY_BYTES"),
     sweepIntervalMs: num(env, "EDDA_SWEEP_INTERVAL_MS"),
     sweepCpuMs: num(env, "EDDA_SWEEP_CPU_MS"),
     consumerCpuMs: num(env, "EDDA_CONSUMER_CPU_MS"),
@@ -277,7 +281,7 @@ export function unauthenticatedRefusal(config: EddaConfig): ConfigurationError |
 /** The app options an environment variable can supply (the adapters build the dispatcher and the sweep themselves). */
 export type EnvOptions = Pick<
   EddaOptions,
-  "serviceName" | "deployment" | "sweepIntervalSeconds" | "cpuBudgetMs" | "secret" | "encryptionKeys" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams"
+  "serviceName" | "deployment" | "sweepIntervalSeconds" | "cpuBudgetMs" | "secret" | "encryptionKeys" | "apiToken" | "eventsToken" | "eventsTokenTargeting" | "brokerUrl" | "leaseSeconds" | "handoffLeaseSeconds" | "retention" | "subrequestLimit" | "allowedHosts" | "webhookSecrets" | "publicUrl" | "trustedProxies" | "maxOpenStreams" | "maxBodyBytes"
 >;
 
 /** Each option the environment supplies, from the parsed configuration. */
@@ -302,6 +306,7 @@ function envOptions(config: EddaConfig): EnvOptions {
     publicUrl: config.publicUrl,
     trustedProxies: config.trustedProxies.length ? config.trustedProxies : undefined,
     maxOpenStreams: config.maxOpenStreams,
+    maxBodyBytes: config.maxBodyBytes,
   };
 }
 

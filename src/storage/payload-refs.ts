@@ -20,6 +20,13 @@ import { queryRows, type Executor } from "./database.ts";
 /** Payloads longer than this go by reference unless configured otherwise (EngineOptions.largeValues). */
 export const DEFAULT_LARGE_VALUE_BYTES = 256 * 1024;
 
+/**
+ * The most one instance holds, in bytes of stored text: its input, output and history records, those by
+ * reference included (EngineOptions.largeValues.maxInstanceBytes). Checked when a step records a value by
+ * reference (the only writes that grow an instance by more than the threshold at once).
+ */
+export const MAX_INSTANCE_BYTES = 256 * 1024 * 1024;
+
 export const REF_START = '{"$ref":"';
 const REF = /\{"\$ref":"([0-9a-f-]{36}):(\d+):([0-9a-f]{64})"\}/g;
 const WHOLE_REF = /^\{"\$ref":"([0-9a-f-]{36}):(\d+):([0-9a-f]{64})"\}$/;
@@ -76,6 +83,8 @@ export interface LargeValueStore {
   copy(ex: Executor, from: string, to: string): Promise<void>;
   /** These instances were deleted (retention): remove their values. The table needs none (its foreign key cascades). */
   deleted?(instanceIds: readonly string[]): Promise<void>;
+  /** The bytes of the values an instance holds here (the per-instance bound adds them to its rows'). */
+  bytes(ex: Executor, instanceId: string): Promise<number>;
 }
 
 export const postgresValues: LargeValueStore = {
@@ -96,7 +105,21 @@ export const postgresValues: LargeValueStore = {
     await ex.execute(sql`INSERT INTO workflow_payloads (instance_id, ref, size, data)
       SELECT ${to}::text, ref, size, data FROM workflow_payloads WHERE instance_id = ${from}::text ON CONFLICT DO NOTHING`);
   },
+  async bytes(ex, instanceId) {
+    const [r] = await queryRows<{ n: number | string | null }>(ex, sql`SELECT sum(size) AS n FROM workflow_payloads WHERE instance_id = ${instanceId}::text`);
+    return Number(r?.n ?? 0);
+  },
 };
+
+/** The bytes an instance's own rows hold: its input and output, and its history records' data (references count as their text). */
+export async function rowBytes(ex: Executor, instanceId: string): Promise<number> {
+  const [r] = await queryRows<{ n: number | string | null }>(
+    ex,
+    sql`SELECT coalesce((SELECT octet_length(input_data) + coalesce(octet_length(output_data), 0) FROM workflow_instances WHERE instance_id = ${instanceId}::text), 0)
+             + coalesce((SELECT sum(coalesce(octet_length(event_data), octet_length(event_data_binary))) FROM workflow_history WHERE instance_id = ${instanceId}::text), 0) AS n`,
+  );
+  return Number(r?.n ?? 0);
+}
 
 /**
  * The texts with every reference replaced by its value, for one instance,

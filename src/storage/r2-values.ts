@@ -13,20 +13,22 @@ import type { LargeValueStore } from "./payload-refs.ts";
 export interface R2BucketLike {
   put(key: string, value: string): Promise<unknown>;
   get(key: string): Promise<{ text(): Promise<string> } | null>;
-  list(options: { prefix: string; cursor?: string; limit?: number }): Promise<{ objects: { key: string }[]; truncated: boolean; cursor?: string }>;
+  list(options: { prefix: string; cursor?: string; limit?: number }): Promise<{ objects: { key: string; size: number }[]; truncated: boolean; cursor?: string }>;
   delete(keys: string | string[]): Promise<void>;
 }
 
-async function keysUnder(bucket: R2BucketLike, prefix: string): Promise<string[]> {
-  const keys: string[] = [];
+async function objectsUnder(bucket: R2BucketLike, prefix: string): Promise<{ key: string; size: number }[]> {
+  const objects: { key: string; size: number }[] = [];
   let cursor: string | undefined;
   do {
     const page = await bucket.list({ prefix, limit: 1000, ...(cursor ? { cursor } : {}) });
-    keys.push(...page.objects.map((o) => o.key));
+    objects.push(...page.objects);
     cursor = page.truncated ? page.cursor : undefined;
   } while (cursor);
-  return keys;
+  return objects;
 }
+
+const keysUnder = async (bucket: R2BucketLike, prefix: string): Promise<string[]> => (await objectsUnder(bucket, prefix)).map((o) => o.key);
 
 /** A LargeValueStore over `bucket` (object keys start with `prefix`). */
 export function r2Values(bucket: R2BucketLike, prefix = "edda-values/"): LargeValueStore {
@@ -51,6 +53,9 @@ export function r2Values(bucket: R2BucketLike, prefix = "edda-values/"): LargeVa
         const obj = await bucket.get(k);
         if (obj) await bucket.put(key(to, k.slice(source.length)), await obj.text());
       }
+    },
+    async bytes(_ex, instanceId) {
+      return (await objectsUnder(bucket, key(instanceId, ""))).reduce((n, o) => n + o.size, 0);
     },
     async deleted(instanceIds) {
       for (const id of instanceIds) {

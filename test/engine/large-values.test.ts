@@ -40,6 +40,19 @@ const twoParts = workflow("two_parts", async (ctx) => {
   return { big: big.length, small };
 });
 
+const chunk = activity("chunk_600k", async (_ctx, i: number) => `${i}`.padEnd(600 * 1024, "c"));
+const chunks = workflow("five_chunks", async (ctx) => {
+  const got: (number | string)[] = [];
+  for (let i = 0; i < 5; i++) {
+    try {
+      got.push((await chunk(ctx, i)).length);
+    } catch (err) {
+      got.push(`${(err as Error).name}: ${(err as Error).message}`);
+    }
+  }
+  return got;
+});
+
 const bigChild = workflow("big_child", async (ctx) => ({ text: await bigPart(ctx) }));
 const bigParent = workflow("big_parent", async (ctx) => {
   const out = await invoke(ctx, bigChild, null);
@@ -49,7 +62,7 @@ const bigParent = workflow("big_parent", async (ctx) => {
 let pg: { url: string; open(): Database };
 const apps: TestApp[] = [];
 const app = (extra: Partial<Parameters<typeof makeTestApp>[1]> = {}, database = pg.open()) => {
-  const a = makeTestApp(database, { workflows: [largeReport, echo, tooLarge, secretLarge, twoParts, bigChild, bigParent], ...extra });
+  const a = makeTestApp(database, { workflows: [largeReport, echo, tooLarge, secretLarge, twoParts, bigChild, bigParent, chunks], ...extra });
   apps.push(a);
   return a;
 };
@@ -187,6 +200,25 @@ describe("large values by reference on Postgres", () => {
     const done = await a.waitFor("too-large", ["completed", "failed"], 60_000);
     expect(done.output).toMatchObject({ caught: "PayloadTooLargeError" });
     expect((done.output as { message: string }).message).toMatch(/the result of activity "huge_result" is 32\.0 MiB; the largest value Edda stores is 32 MiB/);
+  });
+
+  it("a result that would take an instance past maxInstanceBytes fails its activity with PayloadTooLargeError naming both; nothing of it is stored, other instances run on", { timeout: 60_000 }, async () => {
+    const a = app({ largeValues: { maxInstanceBytes: 2 * MiB } });
+    await a.edda.start("five_chunks", null, { instanceId: "chunks-2m" });
+    const done = await a.waitFor("chunks-2m", ["completed", "failed"], 60_000);
+    expect(done.status).toBe("completed");
+    const got = done.output as (number | string)[];
+    expect(got.slice(0, 3)).toEqual([600 * 1024, 600 * 1024, 600 * 1024]);
+    for (const refused of got.slice(3)) {
+      expect(refused).toMatch(/^PayloadTooLargeError: the result of activity "chunk_600k" is 0\.6 MiB and instance "chunks-2m" holds 1\.8 MiB already; one instance holds at most 2\.0 MiB/);
+    }
+    // The refused results are not stored: three values, and the history holds their failures.
+    expect((await largestRows(a.database, "chunks-2m")).values).toBe(3);
+    const failed = (done.history as { activityId: string; eventType: string }[]).filter((e) => e.eventType === "ActivityFailed").map((e) => e.activityId);
+    expect(failed).toEqual(["chunk_600k:4", "chunk_600k:5"]);
+    // Other traffic flows: another instance of the same workflow on the same app gets its own bound.
+    await a.edda.start("two_parts", null, { instanceId: "after-bound" });
+    expect((await a.waitFor("after-bound", ["completed", "failed"], 30_000)).output).toEqual({ big: 400 * 1024, small: "s" });
   });
 
   it("with a key set, a value by reference is stored encrypted: the canary is in the API's answer, not in pg_dump", { timeout: 60_000 }, async () => {

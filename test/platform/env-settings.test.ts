@@ -12,6 +12,7 @@ import { readConfig } from "../../src/platform/env.ts";
 const NUMBERS = {
   EDDA_MAX_STREAMS: "maxOpenStreams",
   EDDA_BODY_TIMEOUT_SECONDS: "bodyTimeoutSeconds",
+  EDDA_MAX_BODY_BYTES: "maxBodyBytes",
   EDDA_SWEEP_INTERVAL_MS: "sweepIntervalMs",
   EDDA_SWEEP_CPU_MS: "sweepCpuMs",
   EDDA_CONSUMER_CPU_MS: "consumerCpuMs",

@@ -21,9 +21,10 @@ const ENV_NAMES = {
   leaseSeconds: "EDDA_LEASE_SECONDS",
   handoffLeaseSeconds: "EDDA_HANDOFF_LEASE_SECONDS",
   subrequestLimit: "EDDA_SUBREQUEST_LIMIT",
+  maxBodyBytes: "EDDA_MAX_BODY_BYTES",
 } as const satisfies Partial<Record<keyof EnvOptions, string>>;
 type Named = keyof typeof ENV_NAMES;
-const NUMERIC = new Set<Named>(["leaseSeconds", "handoffLeaseSeconds", "subrequestLimit"]);
+const NUMERIC = new Set<Named>(["leaseSeconds", "handoffLeaseSeconds", "subrequestLimit", "maxBodyBytes"]);
 
 const valueFor = (key: Named, n: number) => (NUMERIC.has(key) ? n : key === "brokerUrl" ? `https://broker.example/${n}` : `${key}-${n}`);
 
