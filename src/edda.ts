@@ -297,7 +297,34 @@ function payloadCodecOf(opts: EddaOptions): PayloadCodec | null {
   return keys.length ? encryptionCodec(keys) : null;
 }
 
+/**
+ * An app (the Hono routes, their schemas) built by one createEdda and reused by the next ones given the
+ * same holder: building it costs about a millisecond of CPU and its garbage, which a Worker would pay
+ * on every invocation. Only for Eddas built from the same options and environment (the Workers
+ * adapter keeps one per env object): what differs between them — the engine and the scope of a
+ * request — the shared app takes from the Edda whose fetch() is serving the request.
+ */
+export interface SharedApp {
+  app?: Edda["app"];
+}
+
+/** The Edda serving a request, on the execution context its fetch() gave the app. */
+const SERVING = Symbol("edda.serving");
+interface Serving {
+  engine(c: Context): Promise<Engine>;
+  scope(c: Context): DispatchScope;
+}
+
 export function createEdda(opts: EddaOptions): Edda {
+  return buildEdda(opts);
+}
+
+/** createEdda, the app taken from (or left in) `shared` (internal: the Workers adapter). */
+export function createEddaSharingApp(opts: EddaOptions, shared: SharedApp): Edda {
+  return buildEdda(opts, shared);
+}
+
+function buildEdda(opts: EddaOptions, sharedApp?: SharedApp): Edda {
   checkScheduledInputs(opts.workflows);
   // A deployment id that cannot be stored is refused now, not at the first start.
   if (opts.deployment !== undefined) deploymentOf(opts.deployment, opts.workflows);
@@ -379,15 +406,20 @@ export function createEdda(opts: EddaOptions): Edda {
   };
   const requestKey = (c: Context): object => executionCtxOf(c) ?? c.req.raw;
 
-  const app = createApp({
+  const serving: Serving = {
     engine: async (c: Context) => (perRequest ? (await requestEngine(requestKey(c))).engine : sharedEngine()),
+    scope: (c: Context) => scopeOf(c),
+  };
+  const servingOf = (c: Context): Serving => (executionCtxOf(c) as { [SERVING]?: Serving } | undefined)?.[SERVING] ?? serving;
+  const app = (sharedApp?.app ?? createApp({
+    engine: (c: Context) => servingOf(c).engine(c),
     secret: () => opts.secret,
     workflows: () => opts.workflows,
     apiTokens: () => tokens,
     eventsTokens: () => eventTokens,
     eventsTokenTargeting: opts.eventsTokenTargeting === true,
     ...(opts.maxBodyBytes ? { maxBodyBytes: opts.maxBodyBytes } : {}),
-    scope: (c: Context) => scopeOf(c),
+    scope: (c: Context) => servingOf(c).scope(c),
     ...(opts.routes ? { extend: opts.routes } : {}),
     ...(opts.mcp ? { mcp: opts.mcp } : {}),
     ...(opts.viewer ? { viewer: opts.viewer } : {}),
@@ -396,7 +428,8 @@ export function createEdda(opts: EddaOptions): Edda {
     ...(opts.maxOpenStreams !== undefined ? { maxOpenStreams: opts.maxOpenStreams } : {}),
     ...(webhooks.length ? { webhooks: () => webhooks, webhookSecrets: (name: string) => webhookSecrets.get(name) } : {}),
     ...(opts.metricsText ? { metricsText: opts.metricsText } : {}),
-  });
+  })) as Edda["app"];
+  if (sharedApp) sharedApp.app ??= app;
 
   // One scope per request: every step of a batch, every CloudEvent of a batch and the outbox share its budget.
   const scopes = new WeakMap<object, DispatchScope>();
@@ -445,6 +478,8 @@ export function createEdda(opts: EddaOptions): Edda {
         passThroughOnException() {},
         props: {},
       };
+      // A shared app (SharedApp) serves this request with this Edda's engine and scope.
+      (execCtx as { [SERVING]?: Serving })[SERVING] = serving;
       const res = await app.fetch(request, env, execCtx as never);
       const held = requestEngines.get(execCtx);
       const done = (async () => {

@@ -29,7 +29,7 @@
  * Every invocation has one subrequest budget (EDDA_SUBREQUEST_LIMIT, 40 by
  * default: the Free plan allows 50).
  */
-import { createEdda, runInvocation, type Edda, type EddaOptions } from "../edda.ts";
+import { createEddaSharingApp, runInvocation, type Edda, type EddaOptions, type SharedApp } from "../edda.ts";
 import { SubrequestBudget, type Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
 import { consumeBatch, QueueDispatcher, type FollowUpQueue, type OutgoingMessage } from "../engine/queue-dispatcher.ts";
@@ -223,7 +223,15 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
     };
   };
 
-  // One Edda per invocation: it is cheap (routes compile lazily) and its dispatcher may use this invocation's loopback.
+  // One Edda per invocation (its dispatcher may use this invocation's loopback and counts its subrequests), but one app
+  // per env object: building the routes and their schemas costs about 1 ms of CPU per invocation (bench/), and nothing
+  // in them belongs to an invocation (the app asks the Edda serving the request for its engine and scope).
+  const apps = new WeakMap<object, SharedApp>();
+  const appFor = (env: WorkerEnv): SharedApp => {
+    let shared = apps.get(env);
+    if (!shared) apps.set(env, (shared = {}));
+    return shared;
+  };
   function eddaFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | null, kind: InvocationKind): { edda: Edda; config: EddaConfig; subrequestLimit: number; statements: () => number } {
     const config = readConfig(env);
     // Explicit options win over the environment (env.ts withEnvironment), as on every platform.
@@ -239,7 +247,7 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
     const chosen = [chooseDriver(config, drivers)];
     // Statements this invocation issued: the sweep's CPU estimate (an isolate cannot read its own CPU time).
     let statements = () => 0;
-    const edda = createEdda({
+    const edda = createEddaSharingApp({
       ...options,
       database: () => {
         const database = openServerlessDatabase(config, chosen, { ...(env.HYPERDRIVE ? { connectionString: env.HYPERDRIVE.connectionString } : {}), max: 5, perRequest: true });
@@ -262,7 +270,7 @@ export function createWorker(workerOptions: WorkerOptions): EddaWorker {
         app.get("/_edda/invocations", (c) => c.json(counts));
         opts.routes?.(app);
       },
-    });
+    }, appFor(env));
     return { edda, config, subrequestLimit, statements: () => statements() };
   }
 

@@ -161,3 +161,15 @@ it("every message delivered twice, batches split apart and run at once: each ste
   }
   expect((await h.counts()).maxQueueBatchSteps).toBeGreaterThan(1);
 }, 60_000);
+
+it("start requests on one env share one app, each on a client of its own, closed after it: 30 starts leave no connection behind", async () => {
+  const h = harness({ EDDA_CONSUMER_CPU_MS: "0" });
+  const open = async () => (await queryRows<{ n: number }>(db.db, sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`))[0]!.n;
+  const before = await open();
+  // A body without content-length: the body limit then reads it into a new request (the client opened under it used to be left open).
+  for (let i = 0; i < 30; i++) await h.start(1, `chain-conn-${i}`);
+  await new Promise((r) => setTimeout(r, 200));
+  expect(await open()).toBeLessThanOrEqual(before);
+  await h.drain();
+  for (let i = 0; i < 30; i++) expect(await status(`chain-conn-${i}`)).toBe("completed");
+});
