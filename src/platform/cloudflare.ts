@@ -29,6 +29,7 @@
  * Every invocation has one subrequest budget (EDDA_SUBREQUEST_LIMIT, 40 by
  * default: the Free plan allows 50).
  */
+import { isWorkerVersionId, workersFollowUpHeaders } from "../engine/deployment-routing.ts";
 import { createEddaSharingApp, runInvocation, type Edda, type EddaOptions, type SharedApp } from "../edda.ts";
 import { SubrequestBudget, type Dispatcher } from "../engine/dispatcher.ts";
 import { HttpDispatcher } from "../engine/http-dispatcher.ts";
@@ -85,6 +86,12 @@ export interface WorkerEnv extends EddaEnv {
   EDDA_VALUES?: R2BucketLike;
   /** Optional version metadata binding (`version_metadata = { binding = "CF_VERSION_METADATA" }`): its id names this deployment when EDDA_DEPLOYMENT is unset. */
   CF_VERSION_METADATA?: { id: string; tag?: string; timestamp?: string };
+  /**
+   * The Worker's name (wrangler's `name`): with the version metadata binding, each fetch follow-up carries
+   * `Cloudflare-Workers-Version-Overrides` naming this version, so during a gradual deployment a step's
+   * follow-up runs on the code that ran the step (engine/deployment-routing.ts).
+   */
+  EDDA_WORKER_NAME?: string;
 }
 
 /**
@@ -339,12 +346,15 @@ function dispatcherFor(env: WorkerEnv, ctx: ExecutionContext, origin: string | n
   const self = env.SELF ?? (config.publicUrl ? undefined : ctx.exports?.default);
   const baseUrl = config.publicUrl ?? origin ?? "https://edda.internal";
   if (!self && !config.publicUrl && !origin) console.warn("edda: no EDDA_QUEUE, EDDA_PUBLIC_URL, SELF binding or ctx.exports loopback: cron follow-ups cannot be sent");
+  const pin = workersFollowUpHeaders(env.EDDA_WORKER_NAME, env.CF_VERSION_METADATA?.id ?? null, isWorkerVersionId);
+  const pinned = Object.keys(pin).length > 0;
   return new HttpDispatcher({
     baseUrl,
     secret,
     fetch: (input, init) => {
       count();
-      return self ? self.fetch(input, init) : fetch(input, init);
+      const sent = pinned ? { ...init, headers: { ...(init?.headers as Record<string, string> | undefined), ...pin } } : init;
+      return self ? self.fetch(input, sent) : fetch(input, sent);
     },
     maxHops: config.maxHops ?? WORKERS_MAX_HOPS,
     ...(queue ? { continueWith: queue } : {}),
