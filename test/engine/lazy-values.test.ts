@@ -52,7 +52,9 @@ const counting: LargeValueStore = {
 let pg: Awaited<ReturnType<typeof freshPostgres>>;
 const apps: TestApp[] = [];
 const app = (workflows: EddaOptions["workflows"] = [twenty]) => {
-  const a = makeTestApp(pg.open(), { workflows, largeValues: { store: counting } });
+  // One deployment id for every app here (EDDA_DEPLOYMENT kept across code changes): the changed code takes the
+  // instance over and parks it; a new id would leave it on the code that started it (issue 38).
+  const a = makeTestApp(pg.open(), { workflows, largeValues: { store: counting }, deployment: "lazy-prod" });
   apps.push(a);
   return a;
 };
