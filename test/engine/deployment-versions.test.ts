@@ -145,6 +145,11 @@ describe("deployments side by side (issue 38)", () => {
     const listed = (await call(b.edda, "GET", "/deployments")).body as { current: string; deployments: { id: string; draining: boolean; instances: Record<string, number> }[] };
     expect(listed.current).toBe("rel-2");
     expect(listed.deployments.find((d) => d.id === "rel-1")).toMatchObject({ draining: true, instances: { waiting_for_message: 4 } });
+    // The viewer's list says so too (an app of rel-2 with no token: the viewer without a login).
+    const viewerApp = makeTestApp(pg.open(), { workflows: REL2, deployment: "rel-2", serviceName: "dv-viewer" });
+    apps.push(viewerApp);
+    const html = await (await viewerApp.edda.app.request("/ui")).text();
+    expect(html).toMatch(/Deployments still draining: <code>rel-1<\/code> \(4 waiting for message\)/);
     // Retire rel-1: its engines stop.
     for (const x of [a1, a2]) await x.edda.close();
     for (const id of stranded) await b.edda.publish("go", "late", { targetInstanceId: id });

@@ -204,12 +204,13 @@ export function viewer(opts: ViewerOptions): Hono<ViewerEnv> {
     }
     const counts = await e.countInstances(filter);
     const reasons = await e.reasonsOf(page.instances);
+    const draining = (await e.deployments()).deployments.filter((d) => d.draining);
     return render(
       c,
       "Instances",
       <>
         {problem ? <Problem message={problem} /> : null}
-        <ListPage params={params} workflows={[...e.workflows.keys()].sort()} counts={counts} instances={page.instances} nextCursor={page.nextCursor} now={now} why={reasons} />
+        <ListPage params={params} workflows={[...e.workflows.keys()].sort()} counts={counts} instances={page.instances} nextCursor={page.nextCursor} now={now} why={reasons} draining={draining} />
       </>,
     );
   });

@@ -13,6 +13,29 @@ import { listUrl, RANGES, type ListParams } from "./list-params.ts";
 import { Table, type Column } from "./table.tsx";
 import type { WhyReason } from "../../engine/why-view.ts";
 import { WhyCell } from "./why.tsx";
+import type { DeploymentView } from "../../engine/deployment.ts";
+
+/** "Still draining: rel-1 (4 waiting for message)": the older deployments whose instances have not finished. */
+function Draining(p: { deployments: readonly DeploymentView[] }) {
+  if (!p.deployments.length) return null;
+  const work = (d: DeploymentView) =>
+    Object.entries(d.instances)
+      .filter(([, n]) => (n ?? 0) > 0)
+      .map(([s, n]) => `${n} ${s.replace(/_/g, " ")}`)
+      .join(", ");
+  return (
+    <p class="small draining">
+      Deployments still draining:{" "}
+      {p.deployments.slice(0, 10).map((d, i) => (
+        <>
+          {i ? "; " : ""}
+          <code>{d.id ?? "(unrecorded)"}</code> ({work(d)})
+        </>
+      ))}
+      {p.deployments.length > 10 ? ` and ${p.deployments.length - 10} more` : ""} — GET /deployments
+    </p>
+  );
+}
 
 export interface ListPageProps {
   params: ListParams;
@@ -23,6 +46,8 @@ export interface ListPageProps {
   now: Date;
   /** Each listed instance's reason (engine/why.ts), by id: the why column. */
   why?: ReadonlyMap<string, WhyReason>;
+  /** Older deployments that still have unfinished instances (GET /deployments' `draining`). */
+  draining?: readonly DeploymentView[];
 }
 
 const INSTANCE_COLUMNS = (now: Date, why: ReadonlyMap<string, WhyReason> | undefined): Column<InstanceRecord>[] => [
@@ -55,6 +80,7 @@ export function ListPage(p: ListPageProps) {
   return (
     <>
       <h1>Instances</h1>
+      <Draining deployments={p.draining ?? []} />
       <form class="filters" method="get" action="/ui">
         <label>
           search id or input
